@@ -1,0 +1,40 @@
+"""gradcli: inspect and check PyTorch autograd from the shell, or from Python.
+
+    >>> import gradcli
+    >>> result = gradcli.check("x*sigmoid(x)")
+    >>> result.ok
+    True
+
+The public functions are imported lazily, so `import gradcli` (and `gradcli --help`) does
+not pay for torch or sympy.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+__version__ = "0.1.0"
+__all__ = ["parse", "build", "to_sympy", "trace", "check", "check_function", "GradcliError"]
+
+_LAZY = {
+    "parse": ("gradcli.language.parser", "parse"),
+    "build": ("gradcli.build.to_torch", "build"),
+    "to_sympy": ("gradcli.build.to_sympy", "to_sympy"),
+    "trace": ("gradcli.inspect.trace", "trace"),
+    "check": ("gradcli.verify.check", "check"),
+    "check_function": ("gradcli.verify.function", "check_function"),
+    "GradcliError": ("gradcli.errors", "GradcliError"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'gradcli' has no attribute {name!r}") from None
+    return getattr(import_module(module), attr)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,10 @@
+"""The command-line interface (typer). `main` is the console script `gradcli`."""
+
+from __future__ import annotations
+
+from . import library  # noqa: F401  (each module registers its command on `app`)
+from .app import app
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,90 @@
+"""The typer application and what every command shares: reading EXPR, options, errors.
+
+The CLI is a thin adapter: commands parse options, call the library, hand plain results to a
+renderer, and turn a `GradcliError` into its message on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from pathlib import Path
+from typing import Any, Callable, List, Optional, TypeVar
+
+import typer
+from typing_extensions import Annotated
+
+from ..errors import GradcliError, UsageError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+app = typer.Typer(
+    name="gradcli",
+    help=(
+        "Inspect and check PyTorch autograd from the shell.\n\n"
+        "Examples:\n\n"
+        "  gradcli demo swish\n\n"
+        "  gradcli trace \"x.pow(2).sum()\" --var \"x=randn(3,3)\"\n\n"
+        "  gradcli check \"x*sigmoid(x)\" --order 2\n\n"
+        "  gradcli list"
+    ),
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
+
+
+@app.callback()
+def _root() -> None:
+    """Exit status: 0 all agreed, 1 a problem was found (a wrong or non-finite gradient, an
+    autograd error), 2 bad input or usage."""
+
+
+def reports_errors(command: F) -> F:
+    """Turn a GradcliError into its one-paragraph message on stderr and exit status 2."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except GradcliError as err:
+            typer.echo(err.render(), err=True)
+            raise typer.Exit(EXIT_USAGE) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def read_expression(expr: str) -> str:
+    """EXPR as given, or the text of `@FILE`, or stdin for `-`."""
+    if expr == "-":
+        return sys.stdin.read()
+    if expr.startswith("@"):
+        path = Path(expr[1:])
+        try:
+            return path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            reason = getattr(err, "strerror", None) or str(err)
+            raise UsageError(f"cannot read the expression file '{path}': {reason}") from None
+    return expr
+
+
+# Options several commands share, declared once.
+VarOption = Annotated[
+    Optional[List[str]],
+    typer.Option(
+        "--var", "-v", metavar="NAME=SPEC",
+        help="A variable's value: 1.5, [1,2,3], randn(3,3), rand(4), ones(2,2), zeros(3), "
+        "full(3,0.5), arange(0,1,0.25), linspace(-3,3,101), uniform(0.1,2,50). Repeatable.",
+    ),
+]
+SeedOption = Annotated[Optional[int], typer.Option("--seed", help="Seed for randn/rand/uniform (printed when not given).")]
+DtypeOption = Annotated[str, typer.Option("--dtype", help="float64 (default), float32, float16 or bfloat16.")]
+DeviceOption = Annotated[str, typer.Option("--device", help="Torch device, e.g. cpu (default) or cuda.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout, nothing else.")]
+LibraryOption = Annotated[
+    Optional[List[Path]],
+    typer.Option("--library", metavar="DIR", help="Another folder of *.toml library functions (also $GRADCLI_LIBRARY). Repeatable."),
+]

@@ -1,0 +1,1 @@
+"""gradcli's expression language: a small AST, its allow-list parser and the operations table."""

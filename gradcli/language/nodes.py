@@ -1,0 +1,117 @@
+"""The expression AST: what the parser produces and both interpreters read.
+
+Nodes are frozen dataclasses; their `span` (where in the input they came from) is left out
+of `==` and `repr`, so `parse("x+1") == parse("x + 1")`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+from ..errors import Span
+
+
+def _span() -> Span | None:
+    return field(default=None, compare=False, repr=False, kw_only=True)
+
+
+@dataclass(frozen=True)
+class Num:
+    """A numeric (or boolean, for `keepdim=True`) literal."""
+
+    value: int | float | bool
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class Const:
+    """A named mathematical constant: `pi` or `e`."""
+
+    name: str
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class Name:
+    """A variable (a leaf tensor) or an intermediate bound by an earlier statement."""
+
+    id: str
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class Tuple:
+    """A tuple or list of integers, only as an argument (`dim=(0, 1)`)."""
+
+    items: tuple["Expr", ...]
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class UnaryOp:
+    """`-a` or `+a`."""
+
+    op: str
+    operand: "Expr"
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class BinOp:
+    """`a + b`, `a - b`, `a * b`, `a / b`, `a ** b`, `a @ b`."""
+
+    op: str
+    left: "Expr"
+    right: "Expr"
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class Compare:
+    """`a > b`, `a >= b`, `a < b`, `a <= b`: only as the condition of `where`."""
+
+    op: str
+    left: "Expr"
+    right: "Expr"
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class Call:
+    """`f(a, b, dim=0)`, or the method form `a.f(b)` (then `method` is true, `a` is args[0])."""
+
+    func: str
+    args: tuple["Expr", ...]
+    kwargs: tuple[tuple[str, "Expr"], ...] = ()
+    method: bool = False
+    span: Span | None = _span()
+
+
+Expr = Union[Num, Const, Name, Tuple, UnaryOp, BinOp, Compare, Call]
+
+
+@dataclass(frozen=True)
+class Assign:
+    """`name = value`: binds an intermediate that the trace labels."""
+
+    name: str
+    value: Expr
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class Program:
+    """Statements in order; the last one is an expression, the output."""
+
+    statements: tuple[Assign, ...]
+    output: Expr
+    variables: tuple[str, ...]
+    source: str = field(default="", compare=False, repr=False)
+
+
+BINARY_OPS = {"+", "-", "*", "/", "**", "@"}
+COMPARISONS = {">", ">=", "<", "<="}
+CONSTANTS = {"pi", "e"}
+#: Every expression node class, for isinstance checks.
+EXPR_TYPES = (Num, Const, Name, Tuple, UnaryOp, BinOp, Compare, Call)

@@ -1,0 +1,254 @@
+"""THE table of operations: one row feeds the parser's allow-list, the torch builder and the
+sympy translator.
+
+Adding a function is one `Op(...)` row here and one test. A row names
+
+- `params`: the signature, in torch's own order and names (`clamp(input, min, max)`), each
+  with a kind that says how the builder passes it (see `Param`);
+- `torch`: the dotted path of the function form (`torch.exp`, `torch.nn.functional.softplus`);
+  `method` says whether `torch.Tensor` has a method of the same name, so `x.exp()` is allowed;
+- `sympy`: the symbolic meaning. For elementwise rows it maps sympy scalars to a sympy
+  scalar (the translator applies it element by element); for the other kinds it maps numpy
+  object arrays of sympy scalars to one (reductions, softmax, matmul);
+- `domain` / `kinks`: where the derivative exists (an open interval) and points inside it
+  where it does not (abs at 0). The checker and the property tests read these.
+
+Nothing here imports torch, sympy or numpy: the callables receive the modules they need.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+INF = math.inf
+
+
+class _Required:
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+REQUIRED: Any = _Required()
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of an operation.
+
+    kind:
+      tensor  any expression; a plain number is turned into a tensor (torch.exp(2) needs one)
+      scalar  any expression; a plain number is passed as a Python number (x.pow(2))
+      cond    a comparison or boolean tensor (the condition of where)
+      dim     an integer or a tuple of integers, written literally
+      bool    True or False, written literally
+      number  a constant expression (no variables), passed as a Python number
+    """
+
+    name: str
+    kind: str = "tensor"
+    default: Any = REQUIRED
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operation of the language."""
+
+    name: str
+    params: tuple[Param, ...]
+    torch: str
+    sympy: Callable[..., Any]
+    doc: str
+    kind: str = "elementwise"  # elementwise | reduction | softmax | matmul
+    method: bool = True
+    domain: tuple[float, float] = (-INF, INF)
+    kinks: tuple[float, ...] = ()
+    aliases: tuple[str, ...] = field(default=())
+
+    def signature(self) -> str:
+        return f"{self.name}({format_params(self.params)})"
+
+
+def format_params(params: tuple[Param, ...]) -> str:
+    parts = []
+    for p in params:
+        parts.append(p.name if p.required else f"{p.name}={p.default!r}")
+    return ", ".join(parts)
+
+
+X = (Param("input"),)
+REDUCE = (Param("input"), Param("dim", "dim", None), Param("keepdim", "bool", False))
+
+
+def _unary(name: str, sympy: Callable[..., Any], doc: str, **kw: Any) -> Op:
+    return Op(name, X, f"torch.{name}", sympy, doc, **kw)
+
+
+def _piecewise_max(sp: Any, a: Any, b: Any) -> Any:
+    return sp.Piecewise((a, a > b), (b, True))
+
+
+def _piecewise_min(sp: Any, a: Any, b: Any) -> Any:
+    return sp.Piecewise((a, a < b), (b, True))
+
+
+def _clamp(sp: Any, x: Any, min: Any = None, max: Any = None) -> Any:
+    pieces = []
+    if min is not None:
+        pieces.append((min, x < min))
+    if max is not None:
+        pieces.append((max, x > max))
+    return sp.Piecewise(*pieces, (x, True)) if pieces else x
+
+
+def _softplus(sp: Any, x: Any, beta: Any = 1, threshold: Any = 20) -> Any:
+    # torch switches to the identity where beta*x > threshold; the symbolic form follows it.
+    return sp.Piecewise((x, beta * x > threshold), (sp.log(1 + sp.exp(beta * x)) / beta, True))
+
+
+def _axes(dim: Any, ndim: int) -> Any:
+    if dim is None:
+        return None
+    dims = dim if isinstance(dim, tuple) else (dim,)
+    return tuple(d % ndim if ndim else 0 for d in dims)
+
+
+def _reduce(fn_name: str) -> Callable[..., Any]:
+    def reduce(sp: Any, np: Any, x: Any, dim: Any = None, keepdim: bool = False) -> Any:
+        axes = _axes(dim, x.ndim)
+        if x.ndim == 0:
+            return x
+        return np.asarray(getattr(np, fn_name)(x, axis=axes, keepdims=keepdim), dtype=object)
+
+    return reduce
+
+
+def _mean(sp: Any, np: Any, x: Any, dim: Any = None, keepdim: bool = False) -> Any:
+    if x.ndim == 0:
+        return x
+    axes = _axes(dim, x.ndim)
+    count = x.size if axes is None else math.prod(x.shape[a] for a in axes)
+    return np.asarray(np.sum(x, axis=axes, keepdims=keepdim) / sp.Integer(count), dtype=object)
+
+
+def _logsumexp(sp: Any, np: Any, x: Any, dim: Any, keepdim: bool = False) -> Any:
+    exp = np.frompyfunc(sp.exp, 1, 1)
+    log = np.frompyfunc(sp.log, 1, 1)
+    if x.ndim == 0:
+        return np.asarray(log(exp(x)), dtype=object)
+    return np.asarray(log(np.sum(exp(x), axis=_axes(dim, x.ndim), keepdims=keepdim)), dtype=object)
+
+
+def _softmax(log: bool) -> Callable[..., Any]:
+    def softmax(sp: Any, np: Any, x: Any, dim: Any) -> Any:
+        exp = np.frompyfunc(sp.exp, 1, 1)
+        if x.ndim == 0:
+            return np.asarray(sp.Integer(0) if log else sp.Integer(1), dtype=object)
+        e = exp(x)
+        total = np.sum(e, axis=_axes(dim, x.ndim), keepdims=True)
+        if log:
+            return np.asarray(x - np.frompyfunc(sp.log, 1, 1)(total), dtype=object)
+        return np.asarray(e / total, dtype=object)
+
+    return softmax
+
+
+def _matmul(sp: Any, np: Any, a: Any, b: Any) -> Any:
+    if a.ndim == 1 and b.ndim == 1:
+        return np.asarray(np.sum(a * b), dtype=object)
+    return np.asarray(np.matmul(a, b), dtype=object)
+
+
+POS = (0.0, INF)
+UNIT = (-1.0, 1.0)
+
+OPS_LIST: tuple[Op, ...] = (
+    _unary("abs", lambda sp, x: sp.Abs(x), "absolute value |x|", kinks=(0.0,)),
+    _unary("sqrt", lambda sp, x: sp.sqrt(x), "square root", domain=POS),
+    _unary("rsqrt", lambda sp, x: 1 / sp.sqrt(x), "reciprocal square root 1/sqrt(x)", domain=POS),
+    _unary("square", lambda sp, x: x**2, "x**2"),
+    _unary("reciprocal", lambda sp, x: 1 / x, "1/x (undefined at 0)", kinks=(0.0,)),
+    _unary("exp", lambda sp, x: sp.exp(x), "exponential"),
+    _unary("expm1", lambda sp, x: sp.exp(x) - 1, "exp(x) - 1, accurate near 0"),
+    _unary("log", lambda sp, x: sp.log(x), "natural logarithm", domain=POS),
+    _unary("log1p", lambda sp, x: sp.log(1 + x), "log(1 + x), accurate near 0", domain=(-1.0, INF)),
+    _unary("log2", lambda sp, x: sp.log(x) / sp.log(2), "base-2 logarithm", domain=POS),
+    _unary("log10", lambda sp, x: sp.log(x) / sp.log(10), "base-10 logarithm", domain=POS),
+    _unary("sin", lambda sp, x: sp.sin(x), "sine"),
+    _unary("cos", lambda sp, x: sp.cos(x), "cosine"),
+    _unary("tan", lambda sp, x: sp.tan(x), "tangent", domain=(-math.pi / 2, math.pi / 2)),
+    _unary("asin", lambda sp, x: sp.asin(x), "inverse sine", domain=UNIT),
+    _unary("acos", lambda sp, x: sp.acos(x), "inverse cosine", domain=UNIT),
+    _unary("atan", lambda sp, x: sp.atan(x), "inverse tangent"),
+    _unary("sinh", lambda sp, x: sp.sinh(x), "hyperbolic sine"),
+    _unary("cosh", lambda sp, x: sp.cosh(x), "hyperbolic cosine"),
+    _unary("tanh", lambda sp, x: sp.tanh(x), "hyperbolic tangent"),
+    _unary("asinh", lambda sp, x: sp.asinh(x), "inverse hyperbolic sine"),
+    _unary("acosh", lambda sp, x: sp.acosh(x), "inverse hyperbolic cosine", domain=(1.0, INF)),
+    _unary("atanh", lambda sp, x: sp.atanh(x), "inverse hyperbolic tangent", domain=UNIT),
+    _unary("sigmoid", lambda sp, x: 1 / (1 + sp.exp(-x)), "logistic sigmoid 1/(1+exp(-x))"),
+    Op(
+        "logsigmoid", X, "torch.nn.functional.logsigmoid",
+        lambda sp, x: -sp.log(1 + sp.exp(-x)), "log(sigmoid(x)), computed stably", method=False,
+    ),
+    Op(
+        "softplus",
+        (Param("input"), Param("beta", "number", 1.0), Param("threshold", "number", 20.0)),
+        "torch.nn.functional.softplus", _softplus,
+        "log(1 + exp(beta*x))/beta, linear where beta*x > threshold", method=False,
+    ),
+    _unary("relu", lambda sp, x: sp.Piecewise((x, x > 0), (0, True)), "max(x, 0)", kinks=(0.0,)),
+    _unary("erf", lambda sp, x: sp.erf(x), "Gauss error function"),
+    _unary("erfc", lambda sp, x: sp.erfc(x), "complementary error function 1 - erf(x)"),
+    Op(
+        "pow", (Param("input", "scalar"), Param("exponent", "scalar")), "torch.pow",
+        lambda sp, x, p: x**p, "input ** exponent",
+    ),
+    Op(
+        "clamp",
+        (Param("input"), Param("min", "scalar", None), Param("max", "scalar", None)),
+        "torch.clamp", _clamp, "limit to [min, max]",
+    ),
+    Op(
+        "where",
+        (Param("condition", "cond"), Param("input", "scalar"), Param("other", "scalar")),
+        "torch.where",
+        lambda sp, c, a, b: sp.Piecewise((a, c), (b, True)),
+        "input where condition holds, else other", method=False,
+    ),
+    Op("maximum", (Param("input"), Param("other")), "torch.maximum", _piecewise_max,
+       "elementwise maximum of two tensors"),
+    Op("minimum", (Param("input"), Param("other")), "torch.minimum", _piecewise_min,
+       "elementwise minimum of two tensors"),
+    Op("sum", REDUCE, "torch.sum", _reduce("sum"), "sum of elements (over dim)", kind="reduction"),
+    Op("mean", REDUCE, "torch.mean", _mean, "mean of elements (over dim)", kind="reduction"),
+    Op("prod", (Param("input"), Param("dim", "dim", None), Param("keepdim", "bool", False)),
+       "torch.prod", _reduce("prod"), "product of elements (over one dim)", kind="reduction"),
+    Op("logsumexp", (Param("input"), Param("dim", "dim"), Param("keepdim", "bool", False)),
+       "torch.logsumexp", _logsumexp, "log(sum(exp(x))) over dim, computed stably",
+       kind="reduction"),
+    Op("softmax", (Param("input"), Param("dim", "dim")), "torch.softmax", _softmax(log=False),
+       "exp(x) / sum(exp(x)) over dim", kind="softmax"),
+    Op("log_softmax", (Param("input"), Param("dim", "dim")), "torch.log_softmax",
+       _softmax(log=True), "log(softmax(x)) over dim, computed stably", kind="softmax"),
+    Op("matmul", (Param("input"), Param("other")), "torch.matmul", _matmul,
+       "matrix product (the @ operator)", kind="matmul"),
+)
+
+OPS: dict[str, Op] = {op.name: op for op in OPS_LIST}
+
+#: Operators of the language and the torch node they build, for documentation.
+OPERATORS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "**": "pow", "@": "matmul"}
+
+
+def resolve_torch(path: str) -> Callable[..., Any]:
+    """The torch callable for a dotted path, imported on first use."""
+    import importlib
+
+    module_name, _, attr = path.rpartition(".")
+    return getattr(importlib.import_module(module_name), attr)

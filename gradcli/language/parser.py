@@ -1,0 +1,500 @@
+"""Parse expression text into gradcli's AST with an allow-list over Python's `ast`.
+
+Python's own parser does the tokenising and precedence; this module then walks its tree and
+accepts only the constructs the language has (see CLI.md), converting each into a node of
+`nodes.py`. Anything else (attributes, subscripts, lambdas, strings, ...) is refused with its
+position. Nothing is ever evaluated: the result is data for the interpreters.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import math
+from typing import Any, Mapping, Protocol
+
+from .. import limits
+from .._deep import run_deep
+from ..errors import (
+    ArgumentError,
+    GradcliError,
+    LimitError,
+    ParseError,
+    Span,
+    UnknownNameError,
+)
+from . import nodes as n
+from .ops import OPS, Param
+
+_BINOPS = {
+    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**", ast.MatMult: "@",
+}
+_CMPOPS = {ast.Gt: ">", ast.GtE: ">=", ast.Lt: "<", ast.LtE: "<="}
+_UNARY = {ast.USub: "-", ast.UAdd: "+"}
+
+#: What to say about Python constructs the language does not have.
+_REFUSED = {
+    ast.Subscript: ("subscripts (x[0]) are not part of the language", "reduce with sum/mean, or pass the element with --var"),
+    ast.Attribute: ("attribute access is not part of the language", "only method calls on the operations whitelist are allowed, e.g. x.pow(2).sum()"),
+    ast.Lambda: ("lambdas are not part of the language", None),
+    ast.ListComp: ("comprehensions are not part of the language", None),
+    ast.SetComp: ("comprehensions are not part of the language", None),
+    ast.DictComp: ("comprehensions are not part of the language", None),
+    ast.GeneratorExp: ("generator expressions are not part of the language", None),
+    ast.BoolOp: ("'and'/'or' are not part of the language", "combine conditions with nested where(...)"),
+    ast.IfExp: ("conditional expressions (a if c else b) are not part of the language", "use where(c, a, b)"),
+    ast.Dict: ("dicts are not part of the language", None),
+    ast.Set: ("sets are not part of the language", None),
+    ast.JoinedStr: ("strings are not part of the language", None),
+    ast.Starred: ("star-arguments are not part of the language", None),
+    ast.NamedExpr: ("':=' is not part of the language", "use a statement: h = ...; ..."),
+    ast.Await: ("'await' is not part of the language", None),
+    ast.Yield: ("'yield' is not part of the language", None),
+    ast.YieldFrom: ("'yield' is not part of the language", None),
+    ast.Slice: ("slices are not part of the language", None),
+}
+_BINOP_HINTS = {
+    ast.BitXor: "use ** for powers (x**2), not ^",
+    ast.FloorDiv: "use / for division",
+    ast.Mod: None,
+}
+
+
+class Signature(Protocol):
+    """Anything with a name and params: an `ops.Op` or a library function."""
+
+    name: str
+    params: tuple[Param, ...]
+
+
+def parse(
+    source: str,
+    functions: Mapping[str, Signature] | None = None,
+    *,
+    what: str = "expression",
+    allowed_variables: tuple[str, ...] | None = None,
+) -> n.Program:
+    """Parse `source` into a `Program`, or raise a `GradcliError` that points into it.
+
+    `functions` are the callable library functions (by name; the operations table always
+    applies). `allowed_variables`, when given, is the complete list of free names allowed
+    (a library body may only use its parameters).
+    """
+    if functions is None:
+        from ..library import default_library
+
+        functions = default_library().functions
+    try:
+        return run_deep(_Parser(source, functions, allowed_variables).program)
+    except GradcliError as err:
+        raise err.at(source, what)
+
+
+def split_lines(source: str) -> list[str]:
+    return source.split("\n")
+
+
+class _Parser:
+    def __init__(
+        self,
+        source: str,
+        functions: Mapping[str, Signature],
+        allowed_variables: tuple[str, ...] | None,
+    ) -> None:
+        self.source = source
+        self.functions = functions
+        self.allowed_variables = allowed_variables
+        self.lines = split_lines(source)
+        self.ascii = [line.isascii() for line in self.lines]
+        self.count = 0
+        self.depth = 0
+        self.bound: set[str] = set()
+        self.variables: list[str] = []
+
+    # -- entry -------------------------------------------------------------------------------
+    def program(self) -> n.Program:
+        source = self.source
+        if len(source) > limits.MAX_SOURCE_CHARS:
+            raise LimitError(
+                f"the expression is {len(source):,} characters long; the limit is "
+                f"{limits.MAX_SOURCE_CHARS:,}"
+            )
+        if "\x00" in source:
+            raise ParseError("the expression contains a null byte", span=self._offset_span(source.index("\x00")))
+        if not source.strip():
+            raise ParseError("the expression is empty", hint='give one, e.g. "x.pow(2).sum()"')
+        tree = self._python_parse(source)
+        body = tree.body
+        if len(body) > limits.MAX_STATEMENTS:
+            raise LimitError(
+                f"the program has {len(body):,} statements; the limit is {limits.MAX_STATEMENTS:,}"
+            )
+        if not body:
+            raise ParseError("the expression is empty", hint='give one, e.g. "x.pow(2).sum()"')
+        statements: list[n.Assign] = []
+        output: n.Expr | None = None
+        for index, stmt in enumerate(body):
+            last = index == len(body) - 1
+            if isinstance(stmt, ast.Assign):
+                assign = self.assign(stmt)
+                statements.append(assign)
+                if last:
+                    output = n.Name(assign.name, span=assign.span)
+            elif isinstance(stmt, ast.Expr):
+                if not last:
+                    raise ParseError(
+                        "only the last statement can be a bare expression",
+                        span=self.span(stmt),
+                        hint="bind it to a name (h = ...) or remove it",
+                    )
+                output = self.expr(stmt.value)
+            elif isinstance(stmt, ast.AugAssign):
+                raise ParseError(
+                    "augmented assignment (+=) is not part of the language",
+                    span=self.span(stmt),
+                    hint="write h = h + x (in PyTorch, += on a tensor is an in-place operation)",
+                )
+            else:
+                raise ParseError(
+                    f"'{type(stmt).__name__.lower()}' statements are not part of the language",
+                    span=self.span(stmt),
+                    hint="statements are assignments (h = ...) and a final expression",
+                )
+        assert output is not None
+        return n.Program(tuple(statements), output, tuple(self.variables), source=source)
+
+    def _python_parse(self, source: str) -> ast.Module:
+        try:
+            return ast.parse(source, mode="exec")
+        except SyntaxError as err:
+            line = err.lineno or 1
+            col = max((err.offset or 1) - 1, 0)
+            span = Span(line, col, line, col + 1)
+            message = err.msg
+            if "too many nested parentheses" in message:
+                raise LimitError(
+                    "the expression nests parentheses more than 200 levels deep", span=span
+                ) from None
+            if message.startswith("invalid syntax"):
+                message = "invalid syntax"
+            raise ParseError(message, span=span) from None
+        except (RecursionError, MemoryError):
+            raise LimitError(
+                f"the expression is too deeply nested (the limit is {limits.MAX_DEPTH:,} levels)"
+            ) from None
+        except ValueError as err:  # e.g. source code cannot contain null bytes
+            raise ParseError(str(err)) from None
+
+    # -- positions ---------------------------------------------------------------------------
+    def _col(self, line: int, byte_col: int) -> int:
+        # ast gives UTF-8 byte offsets; carets need character columns.
+        if line - 1 < len(self.lines) and not self.ascii[line - 1]:
+            return len(self.lines[line - 1].encode()[:byte_col].decode("utf-8", "ignore"))
+        return byte_col
+
+    def span(self, node: ast.AST) -> Span:
+        line = getattr(node, "lineno", 1)
+        end_line = getattr(node, "end_lineno", line) or line
+        col = self._col(line, getattr(node, "col_offset", 0))
+        end_col = self._col(end_line, getattr(node, "end_col_offset", col + 1) or col + 1)
+        return Span(line, col, end_line, end_col)
+
+    def _offset_span(self, offset: int) -> Span:
+        line = self.source.count("\n", 0, offset) + 1
+        col = offset - (self.source.rfind("\n", 0, offset) + 1)
+        return Span(line, col, line, col + 1)
+
+    # -- statements --------------------------------------------------------------------------
+    def assign(self, stmt: ast.Assign) -> n.Assign:
+        if len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
+            raise ParseError(
+                "an assignment binds exactly one name (h = ...)", span=self.span(stmt.targets[0])
+            )
+        target = stmt.targets[0]
+        name = self._check_identifier(target.id, target)
+        if name in n.CONSTANTS:
+            raise ParseError(f"'{name}' is a constant and cannot be assigned", span=self.span(target))
+        value = self.expr(stmt.value)
+        self.bound.add(name)
+        return n.Assign(name, value, span=self.span(stmt))
+
+    def _check_identifier(self, name: str, node: ast.AST) -> str:
+        if name.startswith("__") or not name.isidentifier():
+            raise ParseError(f"the name '{name}' is not allowed", span=self.span(node),
+                             hint="names starting with '__' are reserved")
+        return name
+
+    # -- expressions -------------------------------------------------------------------------
+    def expr(self, node: ast.AST, *, condition: bool = False) -> n.Expr:
+        self.count += 1
+        if self.count > limits.MAX_AST_NODES:
+            raise LimitError(
+                f"the expression has more than {limits.MAX_AST_NODES:,} nodes", span=self.span(node)
+            )
+        self.depth += 1
+        if self.depth > limits.MAX_DEPTH:
+            raise LimitError(
+                f"the expression is nested more than {limits.MAX_DEPTH:,} levels deep",
+                span=self.span(node),
+            )
+        try:
+            visit = getattr(self, f"visit_{type(node).__name__}", None)
+            if visit is None:
+                raise self._refuse(node)
+            if isinstance(node, ast.Compare):
+                return self.visit_Compare(node, condition=condition)
+            return visit(node)
+        finally:
+            self.depth -= 1
+
+    def _refuse(self, node: ast.AST) -> ParseError:
+        message, hint = _REFUSED.get(
+            type(node), (f"'{type(node).__name__}' is not part of the language", None)
+        )
+        return ParseError(message, span=self.span(node), hint=hint)
+
+    def visit_Constant(self, node: ast.Constant) -> n.Expr:
+        value = node.value
+        if isinstance(value, bool):
+            return n.Num(value, span=self.span(node))
+        if isinstance(value, str):
+            raise ParseError("strings are not part of the language", span=self.span(node))
+        if isinstance(value, int):
+            if abs(value) > limits.MAX_CONSTANT:
+                raise LimitError(
+                    f"the number is larger than {limits.MAX_CONSTANT:g}", span=self.span(node)
+                )
+            return n.Num(value, span=self.span(node))
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise LimitError("the number overflows a float64", span=self.span(node))
+            return n.Num(value, span=self.span(node))
+        kind = "complex numbers" if isinstance(value, complex) else f"'{value!r}'"
+        raise ParseError(f"{kind} are not part of the language", span=self.span(node))
+
+    def visit_Name(self, node: ast.Name) -> n.Expr:
+        name = node.id
+        if name in n.CONSTANTS:
+            return n.Const(name, span=self.span(node))
+        if name in ("True", "False"):  # only reachable on very old Pythons
+            return n.Num(name == "True", span=self.span(node))
+        self._check_identifier(name, node)
+        if name not in self.bound:
+            if self.allowed_variables is not None and name not in self.allowed_variables:
+                raise UnknownNameError(
+                    f"unknown name '{name}'",
+                    span=self.span(node),
+                    hint=_did_you_mean(name, self.allowed_variables)
+                    or f"the names here are: {', '.join(self.allowed_variables)}",
+                )
+            if name in OPS or name in self.functions:
+                raise ParseError(
+                    f"'{name}' is a function; call it", span=self.span(node), hint=f"{name}(x)"
+                )
+            if name not in self.variables:
+                self.variables.append(name)
+        return n.Name(name, span=self.span(node))
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> n.Expr:
+        op = _UNARY.get(type(node.op))
+        if op is None:
+            raise ParseError(
+                f"the operator '{_op_text(node.op)}' is not part of the language", span=self.span(node)
+            )
+        return n.UnaryOp(op, self.expr(node.operand), span=self.span(node))
+
+    def visit_BinOp(self, node: ast.BinOp) -> n.Expr:
+        op = _BINOPS.get(type(node.op))
+        if op is None:
+            raise ParseError(
+                f"the operator '{_op_text(node.op)}' is not part of the language",
+                span=self.span(node),
+                hint=_BINOP_HINTS.get(type(node.op)),
+            )
+        return n.BinOp(op, self.expr(node.left), self.expr(node.right), span=self.span(node))
+
+    def visit_Compare(self, node: ast.Compare, *, condition: bool = False) -> n.Expr:
+        if not condition:
+            raise ParseError(
+                "comparisons are only allowed as the condition of where(...)",
+                span=self.span(node),
+                hint="e.g. where(x > 0, x, 0.1 * x)",
+            )
+        if len(node.ops) != 1:
+            raise ParseError(
+                "chained comparisons are not part of the language", span=self.span(node),
+                hint="nest where(...) calls instead",
+            )
+        op = _CMPOPS.get(type(node.ops[0]))
+        if op is None:
+            raise ParseError(
+                f"the comparison '{_op_text(node.ops[0])}' is not part of the language",
+                span=self.span(node),
+                hint="use >, >=, < or <=",
+            )
+        return n.Compare(op, self.expr(node.left), self.expr(node.comparators[0]), span=self.span(node))
+
+    def visit_Tuple(self, node: ast.Tuple | ast.List) -> n.Expr:
+        # Only reachable as an argument: the call checks that a tuple fits the parameter.
+        return n.Tuple(tuple(self.expr(item) for item in node.elts), span=self.span(node))
+
+    visit_List = visit_Tuple
+
+    def visit_Call(self, node: ast.Call) -> n.Expr:
+        func = node.func
+        if isinstance(func, ast.Name):
+            name, method, receiver = func.id, False, None
+        elif isinstance(func, ast.Attribute):
+            name, method, receiver = func.attr, True, func.value
+        else:
+            raise ParseError("only named functions can be called", span=self.span(func))
+        signature = self._lookup(name, method, func)
+        for keyword in node.keywords:
+            if keyword.arg is None:
+                raise ParseError("'**' arguments are not part of the language", span=self.span(keyword))
+        params = signature.params
+        raw_args = list(node.args)
+        args: list[n.Expr] = []
+        if method:
+            args.append(self.expr(receiver))
+        for index, arg in enumerate(raw_args):
+            position = len(args)
+            param = params[position] if position < len(params) else None
+            args.append(self._argument(arg, param))
+        kwargs: list[tuple[str, n.Expr]] = []
+        by_name = {p.name: p for p in params}
+        for keyword in node.keywords:
+            param = by_name.get(keyword.arg)
+            if param is None:
+                raise ArgumentError(
+                    f"{name}() has no parameter '{keyword.arg}'",
+                    span=self.span(keyword),
+                    hint=_did_you_mean(keyword.arg, list(by_name))
+                    or f"its signature is {_signature_text(signature)}",
+                )
+            kwargs.append((keyword.arg, self._argument(keyword.value, param)))
+        call = n.Call(name, tuple(args), tuple(kwargs), method=method, span=self.span(node))
+        bind(signature, call)
+        return call
+
+    def _lookup(self, name: str, method: bool, func: ast.AST) -> Signature:
+        op = OPS.get(name)
+        if method:
+            if op is not None and op.method:
+                return op
+            if op is not None or name in self.functions:
+                raise ParseError(
+                    f"'{name}' has no method form",
+                    span=self.span(func),
+                    hint=f"call it as a function: {name}(x, ...)",
+                )
+            if name.startswith("_"):
+                raise ParseError("attribute access is not part of the language", span=self.span(func),
+                                 hint="only method calls on the operations whitelist are allowed")
+            methods = [o.name for o in OPS.values() if o.method]
+            raise UnknownNameError(
+                f"unknown method '{name}'",
+                span=self.span(func),
+                hint=_did_you_mean(name, methods) or "`gradcli list` shows the operations",
+            )
+        if op is not None:
+            return op
+        if name in self.functions:
+            return self.functions[name]
+        raise UnknownNameError(
+            f"unknown function '{name}'",
+            span=self.span(func),
+            hint=_did_you_mean(name, [*OPS, *self.functions])
+            or "`gradcli list` shows the operations and the expression library",
+        )
+
+    def _argument(self, node: ast.AST, param: Param | None) -> n.Expr:
+        kind = param.kind if param is not None else "tensor"
+        if kind == "cond":
+            return self.expr(node, condition=True)
+        if isinstance(node, (ast.Tuple, ast.List)) and kind != "dim":
+            raise ParseError(
+                "tuples and lists are only allowed as a dim argument", span=self.span(node),
+                hint="give tensor values with --var x=[1, 2, 3]",
+            )
+        value = self.expr(node)
+        if kind == "dim" and not _is_dim(value):
+            raise ArgumentError(
+                f"'{param.name}' must be an integer or a tuple of integers, written literally",
+                span=self.span(node),
+            )
+        if kind == "bool" and not (isinstance(value, n.Num) and isinstance(value.value, bool)):
+            raise ArgumentError(f"'{param.name}' must be True or False", span=self.span(node))
+        if kind == "number" and not is_constant(value):
+            raise ArgumentError(
+                f"'{param.name}' must be a constant (a number, pi, e, or arithmetic on them)",
+                span=self.span(node),
+            )
+        return value
+
+
+def bind(signature: Signature, call: n.Call) -> dict[str, n.Expr | Any]:
+    """Match a call's arguments to the signature like Python does: {param: node or default}."""
+    params = signature.params
+    if len(call.args) > len(params):
+        raise ArgumentError(
+            f"{call.func}() takes at most {len(params)} argument"
+            f"{'s' if len(params) != 1 else ''} ({len(call.args)} given)",
+            span=call.span,
+            hint=f"its signature is {_signature_text(signature)}",
+        )
+    bound: dict[str, Any] = {p.name: a for p, a in zip(params, call.args)}
+    for key, value in call.kwargs:
+        if key in bound:
+            raise ArgumentError(f"{call.func}() got '{key}' twice", span=call.span)
+        bound[key] = value
+    for p in params:
+        if p.name not in bound:
+            if p.required:
+                raise ArgumentError(
+                    f"{call.func}() is missing its argument '{p.name}'",
+                    span=call.span,
+                    hint=f"its signature is {_signature_text(signature)}",
+                )
+            bound[p.name] = p.default
+    return bound
+
+
+def _signature_text(signature: Signature) -> str:
+    from .ops import format_params
+
+    return f"{signature.name}({format_params(signature.params)})"
+
+
+def _is_dim(node: n.Expr) -> bool:
+    if isinstance(node, n.Num):
+        return isinstance(node.value, int) and not isinstance(node.value, bool)
+    if isinstance(node, n.UnaryOp) and node.op == "-":
+        return _is_dim(node.operand) and not isinstance(node.operand, n.Tuple)
+    if isinstance(node, n.Tuple):
+        return bool(node.items) and all(_is_dim(i) and not isinstance(i, n.Tuple) for i in node.items)
+    return False
+
+
+def is_constant(node: n.Expr) -> bool:
+    """Whether a node is arithmetic on numbers and constants only (no variables or calls)."""
+    if isinstance(node, (n.Num, n.Const)):
+        return True
+    if isinstance(node, n.UnaryOp):
+        return is_constant(node.operand)
+    if isinstance(node, n.BinOp):
+        return node.op != "@" and is_constant(node.left) and is_constant(node.right)
+    return False
+
+
+def _did_you_mean(name: str, candidates: Any) -> str | None:
+    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    return f"did you mean '{close[0]}'?" if close else None
+
+
+def _op_text(op: ast.AST) -> str:
+    return {
+        "BitXor": "^", "BitAnd": "&", "BitOr": "|", "FloorDiv": "//", "Mod": "%", "LShift": "<<",
+        "RShift": ">>", "Not": "not", "Invert": "~", "Eq": "==", "NotEq": "!=", "Is": "is",
+        "IsNot": "is not", "In": "in", "NotIn": "not in",
+    }.get(type(op).__name__, type(op).__name__)

@@ -1,0 +1,56 @@
+"""Text to program: the first steps every command shares.
+
+`load` reads the expression library (built-in, $GRADCLI_LIBRARY, `--library` folders) and
+parses the text against it; `prepare` also makes the leaf tensors from `--var` options.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from .language.nodes import Program
+from .language.parser import parse
+from .library import Library, library_folders, load_library
+from .variables import Leaves, make_leaves
+
+
+def load(expression: str, library_dirs: Sequence[str | Path] = ()) -> tuple[Program, Library]:
+    """Parse `expression` with the library its folders define."""
+    library = load_library(library_folders(library_dirs))
+    return parse(expression, library.functions), library
+
+
+@dataclass
+class Prepared:
+    """A parsed program, its library and its leaf tensors: ready to build."""
+
+    program: Program
+    library: Library
+    leaves: Leaves
+
+
+def prepare(
+    expression: str,
+    var_options: Sequence[str] = (),
+    *,
+    dtype: str = "float64",
+    device: str = "cpu",
+    seed: int | None = None,
+    library_dirs: Sequence[str | Path] = (),
+    default: Callable[[str, int], str] | None = None,
+) -> Prepared:
+    """Parse `expression` and make its leaves; nothing is built yet."""
+    program, library = load(expression, library_dirs)
+    leaves = make_leaves(
+        program.variables, var_options, dtype=dtype, device=device, seed=seed, default=default
+    )
+    return Prepared(program, library, leaves)
+
+
+def build_prepared(prepared: Prepared) -> Any:
+    """Build the torch graph of a prepared program (see `build.to_torch.build`)."""
+    from .build.to_torch import build
+
+    return build(prepared.program, prepared.leaves.tensors, library=prepared.library)

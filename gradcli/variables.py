@@ -1,0 +1,335 @@
+"""Variable values: `--var NAME=SPEC`, parsed safely, sized before they are made.
+
+A SPEC is a number (`1.5`), a nested list (`[[1, 2], [3, 4]]`) or a constructor call:
+randn(3,3), rand(4), ones(2,2), zeros(3), full(3, 0.5), arange(0,1,0.25),
+linspace(-3,3,101), uniform(0.1,2,50). The text goes through Python's `ast` with an
+allow-list (numbers, unary minus, pi, e, lists, those calls); the number of elements is
+known from the arguments alone, so `randn(100000,100000)` is refused before any allocation.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+from . import limits
+from .errors import GradcliError, LimitError, Span, VariableError
+
+if TYPE_CHECKING:
+    import torch
+
+#: Constructor name -> one-line description, for help and error messages.
+CONSTRUCTORS = {
+    "randn": "randn(3,3): standard normal samples of that shape",
+    "rand": "rand(4): uniform samples in [0, 1)",
+    "ones": "ones(2,2)",
+    "zeros": "zeros(3)",
+    "full": "full(3, 0.5): shape, then the fill value",
+    "arange": "arange(0, 1, 0.25): start, end (excluded), step",
+    "linspace": "linspace(-3, 3, 101): start, end, number of points",
+    "uniform": "uniform(0.1, 2, 50): low, high, then the shape",
+}
+
+#: Values for variables given no --var in `trace`: distinct, unremarkable scalars.
+DEFAULT_SCALARS = (0.5, 1.5, -0.75, 2.0, -1.25, 0.25, 1.0, -0.5)
+
+
+@dataclass(frozen=True)
+class VarSpec:
+    """One parsed `--var`: the variable's name, the spec text and what it describes."""
+
+    name: str
+    text: str
+    kind: str  # "number" | "list" | a constructor name
+    args: tuple[Any, ...]
+    shape: tuple[int, ...]
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+
+def parse_var(option: str) -> VarSpec:
+    """Parse `NAME=SPEC` (the text of one --var option)."""
+    name, sep, text = option.partition("=")
+    name, text = name.strip(), text.strip()
+    if not sep or not name:
+        raise VariableError(
+            f"--var '{option}' is not NAME=SPEC", hint="e.g. --var x=1.5 or --var 'x=randn(3,3)'"
+        )
+    if not name.isidentifier() or name.startswith("__") or name in ("pi", "e"):
+        raise VariableError(f"--var: '{name}' is not a valid variable name")
+    return parse_spec(name, text)
+
+
+def parse_spec(name: str, text: str) -> VarSpec:
+    """Parse a SPEC for variable `name`; nothing is allocated."""
+    try:
+        return _parse_spec(name, text)
+    except GradcliError as err:
+        raise err.at(text, f"--var {name}")
+
+
+def _parse_spec(name: str, text: str) -> VarSpec:
+    if len(text) > limits.MAX_SOURCE_CHARS:
+        raise LimitError(f"the --var value is longer than {limits.MAX_SOURCE_CHARS:,} characters")
+    if not text:
+        raise VariableError(f"--var {name}= has no value", hint="e.g. --var x=1.5")
+    if "\x00" in text:
+        raise VariableError("the --var value contains a null byte")
+    try:
+        tree = ast.parse(text, mode="eval").body
+    except SyntaxError as err:
+        col = max((err.offset or 1) - 1, 0)
+        raise VariableError(f"cannot read the value: {err.msg}", span=Span(1, col, 1, col + 1)) from None
+    except (RecursionError, MemoryError, ValueError):
+        raise LimitError("the --var value is nested too deeply") from None
+    if isinstance(tree, ast.Call):
+        return _constructor(name, text, tree)
+    if isinstance(tree, (ast.List, ast.Tuple)):
+        values, shape = _nested(tree, depth=0)
+        if math.prod(shape) == 0:
+            raise VariableError("an empty list has no values", span=_span(tree))
+        return VarSpec(name, text, "list", (values,), shape)
+    return VarSpec(name, text, "number", (_number(tree),), ())
+
+
+def _span(node: ast.AST) -> Span:
+    return Span(
+        getattr(node, "lineno", 1), getattr(node, "col_offset", 0),
+        getattr(node, "end_lineno", 1) or 1, getattr(node, "end_col_offset", 1) or 1,
+    )
+
+
+def _number(node: ast.AST) -> float:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        value = _number(node.operand)
+        return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, ast.Name) and node.id in ("pi", "e", "inf", "nan"):
+        return {"pi": math.pi, "e": math.e, "inf": math.inf, "nan": math.nan}[node.id]
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        value = node.value
+        if isinstance(value, int) and abs(value) > limits.MAX_CONSTANT:
+            raise LimitError(f"the number is larger than {limits.MAX_CONSTANT:g}", span=_span(node))
+        return float(value)
+    raise VariableError(
+        "expected a number, a list of numbers, or a constructor such as randn(3)",
+        span=_span(node),
+        hint="constructors: " + ", ".join(CONSTRUCTORS),
+    )
+
+
+def _nested(node: ast.AST, depth: int) -> tuple[Any, tuple[int, ...]]:
+    if depth > 32:
+        raise LimitError("the list is nested more than 32 levels deep", span=_span(node))
+    if not isinstance(node, (ast.List, ast.Tuple)):
+        return _number(node), ()
+    items = [_nested(item, depth + 1) for item in node.elts]
+    shapes = {shape for _, shape in items}
+    if len(shapes) > 1:
+        raise VariableError(
+            "the list is ragged: its rows have different lengths", span=_span(node),
+            hint="every row of a tensor needs the same length",
+        )
+    inner = shapes.pop() if shapes else ()
+    shape = (len(items), *inner)
+    if math.prod(shape) > limits.MAX_ELEMENTS:
+        raise LimitError(f"the list has more than {limits.MAX_ELEMENTS:,} elements", span=_span(node))
+    return [value for value, _ in items], shape
+
+
+def _constructor(name: str, text: str, call: ast.Call) -> VarSpec:
+    if not isinstance(call.func, ast.Name) or call.func.id not in CONSTRUCTORS:
+        called = call.func.id if isinstance(call.func, ast.Name) else ast.unparse(call.func)
+        import difflib
+
+        close = difflib.get_close_matches(called, list(CONSTRUCTORS), n=1)
+        raise VariableError(
+            f"unknown constructor '{called}'",
+            span=_span(call.func),
+            hint=(f"did you mean '{close[0]}'? " if close else "")
+            + "known: " + ", ".join(CONSTRUCTORS),
+        )
+    kind = call.func.id
+    if call.keywords:
+        raise VariableError(f"{kind}() takes positional arguments only", span=_span(call.keywords[0].value),
+                            hint=CONSTRUCTORS[kind])
+    args = tuple(_number(a) for a in call.args)
+    shape = _shape_of(kind, args, call)
+    size = math.prod(shape)
+    if size > limits.MAX_ELEMENTS:
+        raise LimitError(
+            f"{kind}(...) would have {size:,} elements; the limit is {limits.MAX_ELEMENTS:,} per tensor",
+            span=_span(call),
+        )
+    return VarSpec(name, text, kind, args, shape)
+
+
+def _dims(values: Sequence[float], call: ast.Call, kind: str) -> tuple[int, ...]:
+    dims = []
+    for v in values:
+        if not (math.isfinite(v) and v == int(v) and v >= 0):
+            raise VariableError(f"{kind}(): sizes are non-negative integers", span=_span(call),
+                                hint=CONSTRUCTORS[kind])
+        dims.append(int(v))
+    if len(dims) > 8:
+        raise LimitError(f"{kind}(): at most 8 dimensions", span=_span(call))
+    return tuple(dims)
+
+
+def _shape_of(kind: str, args: tuple[float, ...], call: ast.Call) -> tuple[int, ...]:
+    def need(low: int, high: int) -> None:
+        if not low <= len(args) <= high:
+            raise VariableError(f"{kind}() got {len(args)} arguments", span=_span(call), hint=CONSTRUCTORS[kind])
+
+    if any(not math.isfinite(a) for a in args) and kind not in ("full",):
+        raise VariableError(f"{kind}(): arguments must be finite", span=_span(call))
+    if kind in ("randn", "rand", "ones", "zeros"):
+        need(1, 8)
+        return _dims(args, call, kind)
+    if kind == "full":
+        need(2, 9)
+        return _dims(args[:-1], call, kind)
+    if kind == "uniform":
+        need(3, 10)
+        if not args[0] < args[1]:
+            raise VariableError("uniform(low, high, ...) needs low < high", span=_span(call))
+        return _dims(args[2:], call, kind)
+    if kind == "linspace":
+        need(3, 3)
+        return _dims(args[2:], call, kind)
+    # arange(end) | arange(start, end) | arange(start, end, step)
+    need(1, 3)
+    start, end, step = (0.0, args[0], 1.0) if len(args) == 1 else (*args[:2], args[2] if len(args) == 3 else 1.0)
+    if step == 0:
+        raise VariableError("arange(): the step cannot be 0", span=_span(call))
+    return (max(0, math.ceil((end - start) / step)),)
+
+
+def make_tensor(spec: VarSpec, *, dtype: "torch.dtype", device: Any, generator: "torch.Generator") -> "torch.Tensor":
+    """Allocate the leaf tensor a spec describes (requires_grad=True)."""
+    import torch
+
+    kind, args, shape = spec.kind, spec.args, spec.shape
+    factory: dict[str, Any] = {"dtype": dtype, "device": device}
+    if kind == "number":
+        tensor = torch.tensor(args[0], **factory)
+    elif kind == "list":
+        tensor = torch.tensor(args[0], **factory)
+    elif kind == "randn":
+        tensor = torch.randn(shape, generator=generator, dtype=torch.float64).to(**factory)
+    elif kind == "rand":
+        tensor = torch.rand(shape, generator=generator, dtype=torch.float64).to(**factory)
+    elif kind == "uniform":
+        low, high = args[0], args[1]
+        tensor = (low + (high - low) * torch.rand(shape, generator=generator, dtype=torch.float64)).to(**factory)
+    elif kind == "ones":
+        tensor = torch.ones(shape, **factory)
+    elif kind == "zeros":
+        tensor = torch.zeros(shape, **factory)
+    elif kind == "full":
+        tensor = torch.full(shape, args[-1], **factory)
+    elif kind == "linspace":
+        tensor = torch.linspace(args[0], args[1], int(args[2]), **factory)
+    else:  # arange
+        tensor = torch.arange(*args, **factory)
+    return tensor.requires_grad_(True)
+
+
+def check_total(specs: Iterable[VarSpec]) -> None:
+    """Refuse variables whose total size is beyond the limit, before allocating any."""
+    total = sum(s.numel for s in specs)
+    if total > limits.MAX_TOTAL_ELEMENTS:
+        raise LimitError(
+            f"the variables have {total:,} elements in all; the limit is {limits.MAX_TOTAL_ELEMENTS:,}"
+        )
+
+
+@dataclass
+class Leaves:
+    """The leaf tensors of a program, with how each was specified."""
+
+    tensors: dict[str, "torch.Tensor"]
+    specs: dict[str, VarSpec]
+    defaulted: list[str]  # variables without a --var, which got a default
+    seed: int  # the seed random constructors used (printed, so a run can be repeated)
+
+
+def make_leaves(
+    variables: Sequence[str],
+    options: Sequence[str],
+    *,
+    dtype: str = "float64",
+    device: str = "cpu",
+    seed: int | None = None,
+    default: Any = None,
+) -> Leaves:
+    """Leaf tensors (requires_grad=True) for a program's `variables` from `--var` options.
+
+    `default(name, index)` gives the spec text for a variable without --var (by default the
+    DEFAULT_SCALARS in order). Without `seed`, random values draw a fresh seed, reported in
+    the result so that `--seed` can repeat the run.
+    """
+    specs: dict[str, VarSpec] = {}
+    for option in options:
+        spec = parse_var(option)
+        if spec.name in specs:
+            raise VariableError(f"--var {spec.name} is given twice")
+        specs[spec.name] = spec
+    unused = [name for name in specs if name not in variables]
+    if unused:
+        raise VariableError(
+            f"--var {unused[0]} names no variable of the expression",
+            hint="the expression's variables are: " + (", ".join(variables) or "(none)"),
+        )
+    defaulted = []
+    for index, name in enumerate(variables):
+        if name not in specs:
+            text = default(name, index) if default else default_spec(index)
+            specs[name] = parse_spec(name, text)
+            defaulted.append(name)
+    check_total(specs.values())
+    torch_dtype = resolve_dtype(dtype)
+    torch_device = resolve_device(device)
+    import torch
+
+    if seed is None:
+        seed = int(torch.randint(0, 2**31 - 1, ()).item())
+    generator = torch.Generator().manual_seed(seed)
+    tensors = {
+        name: make_tensor(specs[name], dtype=torch_dtype, device=torch_device, generator=generator)
+        for name in variables
+    }
+    return Leaves(tensors, {name: specs[name] for name in variables}, defaulted, seed)
+
+
+def default_spec(index: int) -> str:
+    """The spec text of the index-th variable without a --var."""
+    return repr(DEFAULT_SCALARS[index % len(DEFAULT_SCALARS)])
+
+
+DTYPES = ("float64", "float32", "float16", "bfloat16")
+
+
+def resolve_dtype(name: str) -> "torch.dtype":
+    import torch
+
+    if name not in DTYPES:
+        raise VariableError(f"unknown --dtype '{name}'", hint="choose one of: " + ", ".join(DTYPES))
+    return getattr(torch, name)
+
+
+def resolve_device(name: str) -> Any:
+    import torch
+
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise VariableError(f"unknown --device '{name}'", hint="e.g. cpu, cuda, cuda:1, mps") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise VariableError("--device cuda: no CUDA device is available here", hint="use --device cpu")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise VariableError("--device mps: no MPS device is available here", hint="use --device cpu")
+    return device
