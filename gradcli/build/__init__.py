@@ -1,0 +1,1 @@
+"""The two interpreters of the AST: torch (a real autograd graph) and sympy (exact formulas)."""

@@ -1,0 +1,201 @@
+"""Interpret the AST with sympy: the exact formula the expression computes.
+
+Values are numpy object arrays of sympy expressions: 0-d for the usual scalar use (one
+symbol per variable, the expression read elementwise), n-d when a variable is given as an
+array of symbols (one per element), which is how reductions, softmax and matmul get an
+exact meaning. Operators and broadcasting are numpy's; each operation's meaning is its row
+in `ops.py`. sigmoid becomes 1/(1+exp(-x)), where a Piecewise, and so on.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, Mapping
+
+from .. import limits
+from .._deep import run_deep
+from ..errors import GradcliError, LimitError, UnknownNameError
+from ..language import nodes as n
+from ..language.ops import OPS, Op
+from ..language.parser import bind
+
+if TYPE_CHECKING:
+    from ..library import Library
+
+_TENSOR_KINDS = ("tensor", "scalar", "cond")
+
+
+def to_sympy(
+    program: n.Program,
+    values: Mapping[str, Any],
+    *,
+    library: "Library | None" = None,
+) -> Any:
+    """The sympy value of `program`: a sympy expression when every value is a scalar
+    (a Symbol or expression), else a numpy object array of them."""
+    if library is None:
+        from ..library import default_library
+
+        library = default_library()
+    translator = _SympyTranslator(values, library)
+    try:
+        result = run_deep(translator.program, program)
+    except GradcliError as err:
+        raise err.at(program.source)
+    return result.item() if result.ndim == 0 else result
+
+
+def symbolic_number(value: int | float | bool) -> Any:
+    """A literal as an exact sympy number: 0.1 is 1/10, as written, not its binary float."""
+    import sympy
+
+    if isinstance(value, bool):
+        return sympy.true if value else sympy.false
+    if isinstance(value, int):
+        return sympy.Integer(value)
+    if value.is_integer():
+        return sympy.Integer(int(value))
+    return sympy.Rational(repr(value))
+
+
+class _SympyTranslator:
+    def __init__(self, values: Mapping[str, Any], library: "Library") -> None:
+        import numpy
+        import sympy
+
+        self.sp = sympy
+        self.np = numpy
+        self.library = library
+        self.env = {name: self._array(v) for name, v in values.items()}
+
+    def _array(self, value: Any) -> Any:
+        np = self.np
+        if isinstance(value, np.ndarray):
+            return value.astype(object, copy=False)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = symbolic_number(value)
+        array = np.empty((), dtype=object)
+        array[()] = value
+        return array
+
+    def program(self, program: n.Program) -> Any:
+        for statement in program.statements:
+            self.env[statement.name] = self.visit(statement.value)
+        return self.visit(program.output)
+
+    # -- dispatch ----------------------------------------------------------------------------
+    def visit(self, node: n.Expr) -> Any:
+        visit = getattr(self, f"visit_{type(node).__name__}", None)
+        if visit is None:
+            raise GradcliError(f"the sympy translator cannot interpret {type(node).__name__} nodes", span=node.span)
+        return visit(node)
+
+    def visit_Num(self, node: n.Num) -> Any:
+        return self._array(symbolic_number(node.value))
+
+    def visit_Const(self, node: n.Const) -> Any:
+        return self._array(self.sp.pi if node.name == "pi" else self.sp.E)
+
+    def visit_Name(self, node: n.Name) -> Any:
+        try:
+            return self.env[node.id]
+        except KeyError:
+            raise UnknownNameError(f"no value for the variable '{node.id}'", span=node.span) from None
+
+    def visit_Tuple(self, node: n.Tuple) -> tuple[Any, ...]:
+        return tuple(_plain_int(self.visit(item)) for item in node.items)
+
+    def visit_UnaryOp(self, node: n.UnaryOp) -> Any:
+        value = self.visit(node.operand)
+        return self._array(-value if node.op == "-" else value)
+
+    def visit_BinOp(self, node: n.BinOp) -> Any:
+        left, right = self.visit(node.left), self.visit(node.right)
+        op = node.op
+        if op == "**":
+            self._check_power(left, right, node)
+            return self._array(left**right)
+        if op == "@":
+            return OPS["matmul"].sympy(self.sp, self.np, left, right)
+        if op == "+":
+            return self._array(left + right)
+        if op == "-":
+            return self._array(left - right)
+        if op == "*":
+            return self._array(left * right)
+        return self._array(left / right)
+
+    def visit_Compare(self, node: n.Compare) -> Any:
+        left, right = self.visit(node.left), self.visit(node.right)
+        relation = {">": "Gt", ">=": "Ge", "<": "Lt", "<=": "Le"}[node.op]
+        compare = self.np.frompyfunc(getattr(self.sp, relation), 2, 1)
+        return self._array(compare(left, right))
+
+    def visit_Call(self, node: n.Call) -> Any:
+        op = OPS.get(node.func)
+        if op is not None:
+            return self._call_op(op, node)
+        return self._call_library(node)
+
+    # -- calls -------------------------------------------------------------------------------
+    def _call_op(self, op: Op, node: n.Call) -> Any:
+        bound = bind(op, node)
+        values = [self._value(bound[p.name]) for p in op.params]
+        if op.kind != "elementwise":
+            return self._array(op.sympy(self.sp, self.np, *values))
+        arrays = [
+            i for i, p in enumerate(op.params) if p.kind in _TENSOR_KINDS and values[i] is not None
+        ]
+        fixed = [v.item() if isinstance(v, self.np.ndarray) else v for v in values]
+
+        def scalar(*elements: Any) -> Any:
+            args = list(fixed)
+            for i, element in zip(arrays, elements):
+                args[i] = element
+            return op.sympy(self.sp, *args)
+
+        return self._array(self.np.frompyfunc(scalar, len(arrays), 1)(*(values[i] for i in arrays)))
+
+    def _value(self, value: Any) -> Any:
+        """A bound argument: a node to translate, or a default from the signature."""
+        if isinstance(value, n.EXPR_TYPES):
+            return self.visit(value)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return self._array(symbolic_number(value))
+        return value
+
+    def _call_library(self, node: n.Call) -> Any:
+        function = self.library.functions.get(node.func)
+        if function is None:
+            raise UnknownNameError(f"unknown function '{node.func}'", span=node.span)
+        bound = bind(function, node)
+        env = {name: self._value(value) for name, value in bound.items()}
+        saved, self.env = self.env, env
+        try:
+            for statement in function.body.statements:
+                self.env[statement.name] = self.visit(statement.value)
+            return self.visit(function.body.output)
+        finally:
+            self.env = saved
+
+    def _check_power(self, left: Any, right: Any, node: n.BinOp) -> None:
+        # sympy computes Integer**Integer exactly: 9**9**9 would never finish.
+        number = self.sp.Number
+        for base, exponent in self.np.broadcast(left, right):
+            if isinstance(base, number) and isinstance(exponent, number):
+                if not limits.check_power(_to_float(base), _to_float(exponent)):
+                    raise LimitError(
+                        f"the constant {base} ** {exponent} is larger than {limits.MAX_CONSTANT:g}",
+                        span=node.span,
+                    )
+
+
+def _to_float(value: Any) -> float:
+    try:
+        return float(value)
+    except (OverflowError, TypeError):
+        return math.inf
+
+
+def _plain_int(value: Any) -> int:
+    return int(value.item() if hasattr(value, "item") else value)

@@ -1,0 +1,260 @@
+"""Interpret the AST with torch: build exactly the graph the equivalent PyTorch code builds.
+
+Operators go through Python's own `operator` functions and calls through the torch function
+or Tensor method the user wrote, with the arguments as written, so `x * 2` builds the same
+`MulBackward0` (with a `None` input) as it would in a script. Plain numbers stay Python
+numbers except where torch needs a tensor (`exp(2)`). Before an operation that can grow
+memory (a broadcast, a matmul) the result size is checked against `limits.MAX_ELEMENTS`.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping
+
+from .. import limits
+from .._deep import run_deep
+from ..errors import ArgumentError, GradcliError, LimitError, ShapeError, Span, UnknownNameError
+from ..language import nodes as n
+from ..language.ops import OPS, Op, resolve_torch
+from ..language.parser import bind
+
+if TYPE_CHECKING:
+    import torch
+
+    from ..library import Library
+
+_BINARY = {
+    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+    "**": operator.pow, "@": operator.matmul,
+}
+_COMPARE = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
+_CONSTANTS = {"pi": math.pi, "e": math.e}
+#: Where a graph node came from in the source; the trace reads it from `grad_fn.metadata`.
+SPAN_KEY = "gradcli_span"
+
+
+@dataclass
+class Built:
+    """The result of building a program: its output and every name bound on the way."""
+
+    output: Any  # a Tensor, or a Python number when nothing depends on a variable
+    leaves: dict[str, "torch.Tensor"]
+    bindings: list[tuple[str, Any]]  # (name, value) for each assignment, in order
+
+
+def build(
+    program: n.Program,
+    leaves: Mapping[str, "torch.Tensor"],
+    *,
+    library: "Library | None" = None,
+) -> Built:
+    """Evaluate `program` with torch, the variables bound to `leaves` (tensors)."""
+    if library is None:
+        from ..library import default_library
+
+        library = default_library()
+    missing = [v for v in program.variables if v not in leaves]
+    if missing:
+        raise UnknownNameError(f"no value for the variable '{missing[0]}'", hint=f"give one with --var {missing[0]}=...")
+    builder = _TorchBuilder(dict(leaves), library)
+    try:
+        return run_deep(builder.program, program)
+    except GradcliError as err:
+        raise err.at(program.source)
+
+
+class _TorchBuilder:
+    def __init__(self, env: dict[str, Any], library: "Library") -> None:
+        import torch
+
+        self.torch = torch
+        self.leaves = dict(env)
+        self.env = env
+        self.library = library
+        sample = next((v for v in env.values() if isinstance(v, torch.Tensor)), None)
+        self.dtype = sample.dtype if sample is not None else torch.get_default_dtype()
+        self.device = sample.device if sample is not None else torch.device("cpu")
+        self.bindings: list[tuple[str, Any]] = []
+
+    def program(self, program: n.Program) -> Built:
+        for statement in program.statements:
+            value = self.visit(statement.value)
+            self.env[statement.name] = value
+            self.bindings.append((statement.name, value))
+        output = self.visit(program.output)
+        return Built(output, self.leaves, self.bindings)
+
+    # -- dispatch ----------------------------------------------------------------------------
+    def visit(self, node: n.Expr) -> Any:
+        visit = getattr(self, f"visit_{type(node).__name__}", None)
+        if visit is None:
+            raise GradcliError(f"the torch builder cannot interpret {type(node).__name__} nodes", span=node.span)
+        return visit(node)
+
+    def visit_Num(self, node: n.Num) -> Any:
+        return node.value
+
+    def visit_Const(self, node: n.Const) -> float:
+        return _CONSTANTS[node.name]
+
+    def visit_Name(self, node: n.Name) -> Any:
+        try:
+            return self.env[node.id]
+        except KeyError:
+            raise UnknownNameError(
+                f"no value for the variable '{node.id}'", span=node.span,
+                hint=f"give one with --var {node.id}=...",
+            ) from None
+
+    def visit_Tuple(self, node: n.Tuple) -> tuple[Any, ...]:
+        return tuple(self.visit(item) for item in node.items)
+
+    def visit_UnaryOp(self, node: n.UnaryOp) -> Any:
+        value = self.visit(node.operand)
+        return self._apply(operator.neg if node.op == "-" else operator.pos, (value,), node.span, node.op)
+
+    def visit_BinOp(self, node: n.BinOp) -> Any:
+        left, right = self.visit(node.left), self.visit(node.right)
+        if not isinstance(left, self.torch.Tensor) and not isinstance(right, self.torch.Tensor):
+            return _constant(node.op, left, right, node.span)
+        if node.op == "@":
+            self._check_matmul(left, right, node.span)
+        else:
+            self._check_broadcast((left, right), node.span)
+        return self._apply(_BINARY[node.op], (left, right), node.span, node.op)
+
+    def visit_Compare(self, node: n.Compare) -> Any:
+        left, right = self.visit(node.left), self.visit(node.right)
+        if not isinstance(left, self.torch.Tensor) and not isinstance(right, self.torch.Tensor):
+            return self.torch.tensor(_COMPARE[node.op](left, right), device=self.device)
+        self._check_broadcast((left, right), node.span)
+        return self._apply(_COMPARE[node.op], (left, right), node.span, node.op)
+
+    def visit_Call(self, node: n.Call) -> Any:
+        op = OPS.get(node.func)
+        if op is not None:
+            return self._call_op(op, node)
+        return self._call_library(node)
+
+    # -- calls -------------------------------------------------------------------------------
+    def _call_op(self, op: Op, node: n.Call) -> Any:
+        kinds = {p.name: p.kind for p in op.params}
+        names = [p.name for p in op.params]
+        args = [self._argument(kinds.get(name, "tensor"), self.visit(a)) for name, a in zip(names, node.args)]
+        kwargs = {key: self._argument(kinds[key], self.visit(value)) for key, value in node.kwargs}
+        tensors = [v for v in (*args, *kwargs.values()) if isinstance(v, self.torch.Tensor)]
+        if op.kind == "matmul" and len(args) + len(kwargs) == 2:
+            self._check_matmul(*args, *kwargs.values(), node.span)
+        elif len(tensors) > 1:
+            self._check_broadcast(tensors, node.span)
+        if node.method:
+            receiver, *rest = args
+            fn = getattr(receiver, op.name)
+            return self._apply(fn, tuple(rest), node.span, op.name, kwargs)
+        return self._apply(resolve_torch(op.torch), tuple(args), node.span, op.name, kwargs)
+
+    def _argument(self, kind: str, value: Any) -> Any:
+        if kind == "tensor" and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return self.torch.tensor(value, dtype=self.dtype, device=self.device)
+        return value
+
+    def _call_library(self, node: n.Call) -> Any:
+        function = self.library.functions.get(node.func)
+        if function is None:
+            raise UnknownNameError(f"unknown function '{node.func}'", span=node.span)
+        bound = bind(function, node)
+        env = {
+            name: self.visit(value) if isinstance(value, n.EXPR_TYPES) else value
+            for name, value in bound.items()
+        }
+        saved, self.env = self.env, env
+        try:
+            for statement in function.body.statements:
+                self.env[statement.name] = self.visit(statement.value)
+            return self.visit(function.body.output)
+        except GradcliError as err:
+            # Point at the call in the user's text, not into the library body.
+            raise type(err)(
+                f"in {node.func}(...): {err.message}", span=node.span, hint=err.hint
+            ) from None
+        finally:
+            self.env = saved
+
+    # -- applying torch ----------------------------------------------------------------------
+    def _apply(
+        self, fn: Any, args: tuple[Any, ...], span: Span | None, name: str, kwargs: dict[str, Any] | None = None
+    ) -> Any:
+        try:
+            result = fn(*args, **(kwargs or {}))
+        except (RuntimeError, IndexError, TypeError, ValueError) as err:
+            message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise ShapeError(f"torch refused '{name}': {message}", span=span) from None
+        grad_fn = getattr(result, "grad_fn", None)
+        if grad_fn is not None and span is not None and SPAN_KEY not in grad_fn.metadata:
+            grad_fn.metadata[SPAN_KEY] = span
+        return result
+
+    def _shape(self, value: Any) -> tuple[int, ...]:
+        return tuple(value.shape) if isinstance(value, self.torch.Tensor) else ()
+
+    def _check_broadcast(self, values: Any, span: Span | None) -> None:
+        shapes = [self._shape(v) for v in values]
+        try:
+            shape = self.torch.broadcast_shapes(*shapes)
+        except RuntimeError:
+            described = " and ".join(str(list(s)) for s in shapes)
+            raise ShapeError(
+                f"shapes {described} cannot be broadcast together", span=span,
+                hint="trailing dimensions must be equal or 1",
+            ) from None
+        _check_size(shape, span)
+
+    def _check_matmul(self, left: Any, right: Any, span: Span | None) -> None:
+        torch = self.torch
+        try:
+            meta = torch.matmul(
+                torch.empty(self._shape(left), device="meta"), torch.empty(self._shape(right), device="meta")
+            )
+        except RuntimeError as err:
+            message = str(err).strip().splitlines()[0]
+            raise ShapeError(
+                f"cannot matmul shapes {list(self._shape(left))} and {list(self._shape(right))}: {message}",
+                span=span,
+            ) from None
+        _check_size(tuple(meta.shape), span)
+
+
+def _check_size(shape: tuple[int, ...], span: Span | None) -> None:
+    size = math.prod(shape)
+    if size > limits.MAX_ELEMENTS:
+        raise LimitError(
+            f"the result would have {size:,} elements (shape {list(shape)}); the limit is "
+            f"{limits.MAX_ELEMENTS:,}",
+            span=span,
+        )
+
+
+def _constant(op: str, left: Any, right: Any, span: Span | None) -> Any:
+    """Arithmetic on two plain numbers, as Python does it, but never unbounded."""
+    if not all(isinstance(v, (int, float)) for v in (left, right)):
+        raise ArgumentError(f"'{op}' needs numbers or tensors", span=span)
+    if op == "**" and not limits.check_power(left, right):
+        raise LimitError(
+            f"the constant {left!r} ** {right!r} is larger than {limits.MAX_CONSTANT:g}", span=span
+        )
+    if op == "@":
+        raise ShapeError("'@' needs tensors, not plain numbers", span=span)
+    try:
+        result = _BINARY[op](left, right)
+    except ZeroDivisionError:
+        raise ArgumentError("division by zero in a constant", span=span) from None
+    except OverflowError:
+        raise LimitError(f"the constant overflows (limit {limits.MAX_CONSTANT:g})", span=span) from None
+    if isinstance(result, complex):
+        raise ArgumentError("the constant is not a real number (a negative number to a fractional power)", span=span)
+    if isinstance(result, int) and abs(result) > limits.MAX_CONSTANT:
+        raise LimitError(f"the constant is larger than {limits.MAX_CONSTANT:g}", span=span)
+    return result
