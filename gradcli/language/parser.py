@@ -90,10 +90,6 @@ def parse(
         raise err.at(source, what)
 
 
-def split_lines(source: str) -> list[str]:
-    return source.split("\n")
-
-
 class _Parser:
     def __init__(
         self,
@@ -104,7 +100,7 @@ class _Parser:
         self.source = source
         self.functions = functions
         self.allowed_variables = allowed_variables
-        self.lines = split_lines(source)
+        self.lines = source.split("\n")
         self.ascii = [line.isascii() for line in self.lines]
         self.count = 0
         self.depth = 0
@@ -357,7 +353,7 @@ class _Parser:
         args: list[n.Expr] = []
         if method:
             args.append(self.expr(receiver))
-        for index, arg in enumerate(raw_args):
+        for arg in raw_args:
             position = len(args)
             param = params[position] if position < len(params) else None
             args.append(self._argument(arg, param))
