@@ -7,6 +7,7 @@ position) and exits with status 2. Anything else escaping is a bug in gradcli.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -59,10 +60,20 @@ class GradcliError(Exception):
         return self.render()
 
 
+def split_lines(source: str) -> list[str]:
+    """The lines of `source` as Python's parser numbers them: only \\n, \\r\\n and \\r end
+    a line (str.splitlines also splits at form feeds and other separators, shifting carets)."""
+    return _NEWLINE.split(source)
+
+
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
 def _excerpt(source: str, span: Span, what: str) -> str:
-    lines = source.splitlines() or [""]
+    lines = split_lines(source)
     index = min(max(span.line - 1, 0), len(lines) - 1)
-    text = lines[index]
+    # One visible character per character (a tab, a null byte), so the caret stays aligned.
+    text = "".join(c if c.isprintable() else " " for c in lines[index])
     start = min(span.col, len(text))
     # A span over several lines is underlined to the end of its first line.
     end = span.end_col if span.end_line == span.line else len(text)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from .. import limits
 from .._deep import run_deep
-from ..errors import GradcliError, LimitError, UnknownNameError
+from ..errors import ArgumentError, GradcliError, LimitError, ShapeError, UnknownNameError
 from ..language import nodes as n
 from ..language.ops import OPS, Op
 from ..language.parser import bind
@@ -114,22 +114,17 @@ class _SympyTranslator:
         op = node.op
         if op == "**":
             self._check_power(left, right, node)
-            return self._array(left**right)
         if op == "@":
-            return OPS["matmul"].sympy(self.sp, self.np, left, right)
-        if op == "+":
-            return self._array(left + right)
-        if op == "-":
-            return self._array(left - right)
-        if op == "*":
-            return self._array(left * right)
-        return self._array(left / right)
+            return self._numpy(node, OPS["matmul"].sympy, self.sp, self.np, left, right)
+        result = self._array(self._numpy(node, _ARITHMETIC[op], left, right))
+        self._check_constant(result, node)
+        return result
 
     def visit_Compare(self, node: n.Compare) -> Any:
         left, right = self.visit(node.left), self.visit(node.right)
         relation = {">": "Gt", ">=": "Ge", "<": "Lt", "<=": "Le"}[node.op]
         compare = self.np.frompyfunc(getattr(self.sp, relation), 2, 1)
-        return self._array(compare(left, right))
+        return self._array(self._numpy(node, compare, left, right))
 
     def visit_Call(self, node: n.Call) -> Any:
         op = OPS.get(node.func)
@@ -141,8 +136,10 @@ class _SympyTranslator:
     def _call_op(self, op: Op, node: n.Call) -> Any:
         bound = bind(op, node)
         values = [self._value(bound[p.name]) for p in op.params]
+        if op.name == "pow":
+            self._check_power(values[0], values[1], node)
         if op.kind != "elementwise":
-            return self._array(op.sympy(self.sp, self.np, *values))
+            return self._array(self._numpy(node, op.sympy, self.sp, self.np, *values))
         arrays = [
             i for i, p in enumerate(op.params) if p.kind in _TENSOR_KINDS and values[i] is not None
         ]
@@ -154,7 +151,19 @@ class _SympyTranslator:
                 args[i] = element
             return op.sympy(self.sp, *args)
 
-        return self._array(self.np.frompyfunc(scalar, len(arrays), 1)(*(values[i] for i in arrays)))
+        elementwise = self.np.frompyfunc(scalar, len(arrays), 1)
+        return self._array(self._numpy(node, elementwise, *(values[i] for i in arrays)))
+
+    def _numpy(self, node: n.Expr, fn: Any, *args: Any) -> Any:
+        """Call fn (numpy broadcasting over sympy objects); its complaints are the user's."""
+        try:
+            return fn(*args)
+        except GradcliError:
+            raise
+        except (ValueError, TypeError, IndexError, ZeroDivisionError) as err:
+            message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            name = node.func if isinstance(node, n.Call) else getattr(node, "op", "?")
+            raise ShapeError(f"cannot compute '{name}' symbolically: {message}", span=node.span) from None
 
     def _value(self, value: Any) -> Any:
         """A bound argument: a node to translate, or a default from the signature."""
@@ -178,16 +187,55 @@ class _SympyTranslator:
         finally:
             self.env = saved
 
-    def _check_power(self, left: Any, right: Any, node: n.BinOp) -> None:
-        # sympy computes Integer**Integer exactly: 9**9**9 would never finish.
-        number = self.sp.Number
-        for base, exponent in self.np.broadcast(left, right):
-            if isinstance(base, number) and isinstance(exponent, number):
-                if not limits.check_power(_to_float(base), _to_float(exponent)):
+    def _check_power(self, left: Any, right: Any, node: n.Expr) -> None:
+        # sympy computes Integer**Integer exactly: 9**9**9 would never finish. The same
+        # bound as the torch builder's, so both interpreters refuse the same constants.
+        try:
+            pairs = list(self.np.broadcast(left, right))
+        except ValueError:
+            return  # the shapes do not fit: the operation itself reports it
+        for base, exponent in pairs:
+            if not (_is_number(base) and _is_number(exponent)):
+                if _is_number(exponent) and abs(_to_float(exponent)) > limits.MAX_SYMBOLIC_EXPONENT:
+                    # x**N with a huge N: expand/simplify and the like would build N terms.
                     raise LimitError(
-                        f"the constant {base} ** {exponent} is larger than {limits.MAX_CONSTANT:g}",
+                        f"the exponent {_to_float(exponent):g} is beyond "
+                        f"±{limits.MAX_SYMBOLIC_EXPONENT:,} for the symbolic formula",
                         span=node.span,
                     )
+                continue
+            if not limits.check_power(_to_float(base), _to_float(exponent)):
+                raise LimitError(
+                    f"the constant {base} ** {exponent} is larger than {limits.MAX_CONSTANT:g}",
+                    span=node.span,
+                )
+
+    def _check_constant(self, result: Any, node: n.BinOp) -> None:
+        """Refuse constant arithmetic the torch builder refuses: 1/0, (-8)**(1/3), overflow."""
+        sp = self.sp
+        for value in result.flat:
+            if not _is_number(value):
+                continue
+            if value.has(sp.zoo, sp.nan, sp.oo, -sp.oo):
+                raise ArgumentError("division by zero in a constant", span=node.span)
+            if value.is_extended_real is False:
+                raise ArgumentError(
+                    "the constant is not a real number (a negative number to a fractional power)",
+                    span=node.span,
+                )
+            if abs(_to_float(value)) > limits.MAX_CONSTANT:
+                raise LimitError(f"the constant is larger than {limits.MAX_CONSTANT:g}", span=node.span)
+
+
+_ARITHMETIC = {
+    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+    "/": lambda a, b: a / b, "**": lambda a, b: a**b,
+}
+
+
+def _is_number(value: Any) -> bool:
+    """A sympy constant (3, 1/2, pi, exp(2)), not an expression in symbols."""
+    return bool(getattr(value, "is_number", False))
 
 
 def _to_float(value: Any) -> float:

@@ -255,6 +255,8 @@ def _constant(op: str, left: Any, right: Any, span: Span | None) -> Any:
         raise LimitError(f"the constant overflows (limit {limits.MAX_CONSTANT:g})", span=span) from None
     if isinstance(result, complex):
         raise ArgumentError("the constant is not a real number (a negative number to a fractional power)", span=span)
-    if isinstance(result, int) and abs(result) > limits.MAX_CONSTANT:
+    if isinstance(result, float) and not math.isfinite(result):
+        raise LimitError(f"the constant overflows a float64 (limit {limits.MAX_CONSTANT:g})", span=span)
+    if abs(result) > limits.MAX_CONSTANT:
         raise LimitError(f"the constant is larger than {limits.MAX_CONSTANT:g}", span=span)
     return result

@@ -98,11 +98,12 @@ def _piecewise_min(sp: Any, a: Any, b: Any) -> Any:
 
 
 def _clamp(sp: Any, x: Any, min: Any = None, max: Any = None) -> Any:
+    # torch computes min(max(x, min), max): when min > max every element becomes max.
     pieces = []
+    if max is not None:
+        pieces.append((max, x > max) if min is None else (max, sp.Or(x > max, min > max)))
     if min is not None:
         pieces.append((min, x < min))
-    if max is not None:
-        pieces.append((max, x > max))
     return sp.Piecewise(*pieces, (x, True)) if pieces else x
 
 
@@ -115,7 +116,15 @@ def _axes(dim: Any, ndim: int) -> Any:
     if dim is None:
         return None
     dims = dim if isinstance(dim, tuple) else (dim,)
-    return tuple(d % ndim if ndim else 0 for d in dims)
+    # As torch: dims in [-ndim, ndim) (a 0-d tensor accepts 0 and -1), each named once.
+    low, high = (-ndim, ndim - 1) if ndim else (-1, 0)
+    for d in dims:
+        if not low <= d <= high:
+            raise IndexError(f"dimension {d} is out of range for a {ndim}-d tensor ([{low}, {high}])")
+    axes = tuple(d % ndim if ndim else 0 for d in dims)
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"dim {dim} names a dimension more than once")
+    return axes
 
 
 def _reduce(fn_name: str) -> Callable[..., Any]:
@@ -129,9 +138,9 @@ def _reduce(fn_name: str) -> Callable[..., Any]:
 
 
 def _mean(sp: Any, np: Any, x: Any, dim: Any = None, keepdim: bool = False) -> Any:
+    axes = _axes(dim, x.ndim)
     if x.ndim == 0:
         return x
-    axes = _axes(dim, x.ndim)
     count = x.size if axes is None else math.prod(x.shape[a] for a in axes)
     return np.asarray(np.sum(x, axis=axes, keepdims=keepdim) / sp.Integer(count), dtype=object)
 
@@ -139,18 +148,20 @@ def _mean(sp: Any, np: Any, x: Any, dim: Any = None, keepdim: bool = False) -> A
 def _logsumexp(sp: Any, np: Any, x: Any, dim: Any, keepdim: bool = False) -> Any:
     exp = np.frompyfunc(sp.exp, 1, 1)
     log = np.frompyfunc(sp.log, 1, 1)
+    axes = _axes(dim, x.ndim)
     if x.ndim == 0:
         return np.asarray(log(exp(x)), dtype=object)
-    return np.asarray(log(np.sum(exp(x), axis=_axes(dim, x.ndim), keepdims=keepdim)), dtype=object)
+    return np.asarray(log(np.sum(exp(x), axis=axes, keepdims=keepdim)), dtype=object)
 
 
 def _softmax(log: bool) -> Callable[..., Any]:
     def softmax(sp: Any, np: Any, x: Any, dim: Any) -> Any:
         exp = np.frompyfunc(sp.exp, 1, 1)
+        axes = _axes(dim, x.ndim)
         if x.ndim == 0:
             return np.asarray(sp.Integer(0) if log else sp.Integer(1), dtype=object)
         e = exp(x)
-        total = np.sum(e, axis=_axes(dim, x.ndim), keepdims=True)
+        total = np.sum(e, axis=axes, keepdims=True)
         if log:
             return np.asarray(x - np.frompyfunc(sp.log, 1, 1)(total), dtype=object)
         return np.asarray(e / total, dtype=object)

@@ -22,6 +22,7 @@ from ..errors import (
     ParseError,
     Span,
     UnknownNameError,
+    split_lines,
 )
 from . import nodes as n
 from .ops import OPS, Param
@@ -52,6 +53,8 @@ _REFUSED = {
     ast.Yield: ("'yield' is not part of the language", None),
     ast.YieldFrom: ("'yield' is not part of the language", None),
     ast.Slice: ("slices are not part of the language", None),
+    ast.Tuple: ("tuples are only allowed as a dim argument (dim=(0, 1))", "give tensor values with --var x=[1, 2, 3]"),
+    ast.List: ("lists are only allowed as a dim argument (dim=[0, 1])", "give tensor values with --var x=[1, 2, 3]"),
 }
 _BINOP_HINTS = {
     ast.BitXor: "use ** for powers (x**2), not ^",
@@ -100,7 +103,7 @@ class _Parser:
         self.source = source
         self.functions = functions
         self.allowed_variables = allowed_variables
-        self.lines = source.split("\n")
+        self.lines = split_lines(source)
         self.ascii = [line.isascii() for line in self.lines]
         self.count = 0
         self.depth = 0
@@ -175,8 +178,13 @@ class _Parser:
                 message = "invalid syntax"
             raise ParseError(message, span=span) from None
         except (RecursionError, MemoryError):
+            # Python's own parser gives up on right-nested chains long before MAX_DEPTH:
+            # about 3,000 levels of a**b**c... and 6,000 of unary minus (left-nested sums
+            # and method chains are fine up to MAX_DEPTH).
             raise LimitError(
-                f"the expression is too deeply nested (the limit is {limits.MAX_DEPTH:,} levels)"
+                "the expression is nested too deeply for Python's parser (it allows about "
+                "3,000 levels of a**b**... and 6,000 of unary minus)",
+                hint="bind parts to names: h = ...; h = h ** 2; ...",
             ) from None
         except ValueError as err:  # e.g. source code cannot contain null bytes
             raise ParseError(str(err)) from None
@@ -252,7 +260,11 @@ class _Parser:
     def visit_Constant(self, node: ast.Constant) -> n.Expr:
         value = node.value
         if isinstance(value, bool):
-            return n.Num(value, span=self.span(node))
+            # True/False only as keepdim=...: arithmetic on booleans means nothing to sympy.
+            raise ParseError(
+                f"'{value}' is only allowed as a True/False argument such as keepdim={value}",
+                span=self.span(node),
+            )
         if isinstance(value, str):
             raise ParseError("strings are not part of the language", span=self.span(node))
         if isinstance(value, int):
@@ -265,15 +277,13 @@ class _Parser:
             if not math.isfinite(value):
                 raise LimitError("the number overflows a float64", span=self.span(node))
             return n.Num(value, span=self.span(node))
-        kind = "complex numbers" if isinstance(value, complex) else f"'{value!r}'"
-        raise ParseError(f"{kind} are not part of the language", span=self.span(node))
+        kind = "complex numbers are" if isinstance(value, complex) else f"'{value!r}' is"
+        raise ParseError(f"{kind} not part of the language", span=self.span(node))
 
     def visit_Name(self, node: ast.Name) -> n.Expr:
         name = node.id
         if name in n.CONSTANTS:
             return n.Const(name, span=self.span(node))
-        if name in ("True", "False"):  # only reachable on very old Pythons
-            return n.Num(name == "True", span=self.span(node))
         self._check_identifier(name, node)
         if name not in self.bound:
             if self.allowed_variables is not None and name not in self.allowed_variables:
@@ -329,12 +339,6 @@ class _Parser:
                 hint="use >, >=, < or <=",
             )
         return n.Compare(op, self.expr(node.left), self.expr(node.comparators[0]), span=self.span(node))
-
-    def visit_Tuple(self, node: ast.Tuple | ast.List) -> n.Expr:
-        # Only reachable as an argument: the call checks that a tuple fits the parameter.
-        return n.Tuple(tuple(self.expr(item) for item in node.elts), span=self.span(node))
-
-    visit_List = visit_Tuple
 
     def visit_Call(self, node: ast.Call) -> n.Expr:
         func = node.func
@@ -407,13 +411,19 @@ class _Parser:
     def _argument(self, node: ast.AST, param: Param | None) -> n.Expr:
         kind = param.kind if param is not None else "tensor"
         if kind == "cond":
+            if not isinstance(node, ast.Compare):
+                raise ParseError(
+                    f"the {param.name} of where(...) must be a comparison",  # type: ignore[union-attr]
+                    span=self.span(node),
+                    hint="e.g. where(x > 0, x, 0.1 * x)",
+                )
             return self.expr(node, condition=True)
-        if isinstance(node, (ast.Tuple, ast.List)) and kind != "dim":
-            raise ParseError(
-                "tuples and lists are only allowed as a dim argument", span=self.span(node),
-                hint="give tensor values with --var x=[1, 2, 3]",
-            )
-        value = self.expr(node)
+        if kind == "bool" and isinstance(node, ast.Constant) and isinstance(node.value, bool):
+            return n.Num(node.value, span=self.span(node))
+        if kind == "dim" and isinstance(node, (ast.Tuple, ast.List)):
+            value: n.Expr = n.Tuple(tuple(self.expr(item) for item in node.elts), span=self.span(node))
+        else:
+            value = self.expr(node)
         if kind == "dim" and not _is_dim(value):
             raise ArgumentError(
                 f"'{param.name}' must be an integer or a tuple of integers, written literally",
