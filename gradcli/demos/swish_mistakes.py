@@ -1,0 +1,126 @@
+"""`gradcli demo swish --buggy`: the classic mistakes, each caught by the check that catches it.
+
+The classes live in gradcli.demos.swish_buggy; here each one is shown and put through the
+check that exposes it: a plain backward call for the errors Python raises, gradcheck for a
+wrong first derivative, gradgradcheck for a wrong second derivative, and an in-place change
+for a tensor kept outside save_for_backward. Every caught mistake is a failed check, so the
+demo exits with status 1.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .runner import Session
+
+#: The β a missing-β bug is checked at when the demo runs with β = 1, where it hides.
+BETA_FOR_MISSING_FACTOR = 1.5
+
+
+def run(session: Session, beta: float) -> None:
+    session.step("The classic mistakes, and the check that catches each")
+    session.say("""Each class below differs from Swish in one mistake. Most come from a widely copied
+        tutorial whose backward had three bugs at once; they are fixed here one at a time.""")
+    session.run("""
+        from gradcli.demos.swish_buggy import (
+            SwishCallsTensor, SwishCtxInput, SwishNoBeta, SwishSavedSigma, SwishTutorial, SwishWrongSign,
+        )
+
+        x3 = torch.tensor([-1.0, 0.5, 2.0], dtype=torch.float64, requires_grad=True)
+    """)
+    _undefined_input(session)
+    _calls_tensor(session)
+    _wrong_formula(session)
+    _missing_beta(session, beta)
+    _saved_sigma(session)
+    _ctx_input(session)
+
+
+def _undefined_input(session: Session) -> None:
+    session.say("""(a) The tutorial's backward uses `input` without assigning it. That is no NameError:
+        Python finds its built-in function input(), and the first arithmetic on it fails when
+        backward runs.""")
+    session.show(_bug("SwishTutorial").backward)
+    error = session.run("gradcheck(SwishTutorial.apply, (x3, BETA))", raises=TypeError)
+    session.verdict(not isinstance(error, TypeError), "SwishTutorial: backward raises TypeError (input is the built-in)")
+
+
+def _calls_tensor(session: Session) -> None:
+    session.say("""(b) With input read back from ctx.saved_tensors, the next bug surfaces:
+        tmp(1 - tmp), meant as tmp * (1 - tmp), calls the tensor tmp.""")
+    session.show(_bug("SwishCallsTensor").backward)
+    error = session.run("gradcheck(SwishCallsTensor.apply, (x3, BETA))", raises=TypeError)
+    session.verdict(not isinstance(error, TypeError), "SwishCallsTensor: backward raises TypeError ('Tensor' object is not callable)")
+
+
+def _wrong_formula(session: Session) -> None:
+    session.say("""(c) A backward that runs is not yet right. Here the parenthesis became (1 + tmp);
+        gradcheck compares each Jacobian entry with finite differences and reports the mismatch
+        (numerical: finite differences; analytical: what backward returned).""")
+    session.show(_bug("SwishWrongSign").backward)
+    ok = session.run("gradcheck(SwishWrongSign.apply, (x3, BETA))", raises=_gradcheck_error())
+    session.verdict(ok is True, "SwishWrongSign: gradcheck finds a Jacobian mismatch")
+
+
+def _missing_beta(session: Session, beta: float) -> None:
+    checked_at = beta if beta != 1.0 else BETA_FOR_MISSING_FACTOR
+    session.say("""(d) The derivative of x·σ(x) used for x·σ(βx): the factor β before x·σ(1−σ) is
+        missing.""" + (f""" At β = 1 that factor is 1 and the bug is invisible, so a check must also
+        try another β; here β = {checked_at:g}.""" if beta == 1.0 else ""))
+    session.show(_bug("SwishNoBeta").backward)
+    ok = session.run(f"gradcheck(SwishNoBeta.apply, (x3, {checked_at!r}))", raises=_gradcheck_error())
+    session.verdict(ok is True, f"SwishNoBeta: gradcheck at β = {checked_at:g} finds a Jacobian mismatch")
+
+
+def _saved_sigma(session: Session) -> None:
+    session.say("""(e) σ(βx) computed in forward and saved for backward. The first derivative is
+        right, so gradcheck passes; but forward runs without recording a graph, so to autograd the
+        saved σ is a constant, and differentiating backward misses σ's own derivative. Only
+        gradgradcheck sees it:""")
+    session.show(_bug("SwishSavedSigma"))
+    first = session.run("gradcheck(SwishSavedSigma.apply, (x3, BETA))")
+    session.verdict(first is True, "SwishSavedSigma: gradcheck passes (the first derivative is right)")
+    second = session.run("gradgradcheck(SwishSavedSigma.apply, (x3, BETA))", raises=_gradcheck_error())
+    session.verdict(second is True, "SwishSavedSigma: gradgradcheck finds the wrong second derivative")
+    session.run("""
+        x0 = torch.tensor([0.5], dtype=torch.float64, requires_grad=True)
+        (g,) = torch.autograd.grad(SwishSavedSigma.apply(x0, BETA), x0, create_graph=True)
+        (g2,) = torch.autograd.grad(g.sum(), x0)
+        print(f"second derivative at 0.5: {g2.item():.4f} from SwishSavedSigma, {d2f_at(0.5):.4f} from sympy")
+    """)
+
+
+def _ctx_input(session: Session) -> None:
+    session.say("""(f) The input kept as ctx.input instead of ctx.save_for_backward. Every check above
+        passes; the harm shows when the input changes in place between forward and backward.
+        save_for_backward records the tensor's version and refuses a changed one; an attribute is
+        not watched, so backward silently uses the new values:""")
+    session.show(_bug("SwishCtxInput").forward)
+    session.run("""
+        h = x3.clone()
+        y = Swish.apply(h, BETA)
+        h.mul_(10)  # an in-place change after forward used h
+        y.sum().backward()
+    """, raises=RuntimeError)
+    wrong = session.run("""
+        h = x3.clone()
+        y = SwishCtxInput.apply(h, BETA)
+        h.mul_(10)
+        (grad,) = torch.autograd.grad(y.sum(), x3)
+        print("backward gave  ", [round(v, 4) for v in grad.tolist()])
+        print("the derivative ", [round(df_at(v), 4) for v in x3.tolist()])
+        torch.allclose(grad, torch.tensor([df_at(v) for v in x3.tolist()], dtype=torch.float64))
+    """)
+    session.verdict(wrong is True, "SwishCtxInput: the gradient after an in-place change is wrong, silently")
+
+
+def _bug(name: str) -> Any:
+    from . import swish_buggy
+
+    return getattr(swish_buggy, name)
+
+
+def _gradcheck_error() -> type[BaseException]:
+    from torch.autograd.gradcheck import GradcheckError
+
+    return GradcheckError

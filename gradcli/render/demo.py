@@ -1,0 +1,92 @@
+"""Draw a demo's blocks: headings, prose, highlighted code, and what the code produced.
+
+Code is indented four spaces and output lines start with `#> ` (as reprex prints them), so
+a block copied from the terminal, output included, still runs as Python. Colour and syntax
+highlighting only on a terminal; plain text otherwise (see console.make_console).
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+from ..demos.runner import Block, Code, Heading, Prose, Verdict
+
+INDENT = "    "
+OUTPUT_PREFIX = "#> "
+PROSE_WIDTH = 100  # long prose lines tire the eye even on a wide terminal
+
+
+class DemoPrinter:
+    """Prints blocks as they arrive; a blank line between blocks, none between code and its verdict."""
+
+    def __init__(self, console: Any) -> None:
+        self.console = console
+        self.previous: Block | None = None
+
+    def __call__(self, block: Block) -> None:
+        if self.previous is not None and not isinstance(block, Verdict) and not isinstance(self.previous, Heading):
+            self.console.print()
+        if isinstance(block, Heading) and self.previous is not None:
+            self.console.print()
+        render_block(self.console, block)
+        self.previous = block
+
+
+def render_block(console: Any, block: Block) -> None:
+    """Print one block on a rich console."""
+    from rich.text import Text
+
+    if isinstance(block, Heading):
+        console.rule(Text(block.text, style="bold cyan"), align="left", style="cyan")
+    elif isinstance(block, Prose):
+        width = min(console.width, PROSE_WIDTH)
+        for line in textwrap.wrap(block.text, width):
+            console.print(Text(line), soft_wrap=True)
+    elif isinstance(block, Code):
+        _print_code(console, block.source)
+        if block.output:
+            for line in output_lines(block.output, console.width):
+                console.print(Text(line, style="green"), soft_wrap=True)
+    elif isinstance(block, Verdict):
+        mark, style = ("✓", "bold green") if block.ok else ("✗", "bold red")
+        console.print(Text(f"{INDENT}{mark} {block.text}", style=style), soft_wrap=True)
+    else:  # pragma: no cover - a new block type must get its own branch
+        raise TypeError(f"no renderer for {type(block).__name__}")
+
+
+def render_summary(console: Any, verdicts: list[Verdict]) -> None:
+    """The closing line: how many of the demo's checks agreed, and which failed."""
+    from rich.text import Text
+
+    console.print()
+    failed = [v for v in verdicts if not v.ok]
+    if not failed:
+        console.print(Text(f"All {len(verdicts)} checks agreed.", style="bold green"))
+        return
+    console.print(Text(f"{len(failed)} of {len(verdicts)} checks failed:", style="bold red"))
+    for verdict in failed:
+        console.print(Text(f"{INDENT}✗ {verdict.text}", style="red"), soft_wrap=True)
+
+
+def output_lines(output: str, width: int) -> list[str]:
+    """What code produced, as `#> ` lines no wider than the console (long messages wrapped)."""
+    room = max(20, width - len(INDENT) - len(OUTPUT_PREFIX))
+    lines = []
+    for line in output.splitlines():
+        pieces = textwrap.wrap(line, room, break_long_words=False, replace_whitespace=False) if len(line) > room else [line]
+        lines += [f"{INDENT}{OUTPUT_PREFIX}{piece}".rstrip() for piece in pieces or [""]]
+    return lines
+
+
+def _print_code(console: Any, source: str) -> None:
+    from rich.padding import Padding
+    from rich.syntax import Syntax
+    from rich.text import Text
+
+    if console.no_color or not console.is_terminal:
+        for line in source.splitlines():
+            console.print(Text(f"{INDENT}{line}".rstrip()), soft_wrap=True)
+        return
+    syntax = Syntax(source, "python", theme="monokai", background_color="default", word_wrap=False)
+    console.print(Padding(syntax, (0, 0, 0, len(INDENT))))

@@ -1,0 +1,195 @@
+"""The demo runner, the listing, and the mechanics demos (backward, grad, graph).
+
+Numbers are read back from what each demo prints and compared with values computed here
+independently (same seed), so a demo that prints the wrong tensor fails.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+from gradcli.demos import NAMES, run_demo
+from gradcli.demos.runner import Code, Heading, Prose, Session, Verdict
+from gradcli.render.demo import output_lines
+
+NUMBER = re.compile(r"-?\d+\.\d*(?:e[-+]?\d+)?")
+
+
+def printed(run, source: str) -> str:
+    """The output printed under the one code block whose source ends with `source`."""
+    matches = [b.output for b in run.blocks if isinstance(b, Code) and b.source.endswith(source)]
+    assert len(matches) == 1, f"expected one block with source {source!r}"
+    return matches[0]
+
+
+def numbers(text: str) -> torch.Tensor:
+    return torch.tensor([float(v) for v in NUMBER.findall(text)], dtype=torch.float64)
+
+
+def seeded_t1() -> torch.Tensor:
+    torch.manual_seed(0)
+    return torch.randn(3, 3).double().flatten()
+
+
+# --- the runner -------------------------------------------------------------------------
+
+
+def test_session_shows_last_expression_prints_and_shares_namespace():
+    blocks = []
+    session = Session(blocks.append)
+    assert session.run("a = 2\nprint('hello')\na * 21") == 42
+    assert session.run("b = a + 1") is None
+    assert blocks == [Code("a = 2\nprint('hello')\na * 21", "hello\n42"), Code("b = a + 1", "")]
+    assert session.namespace["b"] == 3
+
+
+def test_session_shows_expected_errors_and_propagates_others():
+    blocks = []
+    session = Session(blocks.append)
+    err = session.run("1 / 0", raises=ZeroDivisionError)
+    assert isinstance(err, ZeroDivisionError)
+    assert blocks[-1].output == "ZeroDivisionError: division by zero"
+    with pytest.raises(NameError):
+        session.run("undefined_name")
+
+
+def test_session_shows_where_an_error_in_library_code_was_raised():
+    blocks = []
+    session = Session(blocks.append)
+    session.run("import json\njson.loads('{')", raises=ValueError)
+    out = blocks[-1].output
+    assert out.startswith("JSONDecodeError: Expecting property name")
+    assert "raised in raw_decode, decoder.py line" in out
+
+
+def test_session_records_warnings_and_verdicts():
+    blocks = []
+    session = Session(blocks.append)
+    session.run("import warnings\nwarnings.warn('careful')")
+    assert blocks[-1].output == "UserWarning: careful"
+    session.step("A title")
+    session.say("""Two
+        lines.""")
+    assert session.verdict(False, "failed") is False
+    assert blocks[-3:] == [Heading("1. A title"), Prose("Two lines."), Verdict(False, "failed")]
+    assert not session.ok
+
+
+def test_show_prints_the_source_of_the_object_that_runs():
+    from gradcli.demos.swish_function import Swish
+
+    blocks = []
+    Session(blocks.append).show(Swish)
+    source = blocks[0].source
+    assert source.startswith("class Swish(torch.autograd.Function):")
+    assert "ctx.save_for_backward(input)" in source
+    assert "return grad_output * (beta * f + sigma * (1 - beta * f)), None" in source
+
+
+def test_output_lines_prefix_and_wrap():
+    lines = output_lines("short\n" + "word " * 40, 60)
+    assert lines[0] == "    #> short"
+    assert all(len(line) <= 60 and line.startswith("    #> ") for line in lines)
+    assert " ".join(line[len("    #> "):] for line in lines[1:]).split() == ["word"] * 40
+
+
+# --- the CLI ----------------------------------------------------------------------------
+
+
+def test_demo_without_name_lists_every_demo_one_line_each(cli):
+    result = cli("demo")
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    for name in NAMES:
+        assert sum(line.split()[:1] == [name] for line in lines) == 1
+
+
+def test_unknown_demo_is_exit_2_with_the_list(cli):
+    result = cli("demo", "nosuch")
+    assert result.exit_code == 2
+    assert "there is no demo named 'nosuch'" in result.stderr
+    for name in NAMES:
+        assert f"  {name} " in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("args", [["graph", "--buggy"], ["backward", "--beta", "2"], ["swish", "--beta", "nan"], ["swish", "--beta", "100"]])
+def test_options_that_do_not_fit_are_exit_2(cli, args):
+    result = cli("demo", *args)
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: ")
+    assert "Traceback" not in result.stderr
+
+
+# --- demo backward ----------------------------------------------------------------------
+
+
+def test_backward_demo_numbers():
+    run = run_demo("backward")
+    t1 = seeded_t1()
+    assert run.ok and len(run.verdicts) == 4
+    torch.testing.assert_close(numbers(printed(run, "t2.backward()\nt1.grad")), 2 * t1, atol=5e-5, rtol=0)
+    accumulated = printed(run, "t1.grad = None\nt2 = t1.pow(2).sum()\nt2.backward(retain_graph=True)\n"
+                          "t2.backward()  # a second pass through the retained graph\nt1.grad")
+    torch.testing.assert_close(numbers(accumulated), 4 * t1, atol=5e-5, rtol=0)
+    torch.testing.assert_close(numbers(printed(run, "t1.grad.zero_()")), torch.zeros(9, dtype=torch.float64))
+    assert printed(run, "t2.backward()").startswith("RuntimeError: Trying to backward through the graph a second time")
+    assert printed(run, "y = t1.pow(2)\ny.backward()") == "RuntimeError: grad can be implicitly created only for scalar outputs"
+    torch.testing.assert_close(numbers(printed(run, "y.backward(gradient=torch.ones_like(y))\nt1.grad")), 2 * t1, atol=5e-5, rtol=0)
+
+
+def test_backward_demo_cli(cli):
+    result = cli("demo", "backward")
+    assert result.exit_code == 0, result.stdout
+    assert "    t2.backward(retain_graph=True)\n" in result.stdout
+    t1 = seeded_t1()
+    first_row = "    #> tensor([[" + ", ".join(f"{v:7.4f}" for v in (2 * t1[:3]).tolist()) + "],"
+    assert first_row in result.stdout
+    assert result.stdout.rstrip().endswith("All 4 checks agreed.")
+
+
+# --- demo grad --------------------------------------------------------------------------
+
+
+def test_grad_demo_numbers():
+    run = run_demo("grad")
+    t1 = seeded_t1()
+    assert run.ok and len(run.verdicts) == 4
+    source = "import torch\n\ntorch.manual_seed(0)\nt1 = torch.randn(3, 3, requires_grad=True)\nt2 = t1.pow(2).sum()\n(g,) = torch.autograd.grad(t2, t1)\ng"
+    torch.testing.assert_close(numbers(printed(run, source)), 2 * t1, atol=5e-5, rtol=0)
+    assert printed(run, "print(t1.grad)") == "None"
+    assert run.namespace["t1"].grad is None
+    assert printed(run, "torch.autograd.grad(t2, t1)").startswith("RuntimeError: Trying to backward through the graph a second time")
+    torch.testing.assert_close(numbers(printed(run, "(g2,) = torch.autograd.grad(g.sum(), t1)\ng2")), 6 * t1, atol=5e-5, rtol=0)
+    assert "element 0 of tensors does not require grad" in printed(run, "t3 = t1.pow(3).sum()\n(g,) = torch.autograd.grad(t3, t1)\ntorch.autograd.grad(g.sum(), t1)")
+
+
+def test_grad_demo_cli(cli):
+    result = cli("demo", "grad")
+    assert result.exit_code == 0
+    assert "    #> None\n" in result.stdout
+    assert "    #> 'MulBackward0'\n" in result.stdout
+
+
+# --- demo graph -------------------------------------------------------------------------
+
+
+def test_graph_demo_walks_to_accumulate_grad():
+    run = run_demo("graph")
+    assert run.ok
+    assert printed(run, "t2.grad_fn.name(), t1.grad_fn, t1.is_leaf") == "('SumBackward0', None, True)"
+    assert printed(run, "pow_node, input_nr = t2.grad_fn.next_functions[0]\npow_node.name(), input_nr") == "('PowBackward0', 0)"
+    assert printed(run, "torch.equal(pow_node._saved_self, t1), pow_node._saved_exponent") == "(True, 2)"
+    leaf = printed(run, "leaf_node = pow_node.next_functions[0][0]\nleaf_node.name(), leaf_node.variable is t1, leaf_node.next_functions")
+    assert leaf == "('torch::autograd::AccumulateGrad', True, ())"
+
+
+def test_graph_demo_tree_repeats_shared_nodes(cli):
+    result = cli("demo", "graph")
+    assert result.exit_code == 0
+    tree = [line for line in result.stdout.splitlines() if line.startswith("    #> ") and line.strip("#> ").endswith(("Backward0", "AccumulateGrad"))]
+    assert sum("AccumulateGrad" in line for line in tree) == 9  # x is used nine times
+    assert sum(line.strip("#> ") == "AddBackward0" for line in tree) == 4  # y's node, then h's three times
