@@ -193,3 +193,23 @@ def test_graph_demo_tree_repeats_shared_nodes(cli):
     tree = [line for line in result.stdout.splitlines() if line.startswith("    #> ") and line.strip("#> ").endswith(("Backward0", "AccumulateGrad"))]
     assert sum("AccumulateGrad" in line for line in tree) == 9  # x is used nine times
     assert sum(line.strip("#> ") == "AddBackward0" for line in tree) == 4  # y's node, then h's three times
+
+
+def test_terminal_rendering_highlights_code_without_trailing_blanks():
+    from io import StringIO
+
+    from rich.console import Console
+
+    from gradcli.render.demo import DemoPrinter
+
+    out = StringIO()
+    console = Console(file=out, force_terminal=True, color_system="standard", width=60)
+    printer = DemoPrinter(console)
+    printer(Heading("1. Title"))
+    printer(Code("import torch\n\nx = 1", "#> not really"))
+    printer(Verdict(True, "fine"))
+    text = out.getvalue()
+    assert "\x1b[" in text  # coloured
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", text).splitlines()
+    assert plain[1:6] == ["    import torch", "", "    x = 1", "    #> #> not really", "    ✓ fine"]
+    assert all(line == line.rstrip() for line in plain)

@@ -20,7 +20,8 @@ BETA_FOR_MISSING_FACTOR = 1.5
 def run(session: Session, beta: float) -> None:
     session.step("The classic mistakes, and the check that catches each")
     session.say("""Each class below differs from Swish in one mistake. Most come from a widely copied
-        tutorial whose backward had three bugs at once; they are fixed here one at a time.""")
+        tutorial whose backward had three bugs at once; they are fixed here one at a time. Each
+        check states what a correct Function does; ✗ marks the mistake it caught.""")
     session.run("""
         from gradcli.demos.swish_buggy import (
             SwishCallsTensor, SwishCtxInput, SwishNoBeta, SwishSavedSigma, SwishTutorial, SwishWrongSign,
@@ -42,7 +43,7 @@ def _undefined_input(session: Session) -> None:
         backward runs.""")
     session.show(_bug("SwishTutorial").backward)
     error = session.run("gradcheck(SwishTutorial.apply, (x3, BETA))", raises=TypeError)
-    session.verdict(not isinstance(error, TypeError), "SwishTutorial: backward raises TypeError (input is the built-in)")
+    session.verdict(not isinstance(error, TypeError), "SwishTutorial's backward runs")
 
 
 def _calls_tensor(session: Session) -> None:
@@ -50,7 +51,7 @@ def _calls_tensor(session: Session) -> None:
         tmp(1 - tmp), meant as tmp * (1 - tmp), calls the tensor tmp.""")
     session.show(_bug("SwishCallsTensor").backward)
     error = session.run("gradcheck(SwishCallsTensor.apply, (x3, BETA))", raises=TypeError)
-    session.verdict(not isinstance(error, TypeError), "SwishCallsTensor: backward raises TypeError ('Tensor' object is not callable)")
+    session.verdict(not isinstance(error, TypeError), "SwishCallsTensor's backward runs")
 
 
 def _wrong_formula(session: Session) -> None:
@@ -59,7 +60,7 @@ def _wrong_formula(session: Session) -> None:
         (numerical: finite differences; analytical: what backward returned).""")
     session.show(_bug("SwishWrongSign").backward)
     ok = session.run("gradcheck(SwishWrongSign.apply, (x3, BETA))", raises=_gradcheck_error())
-    session.verdict(ok is True, "SwishWrongSign: gradcheck finds a Jacobian mismatch")
+    session.verdict(ok is True, "SwishWrongSign passes gradcheck")
 
 
 def _missing_beta(session: Session, beta: float) -> None:
@@ -69,7 +70,7 @@ def _missing_beta(session: Session, beta: float) -> None:
         try another β; here β = {checked_at:g}.""" if beta == 1.0 else ""))
     session.show(_bug("SwishNoBeta").backward)
     ok = session.run(f"gradcheck(SwishNoBeta.apply, (x3, {checked_at!r}))", raises=_gradcheck_error())
-    session.verdict(ok is True, f"SwishNoBeta: gradcheck at β = {checked_at:g} finds a Jacobian mismatch")
+    session.verdict(ok is True, f"SwishNoBeta passes gradcheck at β = {checked_at:g}")
 
 
 def _saved_sigma(session: Session) -> None:
@@ -79,9 +80,9 @@ def _saved_sigma(session: Session) -> None:
         gradgradcheck sees it:""")
     session.show(_bug("SwishSavedSigma"))
     first = session.run("gradcheck(SwishSavedSigma.apply, (x3, BETA))")
-    session.verdict(first is True, "SwishSavedSigma: gradcheck passes (the first derivative is right)")
+    session.verdict(first is True, "SwishSavedSigma passes gradcheck (its first derivative is right)")
     second = session.run("gradgradcheck(SwishSavedSigma.apply, (x3, BETA))", raises=_gradcheck_error())
-    session.verdict(second is True, "SwishSavedSigma: gradgradcheck finds the wrong second derivative")
+    session.verdict(second is True, "SwishSavedSigma passes gradgradcheck")
     session.run("""
         x0 = torch.tensor([0.5], dtype=torch.float64, requires_grad=True)
         (g,) = torch.autograd.grad(SwishSavedSigma.apply(x0, BETA), x0, create_graph=True)
@@ -111,7 +112,7 @@ def _ctx_input(session: Session) -> None:
         print("the derivative ", [round(df_at(v), 4) for v in x3.tolist()])
         torch.allclose(grad, torch.tensor([df_at(v) for v in x3.tolist()], dtype=torch.float64))
     """)
-    session.verdict(wrong is True, "SwishCtxInput: the gradient after an in-place change is wrong, silently")
+    session.verdict(wrong is True, "SwishCtxInput gives the right gradient after an in-place change (or refuses, as Swish does)")
 
 
 def _bug(name: str) -> Any:

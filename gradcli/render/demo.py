@@ -80,7 +80,6 @@ def output_lines(output: str, width: int) -> list[str]:
 
 
 def _print_code(console: Any, source: str) -> None:
-    from rich.padding import Padding
     from rich.syntax import Syntax
     from rich.text import Text
 
@@ -88,5 +87,10 @@ def _print_code(console: Any, source: str) -> None:
         for line in source.splitlines():
             console.print(Text(f"{INDENT}{line}".rstrip()), soft_wrap=True)
         return
-    syntax = Syntax(source, "python", theme="monokai", background_color="default", word_wrap=False)
-    console.print(Padding(syntax, (0, 0, 0, len(INDENT))))
+    # highlight() gives styled text without Syntax's padding to the full width, so copying
+    # from the terminal gets no trailing blanks; ansi_dark leaves plain names in the
+    # terminal's own colour, readable on light and dark backgrounds alike.
+    highlighted = Syntax(source, "python", theme="ansi_dark").highlight(source)
+    highlighted.rstrip()
+    for line in highlighted.split("\n"):
+        console.print(Text(INDENT) + line if line.plain else Text(), soft_wrap=True)
