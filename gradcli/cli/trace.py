@@ -1,0 +1,97 @@
+"""`gradcli trace`: show the autograd graph, run backward passes, follow the gradient."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from typing_extensions import Annotated
+
+from ..errors import UsageError
+from .app import (
+    EXIT_OK, EXIT_PROBLEM, DeviceOption, DtypeOption, JsonOption, LibraryOption, SeedOption, VarOption,
+    app, read_expression, reports_errors,
+)
+
+NamesOption = Optional[List[str]]
+
+
+@app.command("trace")
+@reports_errors
+def trace_command(
+    expr: Annotated[str, typer.Argument(metavar="EXPR", help="The expression or program; @FILE reads a file, - reads stdin.")],
+    var: VarOption = None,
+    mode: Annotated[str, typer.Option("--mode", help="backward (torch.autograd.backward: fills .grad) or grad (torch.autograd.grad: returns gradients).")] = "backward",
+    wrt: Annotated[NamesOption, typer.Option("--wrt", metavar="NAME", help="Differentiate with respect to NAME (a variable or an assigned name); default all variables. Repeatable.")] = None,
+    grad_output: Annotated[Optional[str], typer.Option("--grad-output", metavar="SPEC", help="The starting gradient for a non-scalar output: 'ones' or a --var style SPEC of the output's shape.")] = None,
+    retain_graph: Annotated[bool, typer.Option("--retain-graph", help="Keep the graph's saved tensors after a pass, so it can run again.")] = False,
+    create_graph: Annotated[bool, typer.Option("--create-graph", help="Build a graph for the gradients too; prints it and d/dx sum(gradient) (the second derivative).")] = False,
+    repeat: Annotated[int, typer.Option("--repeat", metavar="N", help="Run the pass N times (.grad accumulates in backward mode).")] = 1,
+    zero_grad: Annotated[bool, typer.Option("--zero-grad", help="Set .grad to None between passes, as optimizer.zero_grad() does.")] = False,
+    retain_grad: Annotated[NamesOption, typer.Option("--retain-grad", metavar="NAME", help="Keep the .grad of the intermediate NAME (its last assignment). Repeatable.")] = None,
+    flow: Annotated[bool, typer.Option("--flow", help="Hook every node: show the gradient entering and leaving it, and where the first nan/inf appeared.")] = False,
+    json: JsonOption = False,
+    dot: Annotated[Optional[str], typer.Option("--dot", metavar="PATH", help="Write the graph as Graphviz DOT to PATH ('-' prints it instead of the report).")] = None,
+    max_nodes: Annotated[int, typer.Option("--max-nodes", metavar="N", help="Draw at most N nodes in the tree (the rest are counted; --json and --dot are complete).")] = 50,
+    seed: SeedOption = None,
+    dtype: DtypeOption = "float64",
+    device: DeviceOption = "cpu",
+    library: LibraryOption = None,
+) -> None:
+    """Show the autograd graph of EXPR, run backward passes, and follow the gradient.
+
+    Sections: Leaves, Graph (grad_fn.name(), saved tensors, assigned names), Passes,
+    Gradients, Flow (--flow). A variable without --var gets a default value (0.5, 1.5,
+    -0.75, 2.0, ... in order of appearance), printed with the seed. Exit status 1 when a
+    pass raised an autograd error or produced a nan/inf gradient; 2 for bad input.
+
+    Examples:
+
+    \b
+      gradcli trace "x.pow(2).sum()" --var "x=randn(3,3)" --seed 0
+      gradcli trace "x.pow(2).sum()" --var "x=[1.0, 2.0]" --repeat 2 --retain-graph
+      gradcli trace "x.pow(2).sum()" --var "x=[1.0, 2.0]" --mode grad --wrt x
+      gradcli trace "(x**3).sum()" --var "x=[1.0, 2.0]" --create-graph
+      gradcli trace "sqrt(x).sum()" --var "x=[0.0, 1.0]" --flow
+      gradcli trace "h = x*x; h.exp()" --var "x=[1.0, 2.0]" --grad-output ones --retain-grad h
+      gradcli trace "h = x*x + x; h.sum()" --json
+      gradcli trace "sin(x).sum()" --dot -
+    """
+    from ..inspect.trace import trace
+    from ..render.console import make_console
+    from ..render.dot import trace_dot
+    from ..render.json import trace_json
+    from ..render.trace import trace_renderables
+
+    if json and dot == "-":
+        raise UsageError("--json and --dot - both want stdout", hint="write the DOT to a file: --dot graph.dot")
+    if max_nodes < 1:
+        raise UsageError("--max-nodes must be at least 1")
+    text = read_expression(expr)
+    result = trace(
+        text, var or (), mode=mode, wrt=wrt or (), grad_output=grad_output, retain_graph=retain_graph,
+        create_graph=create_graph, repeat=repeat, zero_grad=zero_grad, retain_grad=retain_grad or (),
+        flow=flow, dtype=dtype, device=device, seed=seed, library_dirs=library or (),
+    )
+    if dot == "-":
+        sys.stdout.write(trace_dot(result))
+    elif dot is not None:
+        _write(Path(dot), trace_dot(result))
+    if json:
+        sys.stdout.write(trace_json(result) + "\n")
+    elif dot != "-":
+        console = make_console()
+        for renderable in trace_renderables(result, max_nodes=max_nodes):
+            console.print(renderable)
+        if dot is not None:
+            console.print(f"\nDOT written to {dot} (render it: dot -Tsvg {dot} -o graph.svg)")
+    raise typer.Exit(EXIT_PROBLEM if result.problems else EXIT_OK)
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as err:
+        raise UsageError(f"cannot write the DOT file '{path}': {err.strerror or err}") from None

@@ -1,0 +1,71 @@
+"""Plain explanations of the errors autograd raises during a traced pass.
+
+torch's messages are exact but terse. The trace keeps the message as torch wrote it and adds
+one plain sentence on why it happened and, where one exists, the gradcli flag that fixes it.
+The patterns are the fixed texts checked in NOTES.md (torch 2.14).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class PassError:
+    """An exception from torch during one pass, with what it means and how to avoid it."""
+
+    type: str
+    message: str
+    explanation: str
+    fix: str | None = None
+
+
+# (substring of torch's message, explanation, the flag that fixes it)
+_KNOWN = (
+    (
+        "backward through the graph a second time",
+        "The previous pass freed the tensors the graph saved for backward (autograd does this "
+        "unless told to retain the graph), so the graph cannot be run again.",
+        "--retain-graph",
+    ),
+    (
+        "appears to not have been used in the graph",
+        "A --wrt variable does not reach the output, so autograd.grad has no gradient to give it.",
+        "drop that name from --wrt",
+    ),
+    (
+        "does not require grad and does not have a grad_fn",
+        "The tensor being differentiated has no graph behind it (it does not depend on a variable "
+        "that requires grad, or its graph was not built because create_graph was off).",
+        "--create-graph",
+    ),
+    (
+        "grad can be implicitly created only for scalar outputs",
+        "backward() needs a starting gradient for a non-scalar output.",
+        "--grad-output ones",
+    ),
+    (
+        "Mismatch in shape",
+        "The starting gradient must have exactly the output's shape.",
+        "--grad-output ones",
+    ),
+)
+
+
+def explain(error: BaseException) -> PassError:
+    """A PassError for an exception raised by torch.autograd.backward / grad."""
+    message = str(error).strip()
+    for pattern, explanation, fix in _KNOWN:
+        if pattern in message:
+            return PassError(type(error).__name__, message, explanation, fix)
+    return PassError(
+        type(error).__name__, message, "autograd raised this error while running the pass.", None
+    )
+
+
+def nonleaf_note(name: str) -> str:
+    """Why an intermediate's .grad is None, and how to keep it."""
+    return (
+        f"{name} is an intermediate, not a leaf: autograd writes .grad only for leaves, "
+        f"so {name}.grad is None; --retain-grad {name} keeps it"
+    )

@@ -1,0 +1,200 @@
+"""Walk the autograd graph that torch built: each node once, as plain data.
+
+The graph behind `output.grad_fn` is a DAG: `h = x; h = h*h + h` repeated 40 times has ~120
+nodes but 2^40 paths from the output to `x`. The walk is iterative (a 20,000-operation chain
+is 20,000 deep, far past Python's recursion limit) and visits each node once, keyed by the
+Python object torch hands back for it (torch returns the same object for a node as long as
+one is alive, and the walk keeps every node alive), so it costs time linear in nodes+edges.
+
+Nodes are listed in depth-first pre-order from the output, children in `next_functions`
+order: the order in which a tree drawing meets them first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from ..build.to_torch import SPAN_KEY
+from ..errors import Span
+from .values import plain_scalar, summary
+
+#: What torch calls the node that writes a leaf's .grad.
+ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
+_SAVED_PREFIX = "_saved_"
+
+
+@dataclass
+class GraphNode:
+    """One autograd node: `name()` exactly, its edges, what it saved for backward."""
+
+    id: str
+    name: str
+    next: list[str | None]
+    saved: dict[str, Any] = field(default_factory=dict)
+    variable: str | None = None  # AccumulateGrad: the leaf it writes .grad of
+    label: str | None = None  # the assigned name(s) bound to this node's output
+    span: Span | None = None  # where in the source the operation was written
+    same_as: str | None = None  # the same torch node in another walked graph (see walk_graph)
+
+
+@dataclass
+class Graph:
+    """Every distinct node reachable from a root, and the torch objects behind them."""
+
+    root: str | None
+    nodes: list[GraphNode]
+    objects: dict[str, Any] = field(default_factory=dict, repr=False)  # id -> grad_fn
+
+    def by_id(self) -> dict[str, GraphNode]:
+        return {node.id: node for node in self.nodes}
+
+    def edges(self) -> Iterable[tuple[str, str]]:
+        for node in self.nodes:
+            for child in node.next:
+                if child is not None:
+                    yield node.id, child
+
+
+def walk_graph(
+    root: Any,
+    *,
+    leaf_names: Mapping[int, str] | None = None,
+    labels: Mapping[int, str] | None = None,
+    prefix: str = "n",
+    known: Graph | None = None,
+) -> Graph:
+    """Walk from the grad_fn `root` (None gives an empty graph).
+
+    `leaf_names` maps id(leaf tensor) to its variable name, `labels` maps id(grad_fn) to the
+    assigned name(s) (see `Labels`). Ids are `prefix` + position in the walk. Nodes that are
+    also in the `known` graph (a gradient's graph reaching into the traced one) say which.
+    """
+    leaf_names = leaf_names or {}
+    labels = labels or {}
+    if root is None:
+        return Graph(None, [])
+    # Depth-first pre-order with an explicit stack; a node is expanded the first time it is
+    # popped, so each node's edges are read exactly once. `order` keeps every node object
+    # alive, which keeps its id() (and torch's object for it) stable during the walk.
+    order: list[Any] = []
+    expanded: set[int] = set()
+    stack = [root]
+    while stack:
+        grad_fn = stack.pop()
+        if id(grad_fn) in expanded:
+            continue
+        expanded.add(id(grad_fn))
+        order.append(grad_fn)
+        children = [fn for fn, _ in grad_fn.next_functions if fn is not None]
+        stack.extend(fn for fn in reversed(children) if id(fn) not in expanded)
+    ids = {id(fn): f"{prefix}{i}" for i, fn in enumerate(order)}
+    objects = {ids[id(fn)]: fn for fn in order}
+    bound = getattr(labels, "tensors", {})
+    nodes = [_describe(fn, ids, leaf_names, labels, bound) for fn in order]
+    if known is not None:
+        known_ids = {id(obj): node_id for node_id, obj in known.objects.items()}
+        for node, fn in zip(nodes, order):
+            node.same_as = known_ids.get(id(fn))
+    return Graph(ids[id(root)], nodes, objects)
+
+
+def _describe(
+    grad_fn: Any, ids: dict[int, str], leaf_names: Mapping[int, str], labels: Mapping[int, str],
+    bound: Mapping[int, str],
+) -> GraphNode:
+    node = GraphNode(
+        id=ids[id(grad_fn)],
+        name=grad_fn.name(),
+        next=[None if fn is None else ids[id(fn)] for fn, _ in grad_fn.next_functions],
+        saved=saved_values(grad_fn, leaf_names, bound),
+        label=labels.get(id(grad_fn)),
+    )
+    variable = getattr(grad_fn, "variable", None)
+    if variable is not None:
+        node.variable = leaf_names.get(id(variable), "?")
+    span = grad_fn.metadata.get(SPAN_KEY)
+    if isinstance(span, Span):
+        node.span = span
+    return node
+
+
+_SAVED_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _saved_names(grad_fn: Any) -> tuple[str, ...]:
+    # dir() is the slowest step of the walk; every node of one class has the same attributes.
+    kind = type(grad_fn)
+    if kind not in _SAVED_NAMES:
+        _SAVED_NAMES[kind] = tuple(a for a in dir(grad_fn) if a.startswith(_SAVED_PREFIX))
+    return _SAVED_NAMES[kind]
+
+
+def saved_values(
+    grad_fn: Any, leaf_names: Mapping[int, str] | None = None, bound: Mapping[int, str] | None = None
+) -> dict[str, Any]:
+    """The node's `_saved_*` attributes: tensors as shape+preview, others as their value.
+
+    A saved tensor read after backward freed it (no retain_graph) raises in torch; it is
+    reported as `{"freed": "<torch's message>"}` instead.
+    """
+    import torch
+
+    leaf_names, bound = leaf_names or {}, bound or {}
+    saved: dict[str, Any] = {}
+    for name in _saved_names(grad_fn):
+        try:
+            value = getattr(grad_fn, name)
+        except RuntimeError as err:
+            saved[name] = {"freed": str(err).split(". ")[0]}
+            continue
+        if isinstance(value, torch.Tensor):
+            saved[name] = _tensor(value, leaf_names, bound)
+        elif isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
+            saved[name] = [_tensor(v, leaf_names, bound) if isinstance(v, torch.Tensor) else plain_scalar(v) for v in value]
+        else:
+            saved[name] = plain_scalar(value)
+    return saved
+
+
+def _tensor(value: Any, leaf_names: Mapping[int, str], bound: Mapping[int, str]) -> dict[str, Any]:
+    data = summary(value)
+    # A saved input that is a leaf (or an assigned intermediate) is that very tensor: say
+    # which, rather than merge them (torchviz merges a saved leaf into the leaf).
+    if id(value) in leaf_names:
+        data["variable"] = leaf_names[id(value)]
+    elif id(value) in bound:
+        data["bound"] = bound[id(value)]
+    return data
+
+
+class Labels(dict):
+    """id(grad_fn) -> the assigned names bound to its output, in order (`g = h` gives "h, g").
+
+    It holds the grad_fn objects too: torch makes a node's Python object on demand and drops
+    it when unused, so an id() is only meaningful while the object is alive. Bindings to
+    leaves or to constants have no node of their own and give no label.
+    """
+
+    def __init__(self, bindings: Iterable[tuple[str, Any]] = ()) -> None:
+        super().__init__()
+        self._alive: list[Any] = []
+        self.tensors: dict[int, str] = {}  # id(bound tensor) -> its names, for saved tensors
+        names: dict[int, list[str]] = {}
+        for name, value in bindings:
+            if hasattr(value, "grad_fn"):
+                self._alive.append(value)
+                known = self.tensors.get(id(value))
+                self.tensors[id(value)] = name if known in (None, name) else f"{known}, {name}"
+            grad_fn = getattr(value, "grad_fn", None)
+            if grad_fn is not None:
+                self._alive.append(grad_fn)
+                bound = names.setdefault(id(grad_fn), [])
+                if name not in bound:
+                    bound.append(name)
+        self.update({key: ", ".join(bound) for key, bound in names.items()})
+
+
+def leaf_ids(leaves: Mapping[str, Any]) -> dict[int, str]:
+    """id(leaf tensor) -> its variable name."""
+    return {id(tensor): name for name, tensor in leaves.items()}

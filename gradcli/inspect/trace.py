@@ -1,0 +1,290 @@
+"""`trace`: build an expression, walk its autograd graph, run backward passes, follow the flow.
+
+This is the library behind `gradcli trace`; it returns plain data (`TraceResult`) that the
+rich, JSON and DOT renderers read, and raises `GradcliError` for input it refuses:
+
+    >>> from gradcli import trace
+    >>> result = trace("x.pow(2).sum()", ["x=[1.0, 2.0]"])
+    >>> result.leaves[0].grad
+    [2.0, 4.0]
+
+The graph is walked once, before any pass, so saved tensors are read while they exist.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..errors import LimitError, UsageError
+from ..pipeline import build_prepared, prepare
+from ..variables import make_tensor, parse_spec
+from .explain import PassError, nonleaf_note
+from .flow import FlowRecorder, FlowStep, nonfinite_origin, plain_steps
+from .graph import Graph, Labels, leaf_ids, walk_graph
+from .quiet_gc import paused_gc
+from .passes import PassPlan, current_grad, names_with_grad, run_passes, second_derivative
+from .values import described, dtype_name, full_value
+
+MODES = ("backward", "grad")
+#: Passes in one trace (each is a full backward).
+MAX_REPEAT = 1000
+
+
+@dataclass
+class Leaf:
+    """A variable: its value, how it was given, its .grad after the last pass."""
+
+    name: str
+    spec: str
+    defaulted: bool
+    shape: list[int]
+    dtype: str
+    requires_grad: bool
+    value: Any
+    grad: Any = None
+
+
+@dataclass
+class Intermediate:
+    """An assigned name bound to a non-leaf tensor; `.grad` only with --retain-grad."""
+
+    name: str
+    node: str | None  # the graph node that produced it
+    retained: bool
+    grad: Any = None
+    note: str | None = None
+
+
+@dataclass
+class Pass:
+    """One pass as plain data."""
+
+    index: int
+    mode: str
+    retain_graph: bool
+    create_graph: bool
+    grads: dict[str, Any]
+    grad_fns: dict[str, str | None]
+    nonfinite: list[str]
+    error: PassError | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class GradientGraph:
+    """With --create-graph: a gradient's own grad_fn graph and d/dv sum(gradient)."""
+
+    of: str
+    graph: Graph
+    second: Any = None  # nested list: the elementwise second derivative for elementwise functions
+    note: str | None = None
+
+
+@dataclass
+class TraceResult:
+    expression: str
+    result: dict[str, Any]
+    leaves: list[Leaf]
+    graph: Graph
+    passes: list[Pass]
+    intermediates: list[Intermediate]
+    seed: int
+    options: dict[str, Any]
+    skipped_passes: int = 0
+    flow: list[FlowStep] | None = None
+    nonfinite_origin: str | None = None
+    gradient_graphs: list[GradientGraph] = field(default_factory=list)
+
+    @property
+    def problems(self) -> list[str]:
+        """What makes the exit status 1: autograd errors and non-finite gradients."""
+        found = [f"pass {p.index + 1}: {p.error.type}: {_first_sentence(p.error.message)}" for p in self.passes if p.error]
+        found += [f"pass {p.index + 1}: the gradient of {name} is not finite" for p in self.passes for name in p.nonfinite]
+        if self.nonfinite_origin is not None:
+            found.append(f"the first non-finite gradient comes out of {self.nonfinite_origin}")
+        return found
+
+
+def _first_sentence(message: str) -> str:
+    first = message.strip().splitlines()[0] if message.strip() else ""
+    return first.split(". ")[0].rstrip(".")
+
+
+def trace(
+    expression: str,
+    variables: Sequence[str] = (),
+    *,
+    mode: str = "backward",
+    wrt: Sequence[str] = (),
+    grad_output: str | None = None,
+    retain_graph: bool = False,
+    create_graph: bool = False,
+    repeat: int = 1,
+    zero_grad: bool = False,
+    retain_grad: Sequence[str] = (),
+    flow: bool = False,
+    dtype: str = "float64",
+    device: str = "cpu",
+    seed: int | None = None,
+    library_dirs: Sequence[str | Path] = (),
+) -> TraceResult:
+    """Trace `expression` with `variables` (`--var` texts); see `gradcli trace --help`."""
+    _check_options(mode, repeat)
+    with paused_gc():
+        return _trace(
+            expression, variables, mode, wrt, grad_output, retain_graph, create_graph, repeat,
+            zero_grad, retain_grad, flow, dtype, device, seed, library_dirs,
+        )
+
+
+def _trace(
+    expression: str, variables: Sequence[str], mode: str, wrt: Sequence[str], grad_output: str | None,
+    retain_graph: bool, create_graph: bool, repeat: int, zero_grad: bool, retain_grad: Sequence[str],
+    flow: bool, dtype: str, device: str, seed: int | None, library_dirs: Sequence[str | Path],
+) -> TraceResult:
+    prepared = prepare(expression, variables, dtype=dtype, device=device, seed=seed, library_dirs=library_dirs)
+    built = build_prepared(prepared)
+    output = _differentiable_output(built.output)
+    leaves = prepared.leaves
+    named = names_with_grad([*leaves.tensors.items(), *built.bindings])
+    intermediates = {name: t for name, t in named.items() if name not in leaves.tensors and not t.is_leaf}
+    for name in retain_grad:
+        _known(name, intermediates, "--retain-grad", "an assigned intermediate (h = ...)").retain_grad()
+    graph = walk_graph(output.grad_fn, leaf_names=leaf_ids(leaves.tensors), labels=Labels(built.bindings))
+    if wrt:
+        targets = {name: _known(name, named, "--wrt", "a variable or an assigned name") for name in wrt}
+    else:
+        used = {node.variable for node in graph.nodes if node.variable} or set(leaves.tensors)
+        targets = {name: t for name, t in leaves.tensors.items() if name in used}
+    watched = {**leaves.tensors, **{n: intermediates[n] for n in retain_grad}}
+    plan = PassPlan(
+        mode, output, _grad_output(grad_output, output, leaves.seed), targets, watched,
+        retain_graph, create_graph, repeat, zero_grad, explicit_targets=bool(wrt),
+    )
+    recorder = FlowRecorder(graph.objects) if flow else None
+    if recorder is not None:
+        with recorder:
+            records, live = run_passes(plan, before_pass=lambda index: recorder.start_pass(index))
+    else:
+        records, live = run_passes(plan)
+    node_of = {id(obj): node_id for node_id, obj in graph.objects.items()}
+
+    result = TraceResult(
+        expression=expression,
+        result=described(output),
+        leaves=[_leaf(name, t, leaves) for name, t in leaves.tensors.items()],
+        graph=graph,
+        passes=[_plain_pass(r) for r in records],
+        intermediates=[_intermediate(name, t, node_of, name in retain_grad) for name, t in intermediates.items()],
+        seed=leaves.seed,
+        options={
+            "mode": mode, "wrt": list(targets), "grad_output": grad_output, "retain_graph": retain_graph,
+            "create_graph": create_graph, "repeat": repeat, "zero_grad": zero_grad,
+            "retain_grad": list(retain_grad), "flow": flow, "dtype": dtype, "device": device,
+        },
+        skipped_passes=repeat - len(records),
+    )
+    if recorder is not None:
+        result.flow = plain_steps(recorder.steps)
+        result.nonfinite_origin = nonfinite_origin(recorder.steps)
+    if create_graph:
+        result.gradient_graphs = _gradient_graphs(live, named, leaves.tensors, graph)
+    return result
+
+
+def _check_options(mode: str, repeat: int) -> None:
+    if mode not in MODES:
+        raise UsageError(f"unknown --mode '{mode}'", hint="choose backward or grad")
+    if repeat < 1:
+        raise UsageError("--repeat must be at least 1")
+    if repeat > MAX_REPEAT:
+        raise LimitError(f"--repeat {repeat} is more than the limit of {MAX_REPEAT} passes")
+
+
+def _differentiable_output(output: Any) -> Any:
+    import torch
+
+    if not isinstance(output, torch.Tensor):
+        raise UsageError(
+            "the output is a plain number: it does not depend on any variable, so there is no graph",
+            hint="use a variable in the last statement, e.g. x*2",
+        )
+    if not output.requires_grad:
+        raise UsageError(
+            "the output does not require grad: no differentiable operation connects it to a variable",
+            hint="comparisons and where(...)'s condition have no gradient; trace an expression of the variables",
+        )
+    return output
+
+
+def _known(name: str, tensors: dict[str, Any], option: str, what: str) -> Any:
+    if name not in tensors:
+        raise UsageError(
+            f"{option} {name}: '{name}' is not {what} of the expression",
+            hint="names here: " + (", ".join(tensors) or "(none)"),
+        )
+    return tensors[name]
+
+
+def _grad_output(spec: str | None, output: Any, seed: int) -> Any:
+    """The starting gradient: None for a scalar output, `ones`, or a --var style SPEC."""
+    import torch
+
+    shape = list(output.shape)
+    if spec is None:
+        if output.numel() != 1 or output.dim() != 0:
+            raise UsageError(
+                f"the output has shape {shape}, not a scalar, so backward needs a starting gradient",
+                hint="add --grad-output ones (a gradient of ones), or reduce the output, e.g. (...).sum()",
+            )
+        return None
+    if spec.strip() == "ones":
+        return torch.ones_like(output).detach()
+    parsed = parse_spec("grad-output", spec)
+    generator = torch.Generator().manual_seed(seed + 1)
+    tensor = make_tensor(parsed, dtype=output.dtype, device=output.device, generator=generator).detach()
+    if list(tensor.shape) != shape:
+        raise UsageError(
+            f"--grad-output has shape {list(tensor.shape)} but the output has shape {shape}",
+            hint="the starting gradient needs the output's exact shape; --grad-output ones always fits",
+        )
+    return tensor
+
+
+def _leaf(name: str, tensor: Any, leaves: Any) -> Leaf:
+    grad = tensor.grad
+    return Leaf(
+        name, leaves.specs[name].text, name in leaves.defaulted, list(tensor.shape), dtype_name(tensor),
+        tensor.requires_grad, full_value(tensor), None if grad is None else full_value(grad),
+    )
+
+
+def _intermediate(name: str, tensor: Any, node_of: dict[int, str], retained: bool) -> Intermediate:
+    grad = current_grad(tensor) if retained else None
+    return Intermediate(
+        name, node_of.get(id(tensor.grad_fn)), retained, None if grad is None else full_value(grad),
+        None if retained else nonleaf_note(name),
+    )
+
+
+def _plain_pass(record: Any) -> Pass:
+    return Pass(
+        record.index, record.mode, record.retain_graph, record.create_graph,
+        {name: None if g is None else full_value(g) for name, g in record.grads.items()},
+        dict(record.grad_fns), record.nonfinite, record.error, record.warnings,
+    )
+
+
+def _gradient_graphs(
+    live: dict[str, Any], named: dict[str, Any], leaf_tensors: dict[str, Any], traced: Graph
+) -> list[GradientGraph]:
+    graphs = []
+    for name, gradient in live.items():
+        if gradient is None:
+            continue
+        graph = walk_graph(gradient.grad_fn, leaf_names=leaf_ids(leaf_tensors), prefix=f"d{name}_n", known=traced)
+        second, note = second_derivative(gradient, named[name])
+        graphs.append(GradientGraph(name, graph, None if second is None else full_value(second), note))
+    return graphs

@@ -1,0 +1,68 @@
+"""Tensors to plain data: what the trace keeps of a tensor once torch is done with it.
+
+The inspection modules hand renderers plain Python (lists, floats, dicts), never tensors, so
+the JSON, rich and DOT renderers need no torch. Non-finite numbers stay floats here (nan,
+inf); only the JSON renderer decides how to write them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+#: Elements kept in a preview (saved tensors, the tree's one-line summaries).
+PREVIEW = 6
+
+
+def dtype_name(tensor: Any) -> str:
+    return str(tensor.dtype).removeprefix("torch.")
+
+
+def full_value(tensor: Any) -> Any:
+    """The tensor's values as a number (0-d) or a nested list, detached, on the CPU."""
+    return tensor.detach().cpu().tolist()
+
+
+def preview(tensor: Any, count: int = PREVIEW) -> list[Any]:
+    """The first `count` elements, flattened."""
+    if tensor.numel() == 1:  # the common case in long chains of scalars: 10x cheaper
+        return [tensor.item()]
+    return tensor.detach().reshape(-1)[:count].cpu().tolist()
+
+
+def summary(tensor: Any) -> dict[str, Any]:
+    """Shape, dtype and a flat preview: enough to recognise a tensor without all of it."""
+    return {
+        "shape": list(tensor.shape),
+        "dtype": dtype_name(tensor),
+        "numel": tensor.numel(),
+        "preview": preview(tensor),
+    }
+
+
+def described(tensor: Any) -> dict[str, Any]:
+    """Shape, dtype and every value."""
+    return {"shape": list(tensor.shape), "dtype": dtype_name(tensor), "value": full_value(tensor)}
+
+
+def all_finite(tensor: Any) -> bool:
+    import torch
+
+    return bool(torch.isfinite(tensor.detach()).all())
+
+
+def plain_scalar(value: Any) -> Any:
+    """A saved non-tensor attribute as JSON-friendly data (ints, floats, tuples, dtypes...)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (tuple, list)):
+        return [plain_scalar(v) for v in value]
+    try:  # SymInt / SymFloat / torch.Size elements behave like numbers
+        number = float(value)
+        return int(number) if number.is_integer() and not isinstance(value, float) else number
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def is_nonfinite_number(value: Any) -> bool:
+    return isinstance(value, float) and not math.isfinite(value)

@@ -1,0 +1,74 @@
+"""A trace's graph as Graphviz DOT text: plain data in, DOT out.
+
+Edges run the way values flowed forward (leaf -> operation -> output), as torchviz draws
+them, so the output sits at the bottom of `dot -Tsvg`. Leaves (AccumulateGrad) are light
+blue boxes with the variable's name; saved tensors are orange ellipses joined to their node
+by a dashed edge (a saved tensor that is a leaf points at that leaf instead, rather than
+being merged into it); nodes bound to an assigned name are labelled `h = MulBackward0`; the
+output's node is green. Every distinct node appears once, as in the JSON.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..inspect.graph import ACCUMULATE_GRAD
+
+_HEADER = (
+    "digraph autograd {\n"
+    '  graph [rankdir=TB, fontname="Helvetica"];\n'
+    '  node [shape=box, style=filled, fillcolor=white, fontname="Helvetica", fontsize=11];\n'
+)
+
+
+def quote(text: str) -> str:
+    """A DOT double-quoted string (newlines as DOT's centred line break)."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
+
+
+def trace_dot(result: Any) -> str:
+    """The DOT text of the traced graph."""
+    graph = result.graph
+    leaves = {leaf.name: leaf for leaf in result.leaves}
+    lines = [_HEADER]
+    for node in graph.nodes:
+        lines.append(_node(node, leaves, is_root=node.id == graph.root))
+        for child in node.next:
+            if child is not None:
+                lines.append(f"  {child} -> {node.id};\n")
+        for key, value in node.saved.items():
+            lines.extend(_saved(node, key, value))
+    if graph.root is not None:
+        lines.append(f'  output [shape=plaintext, style="", label={quote(_output_label(result))}];\n')
+        lines.append(f"  {graph.root} -> output;\n")
+    lines.append("}\n")
+    return "".join(lines)
+
+
+def _node(node: Any, leaves: dict[str, Any], *, is_root: bool) -> str:
+    if node.name == ACCUMULATE_GRAD:
+        leaf = leaves.get(node.variable or "")
+        text = f"{node.variable}\n{leaf.shape}" if leaf is not None else str(node.variable)
+        return f"  {node.id} [label={quote(text)}, fillcolor=lightblue, tooltip={quote(node.name)}];\n"
+    text = f"{node.label} = {node.name}" if node.label else node.name
+    colour = "darkolivegreen1" if is_root else "lightgrey"
+    return f"  {node.id} [label={quote(text)}, fillcolor={colour}];\n"
+
+
+def _saved(node: Any, key: str, value: Any) -> list[str]:
+    if not isinstance(value, dict) or "shape" not in value:
+        return []  # scalar attributes (exponents, dims) stay in the JSON and the tree
+    saved_id = f"{node.id}_{key.removeprefix('_saved_')}"
+    # A saved leaf is named, not merged into the leaf's own box (torchviz merges them).
+    name = value.get("variable") or value.get("bound")
+    what = f"= {name}" if name else str(value["shape"])
+    label = quote(key + "\n" + what)
+    return [
+        f"  {saved_id} [shape=ellipse, fillcolor=orange, fontsize=9, label={label}];\n",
+        f"  {saved_id} -> {node.id} [style=dashed, arrowhead=none];\n",
+    ]
+
+
+def _output_label(result: Any) -> str:
+    return f"output {result.result.get('shape')}"

@@ -1,0 +1,138 @@
+"""A trace as the JSON document of CLI.md: plain data in, one JSON text out.
+
+JSON has no NaN or infinity, and gradients that are nan or inf are exactly what a trace is
+for, so non-finite numbers are written as the strings "nan", "inf" and "-inf" (the output
+stays valid JSON for every parser; `float("nan")` reads them back in Python).
+
+Beyond CLI.md's keys the document carries: `root` (the output's grad_fn node), `seed`,
+per node `span` (where the operation is written) and `same_as`, per leaf `dtype`, `spec`,
+`defaulted`, per pass `index`, `grad_fns`, `nonfinite`, `warnings`; `intermediates`
+(assigned names, their .grad with --retain-grad or why it is null), `problems` (what made
+the exit status 1) and, with --create-graph, `gradient_graphs`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from ..errors import Span
+from ..inspect.quiet_gc import paused_gc
+
+
+def finite_safe(value: Any) -> Any:
+    """`value` with every non-finite float replaced by "nan", "inf" or "-inf".
+
+    Recursion is bounded: the document nests a few levels plus a tensor's dimensions.
+    """
+    kind = type(value)
+    if kind is float:
+        return value if value - value == 0 else _number(value)  # inf - inf and nan - nan are nan
+    if kind is list:
+        return [finite_safe(item) for item in value]
+    if kind is dict:
+        return {key: finite_safe(item) for key, item in value.items()}
+    return value
+
+
+def _number(value: float) -> Any:
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return value
+
+
+def span_data(span: Span | None) -> dict[str, int] | None:
+    if span is None:
+        return None
+    return {"line": span.line, "col": span.col, "end_line": span.end_line, "end_col": span.end_col}
+
+
+def node_data(node: Any) -> dict[str, Any]:
+    return {
+        "id": node.id,
+        "name": node.name,
+        "next": list(node.next),
+        "saved": node.saved,
+        "variable": node.variable,
+        "label": node.label,
+        "span": span_data(node.span),
+        "same_as": node.same_as,
+    }
+
+
+def error_data(error: Any) -> dict[str, Any] | None:
+    if error is None:
+        return None
+    return {"type": error.type, "message": error.message, "explanation": error.explanation, "fix": error.fix}
+
+
+def trace_document(result: Any) -> dict[str, Any]:
+    """The trace as CLI.md's document (plain data, non-finite numbers still floats)."""
+    document: dict[str, Any] = {
+        "expression": result.expression,
+        "result": result.result,
+        "root": result.graph.root,
+        "nodes": [node_data(node) for node in result.graph.nodes],
+        "leaves": [
+            {
+                "name": leaf.name, "shape": leaf.shape, "dtype": leaf.dtype, "spec": leaf.spec,
+                "defaulted": leaf.defaulted, "requires_grad": leaf.requires_grad,
+                "value": leaf.value, "grad": leaf.grad,
+            }
+            for leaf in result.leaves
+        ],
+        "passes": [
+            {
+                "index": p.index, "mode": p.mode, "retain_graph": p.retain_graph,
+                "create_graph": p.create_graph, "grads": p.grads, "grad_fns": p.grad_fns,
+                "nonfinite": p.nonfinite, "error": error_data(p.error), "warnings": p.warnings,
+            }
+            for p in result.passes
+        ],
+        "intermediates": [
+            {"name": i.name, "node": i.node, "retained": i.retained, "grad": i.grad, "note": i.note}
+            for i in result.intermediates
+        ],
+        "seed": result.seed,
+        "problems": result.problems,
+    }
+    if result.flow is not None:
+        document["flow"] = [
+            {
+                "node": step.node, "pass": step.pass_index, "grad_inputs": step.grad_inputs,
+                "grad_outputs": step.grad_outputs, "nonfinite": step.nonfinite,
+            }
+            for step in result.flow
+        ]
+        document["nonfinite_origin"] = result.nonfinite_origin
+    if result.options.get("create_graph"):
+        document["gradient_graphs"] = [
+            {
+                "of": g.of, "root": g.graph.root, "nodes": [node_data(n) for n in g.graph.nodes],
+                "second": g.second, "note": g.note,
+            }
+            for g in result.gradient_graphs
+        ]
+    return document
+
+
+def trace_json(result: Any) -> str:
+    """The trace as JSON text: valid JSON (non-finite numbers become strings), one line per
+    node, pass, leaf and flow step, so large graphs stay readable and diffable and the text is
+    written by json's fast C encoder (a pretty-printed 20,000-node document took 4x longer)."""
+    with paused_gc():
+        document = finite_safe(trace_document(result))
+        return "{\n" + ",\n".join(f"  {_dumps(key)}: {_member(value)}" for key, value in document.items()) + "\n}"
+
+
+def _member(value: Any) -> str:
+    if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
+        return "[\n    " + ",\n    ".join(_dumps(item) for item in value) + "\n  ]"
+    return _dumps(value)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, allow_nan=False, ensure_ascii=False)
