@@ -143,7 +143,8 @@ class _SympyTranslator:
         arrays = [
             i for i, p in enumerate(op.params) if p.kind in _TENSOR_KINDS and values[i] is not None
         ]
-        fixed = [v.item() if isinstance(v, self.np.ndarray) else v for v in values]
+        # Tensor arguments are replaced element by element below; only 0-d ones are unwrapped here.
+        fixed = [v.item() if isinstance(v, self.np.ndarray) and v.ndim == 0 else v for v in values]
 
         def scalar(*elements: Any) -> Any:
             args = list(fixed)

@@ -1,0 +1,63 @@
+"""Deciding who is right with high-precision arithmetic.
+
+Where autograd and the float64 value of the symbolic derivative disagree, or either is not
+finite, neither can be trusted by itself: `exp(x)/(1 + exp(x))` is nan in float64 for
+x > 709.78 although the derivative there is 1 (NOTES.md). The exact formula is then
+evaluated with mpmath at DIGITS significant digits, where exp(1000) is an ordinary number,
+and that value decides. mpmath costs ~35 us a point, so at most ARBITRATE_LIMIT points are
+arbitrated per quantity (evenly spaced through the disagreeing points; the report says so).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Sequence
+
+#: Significant digits of the arbitrating evaluation.
+DIGITS = 50
+#: Most points arbitrated per compared quantity.
+ARBITRATE_LIMIT = 20_000
+
+#: Marks a point where the exact derivative is undefined (not real, or a division by 0).
+UNDEFINED = None
+
+
+def exact_function(expr: Any, symbols: Sequence[Any]) -> Callable[..., float | None]:
+    """A function of float arguments giving the exact value of `expr` (rounded to a float,
+    inf beyond float64's range) or UNDEFINED."""
+    import mpmath
+    import sympy
+
+    from .symbolic import tame
+
+    fn = sympy.lambdify(list(symbols), tame(expr), modules="mpmath", dummify=True)
+
+    def exact(*args: float) -> float | None:
+        with mpmath.workdps(DIGITS):
+            try:
+                value = fn(*(mpmath.mpf(a) for a in args))
+            except (ZeroDivisionError, ValueError, OverflowError, TypeError):
+                return UNDEFINED
+            if isinstance(value, mpmath.mpc):
+                if value.imag != 0:
+                    return UNDEFINED
+                value = value.real
+            if isinstance(value, bool):
+                value = int(value)
+            value = mpmath.mpf(value)
+            if mpmath.isnan(value):
+                return UNDEFINED
+            return float(value) if mpmath.isfinite(value) and abs(value) < 1e308 else (
+                math.copysign(math.inf, float(mpmath.sign(value)))
+            )
+
+    return exact
+
+
+def sample(indices: Sequence[int], limit: int = ARBITRATE_LIMIT) -> list[int]:
+    """At most `limit` of `indices`, evenly spaced, always the first and the last."""
+    count = len(indices)
+    if count <= limit:
+        return list(indices)
+    step = (count - 1) / (limit - 1)
+    return [indices[round(k * step)] for k in range(limit)]

@@ -1,0 +1,281 @@
+"""`gradcli check`: autograd against the exact derivative and finite differences.
+
+Three truths on the same points: autograd at the chosen dtype; sympy's derivative of the
+same AST, evaluated in float64 and, where that is in doubt, at 50 digits (`arbitrate`);
+and torch.autograd.gradcheck / gradgradcheck in float64. A library entry's published
+derivative is a fourth, compared with the exact one like autograd is.
+
+    >>> import gradcli
+    >>> gradcli.check("x*sigmoid(x)").ok
+    True
+    >>> gradcli.check("log(1+exp(x))", {"x": "linspace(-1000, 1000, 100001)"}).ok
+    False
+
+How an expression is checked depends on its operations (`plan.py`): elementwise ones (and a
+final sum/mean of them) at any number of points; others exactly on small tensors; else the
+symbolic side is skipped, saying why, and gradcheck still runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import torch
+
+from ..errors import DomainError, UsageError
+from ..library import Library
+from ..pipeline import load
+from ..variables import default_spec, make_leaves, resolve_dtype
+from . import elementwise as ew
+from .compare import Target, compare
+from .exact import exact_autograd, exact_formulas, exact_targets
+from .gradchecks import GradcheckVerdict, run_gradcheck, spaced
+from .plan import EXACT_MAX_ELEMENTS, Plan, make_plan
+from .points import DEFAULT_POINTS, Points, domain_points, drawn_points
+from .published import published_values
+from .result import CheckResult
+from .symbolic import SymbolicTimeout, Unsupported, simplify_all
+
+#: (rtol, atol) per dtype: autograd at that precision against the exact value.
+TOLERANCES = {
+    "float64": (1e-7, 1e-10),
+    "float32": (1e-4, 1e-6),
+    "float16": (5e-3, 1e-3),
+    "bfloat16": (5e-2, 1e-2),
+}
+#: Default values of variables without --var in the exact (small tensor) mode.
+EXACT_DEFAULT = "randn(4)"
+
+
+def check(
+    expression: str,
+    var: Mapping[str, str] | Sequence[str] = (),
+    *,
+    points: int | None = None,
+    order: int = 1,
+    atol: float | None = None,
+    rtol: float | None = None,
+    dtype: str = "float64",
+    device: str = "cpu",
+    seed: int | None = None,
+    library_dirs: Sequence[Any] = (),
+) -> CheckResult:
+    """Check the gradient of `expression`; returns a CheckResult (`.ok`, readable `str()`).
+
+    `var` gives values like --var: {"x": "linspace(-3, 3, 101)"} or ["x=linspace(-3,3,101)"].
+    Without values, points come from the library entry's domain (when the expression is one
+    library call) or `points` uniform draws (default DEFAULT_POINTS) plus special points.
+    Raises GradcliError for bad input (exit 2 on the command line).
+    """
+    if order not in (1, 2):
+        raise UsageError(f"--order must be 1 or 2, not {order}")
+    if points is not None and points < 1:
+        raise UsageError("--points must be at least 1")
+    resolve_dtype(dtype)
+    options = [f"{k}={v}" for k, v in var.items()] if isinstance(var, Mapping) else list(var)
+    program, library = load(expression, library_dirs)
+    plan = make_plan(program, library)
+    default_rtol, default_atol = TOLERANCES[dtype]
+    tol = {"rtol": default_rtol if rtol is None else rtol, "atol": default_atol if atol is None else atol}
+    seed = int(torch.randint(0, 2**31 - 1, ()).item()) if seed is None else seed
+    result = CheckResult(expression, order, dtype, plan.mode, "", tol, seed=seed)
+    if plan.mode in ("elementwise", "reduced"):
+        pts = _elementwise_points(program.variables, options, plan, points, seed, result)
+        _check_elementwise(result, program, plan, library, pts, device)
+    else:
+        leaves = make_leaves(program.variables, options, dtype="float64", device="cpu", seed=seed,
+                             default=lambda name, index: EXACT_DEFAULT)
+        result.points_source = _describe_leaves(leaves)
+        _check_small(result, program, plan, library, leaves.tensors, device)
+    return result
+
+
+def _elementwise_points(
+    names: Sequence[str], options: list[str], plan: Plan, count: int | None, seed: int, result: CheckResult
+) -> dict[str, torch.Tensor]:
+    if options:
+        leaves = make_leaves(names, options, dtype="float64", seed=seed, default=lambda n, i: default_spec(i))
+        if count is not None:
+            result.notes.append("--points is ignored: --var gives the values")
+        values = torch.broadcast_tensors(*(t.detach() for t in leaves.tensors.values()))
+        result.points_source = _describe_leaves(leaves)
+        return {name: v.reshape(-1).clone() for name, v in zip(names, values)}
+    count = count or DEFAULT_POINTS
+    if plan.entry is not None:
+        found: Points = domain_points(names[0], plan.entry, count)
+    else:
+        found = drawn_points(names, count, seed)
+    result.points_source = found.source
+    return found.tensors
+
+
+def _describe_leaves(leaves: Any) -> str:
+    parts = []
+    for name, spec in leaves.specs.items():
+        given = "default" if name in leaves.defaulted else "--var"
+        parts.append(f"{name}={spec.text} ({given})")
+    return ", ".join(parts)
+
+
+def _check_elementwise(
+    result: CheckResult, program: Any, plan: Plan, library: Library, pts: dict[str, torch.Tensor], device: str
+) -> None:
+    torch_dtype = resolve_dtype(result.dtype)
+    names = list(program.variables)
+    size = next(iter(pts.values())).numel() if pts else 1
+    rounded = {n: v.detach().to(torch_dtype).to(torch.float64).clone() for n, v in pts.items()}
+    leaves = {n: v.to(torch_dtype).to(device).clone().requires_grad_(True) for n, v in pts.items()}
+    try:
+        auto, _ = ew.autograd(program, library, leaves, result.order)
+    except RuntimeError as err:
+        result.autograd_error = str(err).strip().splitlines()[0]
+        return
+    auto = {k: v.cpu() for k, v in auto.items()}
+    del leaves
+    targets = None
+    try:
+        forms = ew.formulas(plan, library, result.order, size)
+        targets, outside = ew.targets(forms, rounded, size)
+    except (SymbolicTimeout, Unsupported) as err:
+        result.symbolic_skipped = f"{err}; gradcheck still runs"
+    if targets is not None:
+        _show(result, forms.first, forms.second)
+        first = [targets[n] for n in names]
+        if names and all(bool(t.undefined.all()) for t in first):
+            raise DomainError(
+                f"the derivative is undefined at every one of the {size:,} points (outside the domain)",
+                hint="give values inside the domain with --var, e.g. --var 'x=uniform(0.1, 5, 1000)'",
+            )
+        _compare_all(result, auto, targets, names, torch_dtype)
+        if plan.entry is not None and plan.entry.derivative is not None and result.order >= 1:
+            value = published_values(plan.entry, plan.entry_call, rounded[names[0]], library)
+            result.published.append(
+                compare(value, targets[names[0]], candidate_name="published", largest=_largest(torch.float64), **_tol(result))
+            )
+        keep = ~outside & ~ew.near_kinks(forms, rounded, size)
+        for t in first:
+            keep &= ~t.undefined & torch.isfinite(t.reference)
+    else:
+        keep = torch.ones(size, dtype=torch.bool)
+    _gradchecks_elementwise(result, program, library, names, rounded, keep)
+
+
+def _show(result: CheckResult, first: dict[Any, Any], second: dict[Any, Any]) -> None:
+    import sympy
+
+    shown = simplify_all({**first, **second})
+    for key, expr in shown.items():
+        if isinstance(key, str):
+            result.symbolic[key] = sympy.sstr(expr)
+            result.pretty[key] = sympy.pretty(expr, use_unicode=True, wrap_line=False)
+        else:
+            result.symbolic_second[",".join(key)] = sympy.sstr(expr)
+
+
+def _compare_all(
+    result: CheckResult, auto: dict[Any, torch.Tensor], targets: dict[Any, Target], names: list[str], dtype: Any
+) -> None:
+    for key, target in targets.items():
+        comparison = compare(auto[key], target, candidate_name="autograd", largest=_largest(dtype), **_tol(result))
+        (result.variables if isinstance(key, str) else result.second).append(comparison)
+
+
+def _tol(result: CheckResult) -> dict[str, float]:
+    return {"atol": result.tolerances["atol"], "rtol": result.tolerances["rtol"]}
+
+
+def _largest(dtype: Any) -> float:
+    return float(torch.finfo(dtype).max)
+
+
+def _gradchecks_elementwise(
+    result: CheckResult, program: Any, library: Library, names: list[str], rounded: dict[str, torch.Tensor],
+    keep: torch.Tensor,
+) -> None:
+    index = keep.nonzero().flatten()
+    index = index[spaced(index.numel())]
+    inputs = [rounded[n][index] for n in names]
+    _gradchecks(result, program, library, names, inputs, "no point is left for finite differences" if not index.numel() else None)
+
+
+def _gradchecks(
+    result: CheckResult, program: Any, library: Library, names: list[str], inputs: list[torch.Tensor],
+    reason: str | None,
+) -> None:
+    from ..build.to_torch import build
+
+    def fn(*xs: torch.Tensor) -> Any:
+        return build(program, dict(zip(names, xs)), library=library).output
+
+    if reason is None and not names:
+        reason = "the expression has no variables"
+    if reason is None:
+        probe = fn(*(x.detach().double().requires_grad_(True) for x in inputs))
+        if not isinstance(probe, torch.Tensor) or not probe.requires_grad:
+            reason = "the expression does not depend on its variables"
+        elif not bool(torch.isfinite(probe.detach()).all()):
+            reason = "the function is not finite at the points left"
+    if reason is not None:
+        result.gradcheck = GradcheckVerdict(None, message=reason)
+        if result.order == 2:
+            result.gradgradcheck = GradcheckVerdict(None, message=reason)
+        return
+    result.gradcheck = run_gradcheck(fn, inputs)
+    if result.order == 2:
+        result.gradgradcheck = run_gradcheck(fn, inputs, second=True)
+
+
+def _check_small(
+    result: CheckResult, program: Any, plan: Plan, library: Library, values: dict[str, torch.Tensor], device: str
+) -> None:
+    names = list(program.variables)
+    total = sum(t.numel() for t in values.values())
+    coupling = ", ".join(plan.coupling)
+    if total > EXACT_MAX_ELEMENTS:
+        result.mode = "skipped"
+        result.symbolic_skipped = (
+            f"{coupling} couple the elements, so the derivative is compared exactly with one symbol per "
+            f"element, which is done up to {EXACT_MAX_ELEMENTS} elements; the variables have {total:,} "
+            "(give smaller --var values for the exact comparison); gradcheck still runs"
+        )
+        _gradchecks(result, program, library, names, [values[n] for n in names], None)
+        return
+    torch_dtype = resolve_dtype(result.dtype)
+    rounded = {n: v.detach().to(torch_dtype).to(torch.float64).clone() for n, v in values.items()}
+    leaves = {n: v.detach().to(torch_dtype).to(device).clone().requires_grad_(True) for n, v in values.items()}
+    try:
+        auto = {k: v.cpu() for k, v in exact_autograd(program, library, leaves, result.order).items()}
+    except RuntimeError as err:
+        result.autograd_error = str(err).strip().splitlines()[0]
+        return
+    reason = None
+    try:
+        shapes = {n: tuple(v.shape) for n, v in values.items()}
+        forms = exact_formulas(program, library, shapes, result.order)
+        targets = exact_targets(forms, rounded)
+    except (SymbolicTimeout, Unsupported) as err:
+        result.symbolic_skipped = f"{err}; gradcheck still runs"
+    else:
+        result.notes.append(
+            f"{coupling} couple the elements: the gradient of sum(w*y) with distinct weights w is compared, "
+            "element by element, with sympy's (one symbol per element)"
+        )
+        if names and all(bool(targets[n].undefined.all()) for n in names):
+            raise DomainError("the derivative is undefined at the given values (outside the domain)",
+                              hint="give values inside the domain with --var")
+        _compare_all(result, auto, targets, names, torch_dtype)
+        if any(t.near is not None and bool(t.near.any()) for t in targets.values()):
+            reason = "the values are at or next to a kink, where finite differences mislead"
+    _gradchecks(result, program, library, names, [rounded[n] for n in names], reason)
+
+
+def check_all(**options: Any) -> list[CheckResult]:
+    """`check` of every library entry, on its first parameter with the others at defaults."""
+    from ..library import library_folders, load_library
+
+    library = load_library(library_folders(options.get("library_dirs", ())))
+    results = []
+    for name, entry in sorted(library.functions.items()):
+        variable = entry.params[0].name
+        results.append(check(f"{name}({variable})", **options))
+    return results

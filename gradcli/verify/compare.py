@@ -1,0 +1,196 @@
+"""One comparison: a computed derivative (autograd, or a published formula) against the exact one.
+
+The exact derivative is known three ways, from cheap to dear: its float64 value on every
+point (vectorised), and, where that disagrees with the candidate or either is not finite,
+its 50-digit value (`arbitrate`). Points outside the domain and kinks are set aside and
+counted; so are points whose exact derivative is beyond the candidate dtype's range (no
+float can hold it). What is left is compared with |got - exact| <= atol + rtol*|exact|.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from .arbitrate import ARBITRATE_LIMIT, UNDEFINED, sample
+
+#: Kink points listed by name in a report.
+KINK_EXAMPLES = 3
+#: Ranges of wrong values listed in a report.
+RANGES_SHOWN = 5
+
+
+@dataclass
+class Target:
+    """The exact derivative of one quantity at P points, and how to describe a point."""
+
+    name: str
+    reference: torch.Tensor  # float64 value of the exact formula (P,)
+    undefined: torch.Tensor  # bool (P,): outside the domain
+    kink: torch.Tensor  # bool (P,): exactly at a branch change
+    exact: Callable[[list[int]], list[float | None]]  # 50-digit values at some indices
+    point: Callable[[int], dict[str, Any]]  # {"x": 0.5} or {"element": "x[1]"}
+    coords: dict[str, torch.Tensor] = field(default_factory=dict)  # per variable (P,), if elementwise
+    near: torch.Tensor | None = None  # bool (P,): too close to a kink for finite differences
+
+
+@dataclass
+class Comparison:
+    """The outcome for one quantity (a table row)."""
+
+    name: str
+    candidate: str  # "autograd" | "published"
+    points: int = 0
+    max_abs_err: float = 0.0
+    max_rel_err: float = 0.0
+    worst_at: dict[str, Any] | None = None
+    skipped_outside_domain: int = 0
+    kinks: int = 0
+    kink_examples: list[dict[str, Any]] = field(default_factory=list)
+    beyond_range: int = 0
+    disagreeing: int = 0
+    arbitrated: int = 0
+    float64_formula_wrong: int = 0
+    not_arbitrated: int = 0
+    wrong: int = 0
+    wrong_ranges: list[dict[str, Any]] = field(default_factory=list)
+    note: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.wrong == 0
+
+    def as_dict(self) -> dict[str, Any]:
+        data = {k: v for k, v in self.__dict__.items()}
+        data["ok"] = self.ok
+        return data
+
+
+def compare(
+    candidate: torch.Tensor, target: Target, *, candidate_name: str, atol: float, rtol: float, largest: float
+) -> Comparison:
+    """Compare `candidate` (any float dtype, P values) with `target`; `largest` is the
+    candidate dtype's largest finite value (exact values beyond it are set aside)."""
+    got = candidate.detach().to(torch.float64).reshape(-1)
+    ref = target.reference
+    result = Comparison(target.name, candidate_name)
+    valid = ~target.undefined & ~target.kink
+    result.skipped_outside_domain = int(target.undefined.sum())
+    kinks = (target.kink & ~target.undefined).nonzero().flatten().tolist()
+    result.kinks = len(kinks)
+    result.kink_examples = [
+        {**target.point(i), candidate_name: _plain(got[i].item())} for i in kinks[:KINK_EXAMPLES]
+    ]
+
+    # float64 symbolic values that are finite and within the candidate's range are trusted
+    # where the candidate agrees with them; everything else goes to arbitration.
+    # A finite float64 value beyond the dtype's range, or an infinity both sides agree on, is
+    # an overflow no float can avoid: set aside without arbitration.
+    overflow = valid & ((torch.isfinite(ref) & (ref.abs() > largest)) | (torch.isinf(ref) & (got == ref)))
+    result.beyond_range = int(overflow.sum())
+    valid = valid & ~overflow
+    trusted = valid & torch.isfinite(ref)
+    close = trusted & torch.isfinite(got) & ((got - ref).abs() <= atol + rtol * ref.abs())
+    disputed = (valid & ~close).nonzero().flatten().tolist()
+    result.disagreeing = len(disputed)
+    chosen = sample(disputed, ARBITRATE_LIMIT)
+    result.arbitrated = len(chosen)
+    result.not_arbitrated = len(disputed) - len(chosen)
+    exact = target.exact(chosen) if chosen else []
+
+    decided_idx, decided_exact, verdicts = [], [], []
+    for index, value in zip(chosen, exact):
+        if value is UNDEFINED:
+            result.skipped_outside_domain += 1
+        elif abs(value) > largest:
+            result.beyond_range += 1
+        else:
+            good = math.isfinite(got[index].item()) and abs(got[index].item() - value) <= atol + rtol * abs(value)
+            decided_idx.append(index)
+            decided_exact.append(value)
+            verdicts.append(good)
+            if good:
+                result.float64_formula_wrong += 1
+    result.wrong = verdicts.count(False)
+
+    # Errors over every decided point: agreeing ones against the float64 value, arbitrated
+    # ones against the 50-digit value.
+    truth = ref.clone()
+    counted = close.clone()
+    if decided_idx:
+        idx = torch.tensor(decided_idx)
+        truth[idx] = torch.tensor(decided_exact, dtype=torch.float64)
+        counted[idx] = True
+    result.points = int(counted.sum())
+    if result.points:
+        err = torch.where(counted, (got - truth).abs(), torch.zeros((), dtype=torch.float64))
+        err = torch.where(torch.isnan(err), torch.full((), math.inf, dtype=torch.float64), err)
+        scaled = err / (atol + rtol * truth.abs())
+        worst = int(torch.where(counted, scaled, torch.full((), -1.0, dtype=torch.float64)).argmax())
+        result.max_abs_err = _plain(float(err[counted].max()))
+        rel_ok = counted & (truth.abs() > atol)
+        result.max_rel_err = _plain(float((err[rel_ok] / truth[rel_ok].abs()).max())) if rel_ok.any() else 0.0
+        result.worst_at = {**target.point(worst), candidate_name: _plain(got[worst].item()),
+                           "exact": _plain(truth[worst].item())}
+    result.wrong_ranges = _ranges(decided_idx, decided_exact, verdicts, got, target, disputed)
+    return result
+
+
+def _ranges(
+    indices: list[int], exact: list[float], verdicts: list[bool], got: torch.Tensor, target: Target,
+    disputed: list[int],
+) -> list[dict[str, Any]]:
+    """Runs of consecutive arbitrated points where the candidate is wrong."""
+    runs: list[list[int]] = []
+    for k, good in enumerate(verdicts):
+        if good:
+            continue
+        if runs and runs[-1][-1] == k - 1:
+            runs[-1].append(k)
+        else:
+            runs.append([k])
+    position = {index: p for p, index in enumerate(disputed)}
+    described = []
+    for run in runs[:RANGES_SHOWN]:
+        first, last = indices[run[0]], indices[run[-1]]
+        where = {}
+        for name, values in target.coords.items():
+            picked = values[torch.tensor([indices[k] for k in run])]
+            where[name] = [_plain(float(picked.min())), _plain(float(picked.max()))]
+        if not where:
+            where = {"at": [target.point(first), target.point(last)]}
+        described.append({
+            "where": where,
+            "points": position[last] - position[first] + 1,
+            "got": _summary([got[indices[k]].item() for k in run]),
+            "exact": _summary([exact[k] for k in run]),
+        })
+    return described
+
+
+def _summary(values: list[float]) -> str:
+    """'nan', '1', or 'from -3.2 to 0.5': what a run of values looks like."""
+    if all(math.isnan(v) for v in values):
+        return "nan"
+    finite = [v for v in values if math.isfinite(v)]
+    if len(finite) < len(values):
+        kinds = sorted({_fmt(v) for v in values if not math.isfinite(v)})
+        return "/".join(kinds) + (f" or finite values {_span(finite)}" if finite else "")
+    return _span(finite)
+
+
+def _span(values: list[float]) -> str:
+    low, high = min(values), max(values)
+    return _fmt(low) if _fmt(low) == _fmt(high) else f"from {_fmt(low)} to {_fmt(high)}"
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.6g}"
+
+
+def _plain(value: float) -> float | str:
+    """A float for JSON: nan and inf become strings."""
+    return value if math.isfinite(value) else str(value)

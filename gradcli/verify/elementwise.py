@@ -1,0 +1,133 @@
+"""Elementwise checks: one symbol per variable, the formula evaluated on every point.
+
+The variables' values are broadcast against each other and flattened to P points, so
+element i of every variable belongs to point i and the gradient of element i depends on
+point i alone. autograd gives grad(y, x, ones) per element; for a final sum/mean that is
+the body's derivative (over the count, for mean); the symbolic side differentiates the
+body once and evaluates the formula on all P points. Second derivatives (and mixed
+partials) come from differentiating each first derivative again, on both sides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from ..build.to_sympy import to_sympy
+from ..build.to_torch import build
+from ..library import Library
+from .arbitrate import exact_function
+from .compare import Target
+from .plan import Plan
+from .regions import regions
+from .symbolic import SYMBOLIC_BUDGET, evaluate, real_symbols, tame, within
+
+
+@dataclass
+class Formulas:
+    """The function and its exact derivatives, keyed by variable name or (name, name)."""
+
+    function: Any
+    first: dict[str, Any]
+    second: dict[tuple[str, str], Any]
+    symbols: dict[str, Any]
+
+
+def formulas(plan: Plan, library: Library, order: int, points: int) -> Formulas:
+    """sympy's derivatives of the plan's body (scaled for a final mean), within the budget."""
+    import sympy
+
+    names = list(plan.body.variables)
+    symbols = real_symbols(names)
+
+    def work() -> Formulas:
+        function = sympy.sympify(to_sympy(plan.body, symbols, library=library))
+        scale = sympy.Rational(1, points) if plan.reduction == "mean" else sympy.Integer(1)
+        first = {name: tame(sympy.diff(function, symbols[name])) * scale for name in names}
+        second = {}
+        if order == 2:
+            for i, a in enumerate(names):
+                for b in names[i:]:
+                    second[(a, b)] = tame(sympy.diff(first[a], symbols[b]))
+        return Formulas(function, first, second, symbols)
+
+    return within(SYMBOLIC_BUDGET, work)
+
+
+def pair_name(pair: tuple[str, str]) -> str:
+    return ",".join(pair)
+
+
+def targets(forms: Formulas, points: dict[str, torch.Tensor], size: int) -> tuple[dict[Any, Target], torch.Tensor]:
+    """A Target per derivative on the float64 `points`, and the points where the function
+    itself is outside its domain."""
+    env = {forms.symbols[name]: values for name, values in points.items()}
+    outside = regions(forms.function, [], env, size)[0]
+    order = list(forms.symbols)
+
+    def point(i: int) -> dict[str, Any]:
+        return {name: points[name][i].item() for name in order}
+
+    found: dict[Any, Target] = {}
+    for key, expr in [*forms.first.items(), *forms.second.items()]:
+        undefined, kink, _ = regions(None, [expr], env, size)
+        found[key] = Target(
+            name=key if isinstance(key, str) else pair_name(key),
+            reference=evaluate(expr, env, size),
+            undefined=undefined | outside,
+            kink=kink,
+            exact=_exact_at(expr, forms, points),
+            point=point,
+            coords=points,
+        )
+    return found, outside
+
+
+def near_kinks(forms: Formulas, points: dict[str, torch.Tensor], size: int) -> torch.Tensor:
+    """Points too close to a branch change for finite differences."""
+    env = {forms.symbols[name]: values for name, values in points.items()}
+    return regions(None, list(forms.first.values()), env, size)[2]
+
+
+def _exact_at(expr: Any, forms: Formulas, points: dict[str, torch.Tensor]) -> Callable[[list[int]], list[Any]]:
+    names = list(forms.symbols)
+
+    def exact(indices: list[int]) -> list[Any]:
+        fn = exact_function(expr, [forms.symbols[n] for n in names])
+        idx = torch.tensor(indices, dtype=torch.long)
+        columns = [points[n][idx].tolist() for n in names]
+        return [fn(*args) for args in zip(*columns)]
+
+    return exact
+
+
+def autograd(program: Any, library: Library, leaves: dict[str, torch.Tensor], order: int) -> tuple[dict[Any, torch.Tensor], Any]:
+    """autograd's first (and second) derivatives per element, keyed like Formulas."""
+    built = build(program, leaves, library=library)
+    out = built.output
+    names = list(leaves)
+    zeros = {name: torch.zeros_like(t) for name, t in leaves.items()}
+    if not isinstance(out, torch.Tensor) or not out.requires_grad:
+        found: dict[Any, torch.Tensor] = dict(zeros)
+        for i, a in enumerate(names):
+            for b in names[i:]:
+                if order == 2:
+                    found[(a, b)] = zeros[a]
+        return found, out
+    grads = torch.autograd.grad(
+        out, [leaves[n] for n in names], grad_outputs=torch.ones_like(out),
+        allow_unused=True, create_graph=order == 2,
+    )
+    found = {name: (g if g is not None else zeros[name]) for name, g in zip(names, grads)}
+    if order == 2:
+        for i, a in enumerate(names):
+            g = found[a]
+            for b in names[i:]:
+                if g.requires_grad:
+                    (h,) = torch.autograd.grad(g, leaves[b], torch.ones_like(g), allow_unused=True, retain_graph=True)
+                else:
+                    h = None
+                found[(a, b)] = (h if h is not None else zeros[b]).detach()
+    return {k: v.detach() for k, v in found.items()}, out

@@ -1,0 +1,67 @@
+"""The third truth: finite differences, through torch.autograd.gradcheck and gradgradcheck.
+
+Always in float64. Slow mode (the full Jacobian, 2n+2 evaluations for n input elements)
+up to SLOW_MODE_MAX_ELEMENTS input elements; past that, fast mode (a random projection of
+the Jacobian, a constant few evaluations). At most GRADCHECK_MAX_POINTS points (evenly
+spaced) go into an elementwise gradcheck: finite differences on 10^7 points add nothing the
+symbolic comparison on all of them does not already show.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import torch
+
+#: Up to this many input elements gradcheck builds the full Jacobian (slow mode).
+SLOW_MODE_MAX_ELEMENTS = 300
+#: Most points handed to an elementwise gradcheck.
+GRADCHECK_MAX_POINTS = 100_000
+
+
+@dataclass
+class GradcheckVerdict:
+    """torch's verdict, with its first line when it failed."""
+
+    ok: bool | None  # None: not run (message says why)
+    fast_mode: bool = False
+    message: str | None = None
+    points: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "fast_mode": self.fast_mode, "message": self.message, "points": self.points}
+
+
+def run_gradcheck(fn: Callable[..., Any], inputs: Sequence[torch.Tensor], *, second: bool = False) -> GradcheckVerdict:
+    """gradcheck (or gradgradcheck with `second`) of `fn` at float64 `inputs`."""
+    from torch.autograd import gradcheck, gradgradcheck
+    from torch.autograd.gradcheck import GradcheckError
+
+    size = sum(t.numel() for t in inputs)
+    fast = size > SLOW_MODE_MAX_ELEMENTS
+    inputs = tuple(t.detach().to(torch.float64).requires_grad_(True) for t in inputs)
+    check = gradgradcheck if second else gradcheck
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            check(fn, inputs, fast_mode=fast)
+    except GradcheckError as err:
+        return GradcheckVerdict(False, fast, _first_line(err), size)
+    except RuntimeError as err:
+        return GradcheckVerdict(False, fast, f"autograd raised: {_first_line(err)}", size)
+    return GradcheckVerdict(True, fast, None, size)
+
+
+def spaced(count: int, limit: int = GRADCHECK_MAX_POINTS) -> torch.Tensor:
+    """At most `limit` indices out of range(count), evenly spaced."""
+    if count <= limit:
+        return torch.arange(count)
+    return torch.linspace(0, count - 1, limit).round().long().unique()
+
+
+def _first_line(err: Exception) -> str:
+    text = str(err).strip()
+    line = text.splitlines()[0] if text else type(err).__name__
+    return line.rstrip(",").strip()

@@ -1,0 +1,151 @@
+"""Where a derivative is undefined (outside the domain) and where it has a kink.
+
+Both are read off the exact formula, vectorised: the walker visits the sympy tree and, at
+each node whose meaning has a domain (log needs a positive argument, sqrt a non-negative
+one, asin |a| < 1, 1/a a non-zero one), marks the points where its argument is outside.
+The domains are those of `ops.py`, in the form sympy writes them (sqrt is a Pow with
+exponent 1/2). Kinks are the points where a branch changes: Abs/sign at 0, a Piecewise
+condition `a > b` where a == b (relu, clamp, where), Max/Min where the arguments tie.
+
+Inside a Piecewise only the branch that is selected counts, so `where(x > 0, log(x), 0)`
+is defined everywhere: a mask of "active" points is carried down the tree.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import torch
+
+from .symbolic import CHUNK, _Evaluator
+
+#: Relative distance to a kink below which a point is kept out of finite differences.
+NEAR_KINK = 1e-4
+
+
+class _Walker:
+    def __init__(self, env: Mapping[Any, torch.Tensor], size: int) -> None:
+        self.evaluator = _Evaluator(env, size)
+        self.size = size
+        self.undefined = torch.zeros(size, dtype=torch.bool)
+        self.kink = torch.zeros(size, dtype=torch.bool)
+        self.near = torch.zeros(size, dtype=torch.bool)
+        self.seen: set[Any] = set()
+
+    def value(self, expr: Any) -> torch.Tensor:
+        return self.evaluator.value(expr)
+
+    def walk(self, expr: Any, active: torch.Tensor | None = None) -> None:
+        import sympy
+
+        if not expr.free_symbols:
+            return
+        key = (expr, None if active is None else id(active))
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        if isinstance(expr, sympy.Piecewise):
+            self._piecewise(expr, active)
+            return
+        self._domain(expr, active)
+        self._kinks(expr, active)
+        for arg in expr.args:
+            self.walk(arg, active)
+
+    def _mark(self, mask: torch.Tensor, where: torch.Tensor, active: torch.Tensor | None) -> None:
+        mask |= where if active is None else (where & active)
+
+    def _domain(self, expr: Any, active: torch.Tensor | None) -> None:
+        import sympy
+
+        outside = None
+        if isinstance(expr, sympy.log):
+            outside = self.value(expr.args[0]) <= 0
+        elif isinstance(expr, (sympy.asin, sympy.acos, sympy.atanh)):
+            outside = self.value(expr.args[0]).abs() >= 1
+        elif isinstance(expr, sympy.acosh):
+            outside = self.value(expr.args[0]) <= 1
+        elif expr.is_Pow:
+            outside = self._pow_domain(expr.base, expr.exp)
+        if outside is not None:
+            self._mark(self.undefined, outside, active)
+
+    def _pow_domain(self, base: Any, exponent: Any) -> torch.Tensor | None:
+        if exponent.is_Integer:
+            return self.value(base) == 0 if exponent < 0 else None
+        if exponent.is_number:
+            # A fractional power: real only for base >= 0, and its derivative at 0 is
+            # infinite below exponent 1.
+            b = self.value(base)
+            return b < 0 if float(exponent) > 1 else b <= 0
+        if base.free_symbols:
+            return self.value(base) <= 0  # d/d(exponent) needs log(base)
+        return None
+
+    def _kinks(self, expr: Any, active: torch.Tensor | None) -> None:
+        import sympy
+
+        if isinstance(expr, (sympy.Abs, sympy.sign, sympy.Heaviside)):
+            self._boundary(self.value(expr.args[0]), torch.zeros(()), active)
+        elif isinstance(expr, (sympy.Max, sympy.Min)) and len(expr.args) == 2:
+            self._boundary(self.value(expr.args[0]), self.value(expr.args[1]), active)
+
+    def _piecewise(self, expr: Any, active: torch.Tensor | None) -> None:
+        remaining = torch.ones(self.size, dtype=torch.bool) if active is None else active.clone()
+        for piece in expr.args:
+            cond = piece.cond
+            if cond == True:  # noqa: E712 - sympy's true
+                selected = remaining
+            else:
+                self._condition_kinks(cond, remaining)
+                chosen = torch.as_tensor(self.evaluator.eval(cond)).expand(self.size)
+                selected = remaining & chosen
+                remaining = remaining & ~chosen
+            self.walk(piece.expr, selected)
+
+    def _condition_kinks(self, cond: Any, active: torch.Tensor) -> None:
+        import sympy
+
+        if isinstance(cond, sympy.core.relational.Relational):
+            self._boundary(self.value(cond.lhs), self.value(cond.rhs), active)
+            self.walk(cond.lhs, active)
+            self.walk(cond.rhs, active)
+        elif isinstance(cond, (sympy.And, sympy.Or, sympy.Not)):
+            for arg in cond.args:
+                self._condition_kinks(arg, active)
+
+    def _boundary(self, a: torch.Tensor, b: torch.Tensor, active: torch.Tensor | None) -> None:
+        gap = (a - b).abs()
+        self._mark(self.kink, gap == 0, active)
+        scale = torch.maximum(a.abs(), torch.as_tensor(b).abs()).clamp(min=1.0)
+        self._mark(self.near, gap <= NEAR_KINK * scale, active)
+
+
+def regions(
+    function: Any, derivatives: list[Any], env: Mapping[Any, torch.Tensor], size: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(undefined, kink, near_kink) boolean masks over `size` points.
+
+    `undefined`: the function or a derivative is outside its domain there. `kink`: a
+    derivative changes branch exactly there. `near_kink`: within NEAR_KINK (relative) of a
+    branch change, too close for finite differences. Computed in chunks of CHUNK points.
+    """
+    parts = []
+    for start in range(0, max(size, 1), CHUNK):
+        stop = min(start + CHUNK, size)
+        chunk = {s: (v[start:stop] if v.dim() else v) for s, v in env.items()}
+        parts.append(_regions(function, derivatives, chunk, stop - start))
+    return tuple(torch.cat([p[i] for p in parts]) for i in range(3))  # type: ignore[return-value]
+
+
+def _regions(function: Any, derivatives: list[Any], env: Mapping[Any, torch.Tensor], size: int) -> Any:
+    walker = _Walker(env, size)
+    for expr in derivatives:
+        walker.walk(expr)
+    if function is not None:
+        # The function's own domain counts (log(x) at x < 0, where 1/x is finite); its
+        # kinks are judged from the derivatives, element by element.
+        outer = _Walker(env, size)
+        outer.walk(function)
+        walker.undefined |= outer.undefined
+    return walker.undefined, walker.kink, walker.near

@@ -1,0 +1,150 @@
+"""Loading a user's torch.autograd.Function and making its inputs.
+
+`check-function PATH.py:NAME` imports PATH.py, which runs the code in it exactly as
+`python PATH.py` would (module-level code included): that is the point, and the help says
+so. Anything the file raises becomes a UserCodeError (exit 2) naming the file and line, not
+a traceback. Inputs are named after forward's parameters (after ctx, unless the Function
+uses setup_context); parameters with a numeric default (`beta=1.0`) are passed as Python
+numbers, the others as float64 tensors.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from ..errors import UsageError, UserCodeError
+from ..variables import make_tensor, parse_var
+
+#: Default tensor input: 8 values in [-3, 3], both signs, +-1 included, 0 avoided (a kink
+#: of relu-like functions, where finite differences mislead).
+DEFAULT_INPUT = (-2.5, -1.0, -0.5, -0.1, 0.2, 0.5, 1.0, 2.5)
+
+
+def load_function(target: str) -> type:
+    """The class NAME from PATH.py (`target` is "PATH.py:NAME")."""
+    path_text, sep, name = target.rpartition(":")
+    if not sep or not path_text or not name:
+        raise UsageError(f"'{target}' is not PATH.py:NAME", hint="e.g. gradcli check-function my_ops.py:Swish")
+    path = Path(path_text)
+    if not path.is_file():
+        raise UsageError(f"no file '{path}'", hint="give the path of a .py file, then :ClassName")
+    module_name = f"gradcli_user_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise UsageError(f"cannot import '{path}' as Python")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except (Exception, SystemExit) as err:  # the user's code: report it, do not crash
+        raise UserCodeError(f"importing {path} raised {describe_exception(err, path)}") from None
+    if not hasattr(module, name):
+        found = [k for k, v in vars(module).items() if is_function_class(v) and v.__module__ == module_name]
+        raise UserCodeError(
+            f"{path} has no '{name}'",
+            hint=("its torch.autograd.Function classes: " + ", ".join(found)) if found else "it defines no torch.autograd.Function",
+        )
+    return check_class(getattr(module, name), f"{path}:{name}")
+
+
+def is_function_class(value: Any) -> bool:
+    return inspect.isclass(value) and issubclass(value, torch.autograd.Function) and value is not torch.autograd.Function
+
+
+def check_class(value: Any, where: str) -> type:
+    if not is_function_class(value):
+        kind = type(value).__name__ if not inspect.isclass(value) else f"class {value.__name__}"
+        raise UserCodeError(
+            f"{where} is a {kind}, not a torch.autograd.Function",
+            hint="subclass torch.autograd.Function with static forward(ctx, ...) and backward(ctx, grad)",
+        )
+    return value
+
+
+def describe_exception(err: BaseException, path: Path | None = None) -> str:
+    """'ValueError: msg (at file.py line 12)': the innermost frame in the user's file."""
+    frames = traceback.extract_tb(err.__traceback__)
+    mine = [f for f in frames if path is not None and Path(f.filename).resolve() == path.resolve()]
+    frame = (mine or frames or [None])[-1]
+    where = f" (at {Path(frame.filename).name} line {frame.lineno})" if frame is not None else ""
+    return f"{type(err).__name__}: {err}{where}"
+
+
+@dataclass
+class Inputs:
+    """forward's arguments in order: names, values (tensors or numbers), which are tensors."""
+
+    names: list[str]
+    values: list[Any]
+    tensor: list[bool]
+    defaulted: list[str]
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        return {n: v for n, v, t in zip(self.names, self.values, self.tensor) if t}
+
+    def numbers(self) -> dict[str, Any]:
+        return {n: v for n, v, t in zip(self.names, self.values, self.tensor) if not t}
+
+
+def forward_parameters(cls: type) -> list[inspect.Parameter]:
+    """forward's parameters after ctx (none to skip with setup_context)."""
+    params = list(inspect.signature(cls.forward).parameters.values())  # type: ignore[attr-defined]
+    uses_setup = getattr(cls, "setup_context") is not getattr(torch.autograd.Function, "setup_context")
+    if not uses_setup:
+        if not params:
+            raise UsageError(f"{cls.__name__}.forward takes no ctx argument", hint="forward(ctx, x, ...)")
+        params = params[1:]
+    for p in params:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            raise UsageError(
+                f"{cls.__name__}.forward takes *{p.name}: gradcli needs named inputs",
+                hint="write forward(ctx, x, y) with one parameter per input",
+            )
+    if not params:
+        raise UsageError(f"{cls.__name__}.forward takes no inputs")
+    return params
+
+
+def make_inputs(cls: type, options: Sequence[str], seed: int) -> Inputs:
+    """Values for forward's parameters from --var options, else the defaults."""
+    params = forward_parameters(cls)
+    specs = {}
+    for option in options:
+        spec = parse_var(option)
+        specs[spec.name] = spec
+    names = [p.name for p in params]
+    unknown = [n for n in specs if n not in names]
+    if unknown:
+        raise UsageError(f"--var {unknown[0]}: {cls.__name__}.forward has no input '{unknown[0]}'",
+                         hint="its inputs are: " + ", ".join(names))
+    generator = torch.Generator().manual_seed(seed)
+    values, tensor, defaulted = [], [], []
+    for k, p in enumerate(params):
+        number = isinstance(p.default, (int, float)) and not isinstance(p.default, bool)
+        spec = specs.get(p.name)
+        if number:
+            if spec is not None and spec.kind != "number":
+                raise UsageError(f"--var {p.name}: '{p.name}' has a numeric default, so it takes a number")
+            values.append(spec.args[0] if spec is not None else p.default)
+            tensor.append(False)
+        elif spec is not None:
+            values.append(make_tensor(spec, dtype=torch.float64, device="cpu", generator=generator))
+            tensor.append(True)
+        elif p.default is not inspect.Parameter.empty:
+            values.append(p.default)
+            tensor.append(False)
+        else:
+            # Distinct values per input, so that swapped gradients show.
+            base = torch.tensor(DEFAULT_INPUT, dtype=torch.float64).roll(3 * k) * (1 + 0.2 * k)
+            values.append(base.requires_grad_(True))
+            tensor.append(True)
+            defaulted.append(p.name)
+    return Inputs(names, values, tensor, defaulted)
