@@ -203,8 +203,8 @@ class _TorchBuilder:
     def _check_broadcast(self, values: Any, span: Span | None) -> None:
         shapes = [self._shape(v) for v in values]
         try:
-            shape = self.torch.broadcast_shapes(*shapes)
-        except RuntimeError:
+            shape = broadcast_shape(shapes)
+        except ValueError:
             described = " and ".join(str(list(s)) for s in shapes)
             raise ShapeError(
                 f"shapes {described} cannot be broadcast together", span=span,
@@ -225,6 +225,20 @@ class _TorchBuilder:
                 span=span,
             ) from None
         _check_size(tuple(meta.shape), span)
+
+
+def broadcast_shape(shapes: Any) -> tuple[int, ...]:
+    """The shape `torch.broadcast_shapes` gives (ValueError where it raises), in plain Python:
+    torch's own imports sympy on first use (~0.5 s), which `gradcli trace` must not pay."""
+    ndim = max((len(s) for s in shapes), default=0)
+    result = [1] * ndim
+    for shape in shapes:
+        for i, size in enumerate(shape, start=ndim - len(shape)):
+            if size != result[i]:
+                if result[i] != 1 and size != 1:
+                    raise ValueError(f"shapes cannot be broadcast: {[list(s) for s in shapes]}")
+                result[i] = size if result[i] == 1 else result[i]
+    return tuple(result)
 
 
 def _check_size(shape: tuple[int, ...], span: Span | None) -> None:

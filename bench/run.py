@@ -1,0 +1,257 @@
+"""gradcli side by side with what a user would run instead: time and peak memory, as ratios.
+
+    python bench/run.py            # 7 repetitions of everything (about 10 minutes here)
+    python bench/run.py --quick    # 3 repetitions (a few minutes)
+    python bench/run.py --only help,trace --reps 5
+    python bench/run.py --write    # also put the table into bench/README.md
+
+Every command runs as its own child process, so start-up (imports) is part of what is
+measured, as a user feels it. One repetition runs every command once, in a shuffled order
+(different in each repetition), so that drift in the machine's load falls on both sides of a
+ratio alike; the table gives medians over the repetitions. Time is wall-clock
+(`time.perf_counter` around spawn-to-exit); peak memory is the child's maximum resident set
+size as the kernel reports it to `os.wait4` (the same number as `/usr/bin/time -v`'s
+"Maximum resident set size"), for that one child alone. Every run's exit status is checked
+and a failing command stops the benchmark: a fast wrong answer is not a result.
+
+Run it with the interpreter of the environment gradcli is installed in (the `gradcli`
+script next to `sys.executable` is used). torchviz is needed for the chain comparison:
+`pip install torchviz`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import programs  # noqa: E402  (bench/programs.py: the chain and DAG program texts)
+
+PYTHON = sys.executable
+BIG_POINTS = 10_000_000
+CHAIN_OPS = 20_000
+DAG_LEVELS = 40
+SMALL_CHAIN_OPS = 120
+DEFAULT_REPS, QUICK_REPS = 7, 3
+TABLE_START, TABLE_END = "<!-- bench-table -->", "<!-- /bench-table -->"
+
+
+def gradcli_script() -> str:
+    beside = Path(PYTHON).with_name("gradcli")
+    return str(beside) if beside.exists() else "gradcli"
+
+
+@dataclass
+class Command:
+    """One program a user would type, with the exit status it must give."""
+
+    name: str
+    argv: list[str]
+    shown: str  # how the table names it
+    expect: int = 0
+    seconds: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    peak_mb: list[float] = field(default_factory=list)
+
+    def median(self, values: list[float]) -> float:
+        return statistics.median(values) if values else float("nan")
+
+
+@dataclass
+class Comparison:
+    """gradcli against the alternative: median time ratio (and memory ratio where targeted)."""
+
+    key: str
+    what: str
+    ours: str
+    theirs: str
+    time_target: float
+    memory_target: float | None = None
+
+
+def commands(work: Path) -> dict[str, Command]:
+    """Every command the comparisons need, each measured once per repetition."""
+    gradcli = gradcli_script()
+    chain = work / "chain20000.txt"
+    chain.write_text(programs.chain(CHAIN_OPS))
+    dag = work / "dag40.txt"
+    dag.write_text(programs.doubling_dag(DAG_LEVELS))
+    small = work / "chain120.txt"
+    small.write_text(programs.chain(SMALL_CHAIN_OPS))
+    listed = [
+        Command("torch", [PYTHON, "-c", "import torch"], 'python -c "import torch"'),
+        Command("torch_sympy", [PYTHON, "-c", "import torch, sympy"], 'python -c "import torch, sympy"'),
+        Command("help", [gradcli, "--help"], "gradcli --help"),
+        Command("trace", [gradcli, "trace", "x*sigmoid(x)"], 'gradcli trace "x*sigmoid(x)"'),
+        Command("check", [gradcli, "check", "x*sigmoid(x)"], 'gradcli check "x*sigmoid(x)"'),
+        Command(
+            "check_big", [gradcli, "check", "x*sigmoid(x)", "--points", str(BIG_POINTS)],
+            f'gradcli check "x*sigmoid(x)" --points {BIG_POINTS:.0e}',
+        ),
+        Command(
+            "handwritten_big", [PYTHON, str(HERE / "handwritten_check.py"), str(BIG_POINTS)],
+            f"bench/handwritten_check.py {BIG_POINTS:.0e} (torch + sympy + gradcheck)",
+        ),
+        Command(
+            "chain_json", [gradcli, "trace", f"@{chain}", "--var", "x=0.5", "--json"],
+            f"gradcli trace --json, {CHAIN_OPS:,}-op chain",
+        ),
+        Command(
+            "torchviz", [PYTHON, str(HERE / "torchviz_chain.py"), str(CHAIN_OPS)],
+            f"torchviz make_dot(...).source, same {CHAIN_OPS:,}-op chain",
+        ),
+        Command(
+            "dag", [gradcli, "trace", f"@{dag}", "--var", "x=-0.25"],
+            f"gradcli trace, {DAG_LEVELS}-level doubling DAG (h = h*h + h)",
+        ),
+        Command(
+            "chain_small", [gradcli, "trace", f"@{small}", "--var", "x=0.5"],
+            f"gradcli trace, {SMALL_CHAIN_OPS}-op chain",
+        ),
+        Command(
+            "dag_json", [gradcli, "trace", f"@{dag}", "--var", "x=-0.25", "--json", "--flow"],
+            f"gradcli trace --json --flow, {DAG_LEVELS}-level DAG",
+        ),
+        Command(
+            "chain_small_json", [gradcli, "trace", f"@{small}", "--var", "x=0.5", "--json", "--flow"],
+            f"gradcli trace --json --flow, {SMALL_CHAIN_OPS}-op chain",
+        ),
+    ]
+    return {c.name: c for c in listed}
+
+
+COMPARISONS = [
+    Comparison("help", "start-up: help", "help", "torch", 0.10),
+    Comparison("trace", "start-up: trace", "trace", "torch", 1.25),
+    Comparison("check", "start-up: check", "check", "torch_sympy", 1.5),
+    Comparison("check_big", "check on 10^7 points", "check_big", "handwritten_big", 1.2, 1.5),
+    Comparison("chain", f"trace --json, {CHAIN_OPS:,}-op chain", "chain_json", "torchviz", 1.0),
+    Comparison("dag", f"{DAG_LEVELS}-level DAG vs {SMALL_CHAIN_OPS}-op chain", "dag", "chain_small", 2.0),
+    Comparison("dag_json", "same, --json --flow", "dag_json", "chain_small_json", 2.0),
+]
+
+
+def run_once(command: Command, env: dict[str, str]) -> None:
+    """Spawn, wait with os.wait4 (this child's own rusage), record time, CPU and peak RSS."""
+    with tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        child = subprocess.Popen(command.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env)
+        _, status, usage = os.wait4(child.pid, 0)
+        elapsed = time.perf_counter() - start
+        child.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+        if child.returncode != command.expect:
+            err.seek(0)
+            tail = err.read().decode(errors="replace")[-2000:]
+            raise SystemExit(
+                f"bench: `{' '.join(command.argv)}` exited {child.returncode}, expected {command.expect}\n{tail}"
+            )
+    # ru_maxrss is in kilobytes on Linux, bytes on macOS.
+    scale = 1024 * 1024 if sys.platform == "darwin" else 1024
+    command.seconds.append(elapsed)
+    command.cpu.append(usage.ru_utime + usage.ru_stime)
+    command.peak_mb.append(usage.ru_maxrss / scale)
+
+
+def measure(selected: list[Command], reps: int, seed: int) -> None:
+    env = {**os.environ, "COLUMNS": "120", "NO_COLOR": "1"}
+    order = random.Random(seed)
+    # One untimed round warms the page cache (torch's shared libraries) and checks that
+    # every command works before minutes are spent timing it.
+    print(f"warm-up: {len(selected)} commands", file=sys.stderr)
+    for command in selected:
+        run_once(command, env)
+        command.seconds.clear(), command.cpu.clear(), command.peak_mb.clear()
+    for rep in range(1, reps + 1):
+        batch = selected[:]
+        order.shuffle(batch)
+        for command in batch:
+            run_once(command, env)
+        print(f"repetition {rep}/{reps} done", file=sys.stderr)
+
+
+def table(cmds: dict[str, Command], chosen: list[Comparison], reps: int, load: tuple[float, float]) -> str:
+    lines = [
+        f"Machine: {os.cpu_count()} CPUs, {platform.machine()}, Python "
+        f"{platform.python_version()}; {reps} repetitions, medians; load average "
+        f"{load[0]:.2f} before, {load[1]:.2f} after; {time.strftime('%Y-%m-%d %H:%M')}.",
+        "",
+        "| comparison | gradcli | s | alternative | s | time ratio | target | peak MB (gradcli / alt.) | memory ratio | met |",
+        "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | :---: |",
+    ]
+    for c in chosen:
+        ours, theirs = cmds[c.ours], cmds[c.theirs]
+        t_ours, t_theirs = ours.median(ours.seconds), theirs.median(theirs.seconds)
+        m_ours, m_theirs = ours.median(ours.peak_mb), theirs.median(theirs.peak_mb)
+        ratio, mem_ratio = t_ours / t_theirs, m_ours / m_theirs
+        met = ratio <= c.time_target and (c.memory_target is None or mem_ratio <= c.memory_target)
+        target = f"≤ {c.time_target:g}" + (f" (mem ≤ {c.memory_target:g})" if c.memory_target else "")
+        lines.append(
+            f"| {c.what} | `{ours.shown}` | {t_ours:.3f} | `{theirs.shown}` | {t_theirs:.3f} | "
+            f"**{ratio:.3f}** | {target} | {m_ours:.0f} / {m_theirs:.0f} | {mem_ratio:.2f} | "
+            f"{'yes' if met else 'NO'} |"
+        )
+    lines += ["", "Per command (medians; CPU is user+system time of the child):", "",
+              "| command | wall s | min s | max s | CPU s | peak MB |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    used = []
+    for c in chosen:
+        used += [n for n in (c.ours, c.theirs) if n not in used]
+    for name in used:
+        cmd = cmds[name]
+        lines.append(
+            f"| `{cmd.shown}` | {cmd.median(cmd.seconds):.3f} | {min(cmd.seconds):.3f} | "
+            f"{max(cmd.seconds):.3f} | {cmd.median(cmd.cpu):.3f} | {cmd.median(cmd.peak_mb):.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def write_readme(text: str) -> None:
+    readme = HERE / "README.md"
+    content = readme.read_text(encoding="utf-8")
+    start, end = content.index(TABLE_START) + len(TABLE_START), content.index(TABLE_END)
+    readme.write_text(content[:start] + "\n" + text + "\n" + content[end:], encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK_REPS} repetitions instead of {DEFAULT_REPS}")
+    parser.add_argument("--reps", type=int, help="repetitions (overrides --quick)")
+    parser.add_argument("--only", help="comma-separated comparisons: " + ",".join(c.key for c in COMPARISONS))
+    parser.add_argument("--seed", type=int, default=0, help="seed of the run order shuffle")
+    parser.add_argument("--write", action="store_true", help="put the table into bench/README.md")
+    args = parser.parse_args(argv)
+    reps = args.reps or (QUICK_REPS if args.quick else DEFAULT_REPS)
+    chosen = COMPARISONS
+    if args.only:
+        keys = args.only.split(",")
+        unknown = set(keys) - {c.key for c in COMPARISONS}
+        if unknown:
+            parser.error(f"unknown comparison(s): {', '.join(sorted(unknown))}")
+        chosen = [c for c in COMPARISONS if c.key in keys]
+    with tempfile.TemporaryDirectory(prefix="gradcli-bench-") as work:
+        cmds = commands(Path(work))
+        names = []
+        for c in chosen:
+            names += [n for n in (c.ours, c.theirs) if n not in names]
+        before = os.getloadavg()[0]
+        measure([cmds[n] for n in names], reps, args.seed)
+        after = os.getloadavg()[0]
+    text = table(cmds, chosen, reps, (before, after))
+    print(text)
+    if args.write:
+        write_readme(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
