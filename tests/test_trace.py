@@ -70,6 +70,14 @@ def test_backward_wrt_restricts_inputs():
     assert result.leaves[0].grad is None and result.leaves[1].grad == [1.0, 2.0]
 
 
+def test_backward_wrt_an_intermediate_writes_its_grad():
+    result = trace("h = x*x; (h*3).sum()", ["x=[1.0, 2.0]"], wrt=["h"])
+    assert result.passes[0].grads["h"] == [3.0, 3.0]
+    (h,) = result.intermediates
+    assert h.retained and h.grad == [3.0, 3.0] and "inputs=" in h.note
+    assert result.leaves[0].grad is None
+
+
 def test_create_graph_gradient_has_a_graph_and_the_second_derivative_is_6x():
     result = trace("(x**3).sum()", ["x=[1.0, 2.0, -0.5]"], create_graph=True)
     assert result.leaves[0].grad == [3.0, 12.0, 0.75]  # 3x^2
@@ -127,7 +135,7 @@ def test_grad_output_of_the_wrong_shape_is_refused():
 def test_retain_grad_keeps_an_intermediates_grad():
     result = trace("h = x*x; (h*3).sum()", ["x=[1.0, 2.0]"], retain_grad=["h"])
     (h,) = result.intermediates
-    assert h.retained and h.grad == [3.0, 3.0] and h.node == "n2"
+    assert h.retained and h.grad == [3.0, 3.0] and h.node == "n2" and h.note == "kept by --retain-grad"
     plain = trace("h = x*x; (h*3).sum()", ["x=[1.0, 2.0]"])
     assert plain.intermediates[0].grad is None
     assert "--retain-grad h" in plain.intermediates[0].note and "not a leaf" in plain.intermediates[0].note

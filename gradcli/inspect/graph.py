@@ -49,12 +49,6 @@ class Graph:
     def by_id(self) -> dict[str, GraphNode]:
         return {node.id: node for node in self.nodes}
 
-    def edges(self) -> Iterable[tuple[str, str]]:
-        for node in self.nodes:
-            for child in node.next:
-                if child is not None:
-                    yield node.id, child
-
 
 def walk_graph(
     root: Any,

@@ -13,7 +13,7 @@ The graph is walked once, before any pass, so saved tensors are read while they 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -21,7 +21,7 @@ from ..errors import LimitError, UsageError
 from ..pipeline import build_prepared, prepare
 from ..variables import make_tensor, parse_spec
 from .explain import PassError, nonleaf_note
-from .flow import FlowRecorder, FlowStep, nonfinite_origin, plain_steps
+from .flow import FlowRecorder, FlowStep, plain_steps
 from .graph import Graph, Labels, leaf_ids, walk_graph
 from .quiet_gc import paused_gc
 from .passes import PassPlan, current_grad, names_with_grad, run_passes, second_derivative
@@ -112,84 +112,92 @@ def _first_sentence(message: str) -> str:
     return first.split(". ")[0].rstrip(".")
 
 
+@dataclass(frozen=True)
+class TraceOptions:
+    """How to run the passes: the options of `gradcli trace`, as `trace()` takes them."""
+
+    mode: str = "backward"
+    wrt: tuple[str, ...] = ()
+    grad_output: str | None = None
+    retain_graph: bool = False
+    create_graph: bool = False
+    repeat: int = 1
+    zero_grad: bool = False
+    retain_grad: tuple[str, ...] = ()
+    flow: bool = False
+    dtype: str = "float64"
+    device: str = "cpu"
+
+
 def trace(
     expression: str,
     variables: Sequence[str] = (),
     *,
-    mode: str = "backward",
-    wrt: Sequence[str] = (),
-    grad_output: str | None = None,
-    retain_graph: bool = False,
-    create_graph: bool = False,
-    repeat: int = 1,
-    zero_grad: bool = False,
-    retain_grad: Sequence[str] = (),
-    flow: bool = False,
-    dtype: str = "float64",
-    device: str = "cpu",
     seed: int | None = None,
     library_dirs: Sequence[str | Path] = (),
+    **options: Any,
 ) -> TraceResult:
-    """Trace `expression` with `variables` (`--var` texts); see `gradcli trace --help`."""
-    _check_options(mode, repeat)
+    """Trace `expression` with `variables` (`--var` texts); keyword options as in TraceOptions
+    (mode, wrt, grad_output, retain_graph, create_graph, repeat, zero_grad, retain_grad, flow,
+    dtype, device); see `gradcli trace --help`."""
+    for key in ("wrt", "retain_grad"):
+        if key in options:
+            options[key] = tuple(options[key])
+    chosen = TraceOptions(**options)
+    _check_options(chosen.mode, chosen.repeat)
     with paused_gc():
-        return _trace(
-            expression, variables, mode, wrt, grad_output, retain_graph, create_graph, repeat,
-            zero_grad, retain_grad, flow, dtype, device, seed, library_dirs,
+        prepared = prepare(
+            expression, variables, dtype=chosen.dtype, device=chosen.device, seed=seed, library_dirs=library_dirs
         )
+        return _run(expression, prepared, chosen)
 
 
-def _trace(
-    expression: str, variables: Sequence[str], mode: str, wrt: Sequence[str], grad_output: str | None,
-    retain_graph: bool, create_graph: bool, repeat: int, zero_grad: bool, retain_grad: Sequence[str],
-    flow: bool, dtype: str, device: str, seed: int | None, library_dirs: Sequence[str | Path],
-) -> TraceResult:
-    prepared = prepare(expression, variables, dtype=dtype, device=device, seed=seed, library_dirs=library_dirs)
+def _run(expression: str, prepared: Any, options: TraceOptions) -> TraceResult:
     built = build_prepared(prepared)
     output = _differentiable_output(built.output)
     leaves = prepared.leaves
     named = names_with_grad([*leaves.tensors.items(), *built.bindings])
     intermediates = {name: t for name, t in named.items() if name not in leaves.tensors and not t.is_leaf}
-    for name in retain_grad:
+    for name in options.retain_grad:
         _known(name, intermediates, "--retain-grad", "an assigned intermediate (h = ...)").retain_grad()
     graph = walk_graph(output.grad_fn, leaf_names=leaf_ids(leaves.tensors), labels=Labels(built.bindings))
-    if wrt:
-        targets = {name: _known(name, named, "--wrt", "a variable or an assigned name") for name in wrt}
+    if options.wrt:
+        targets = {name: _known(name, named, "--wrt", "a variable or an assigned name") for name in options.wrt}
     else:
         used = {node.variable for node in graph.nodes if node.variable} or set(leaves.tensors)
         targets = {name: t for name, t in leaves.tensors.items() if name in used}
-    watched = {**leaves.tensors, **{n: intermediates[n] for n in retain_grad}}
+    # .grad is read back from the leaves, the kept intermediates and backward's inputs=.
+    watched = {**leaves.tensors, **{n: intermediates[n] for n in options.retain_grad}, **targets}
     plan = PassPlan(
-        mode, output, _grad_output(grad_output, output, leaves.seed), targets, watched,
-        retain_graph, create_graph, repeat, zero_grad, explicit_targets=bool(wrt),
+        options.mode, output, _grad_output(options.grad_output, output, leaves.seed), targets, watched,
+        options.retain_graph, options.create_graph, options.repeat, options.zero_grad,
+        explicit_targets=bool(options.wrt),
     )
-    recorder = FlowRecorder(graph.objects) if flow else None
+    recorder = FlowRecorder(graph.objects) if options.flow else None
     if recorder is not None:
         with recorder:
-            records, live = run_passes(plan, before_pass=lambda index: recorder.start_pass(index))
+            records, live = run_passes(plan, before_pass=recorder.start_pass)
     else:
         records, live = run_passes(plan)
     node_of = {id(obj): node_id for node_id, obj in graph.objects.items()}
-
+    kept = {name: "kept by --retain-grad" for name in options.retain_grad}
+    if options.mode == "backward" and options.wrt:
+        kept.update({name: "written by backward(inputs=...) for --wrt" for name in targets if name not in kept})
     result = TraceResult(
         expression=expression,
         result=described(output),
         leaves=[_leaf(name, t, leaves) for name, t in leaves.tensors.items()],
         graph=graph,
         passes=[_plain_pass(r) for r in records],
-        intermediates=[_intermediate(name, t, node_of, name in retain_grad) for name, t in intermediates.items()],
+        intermediates=[_intermediate(name, t, node_of, kept.get(name)) for name, t in intermediates.items()],
         seed=leaves.seed,
-        options={
-            "mode": mode, "wrt": list(targets), "grad_output": grad_output, "retain_graph": retain_graph,
-            "create_graph": create_graph, "repeat": repeat, "zero_grad": zero_grad,
-            "retain_grad": list(retain_grad), "flow": flow, "dtype": dtype, "device": device,
-        },
-        skipped_passes=repeat - len(records),
+        options={**asdict(options), "wrt": list(targets), "retain_grad": list(options.retain_grad)},
+        skipped_passes=options.repeat - len(records),
     )
     if recorder is not None:
         result.flow = plain_steps(recorder.steps)
-        result.nonfinite_origin = nonfinite_origin(recorder.steps)
-    if create_graph:
+        result.nonfinite_origin = recorder.origin()
+    if options.create_graph:
         result.gradient_graphs = _gradient_graphs(live, named, leaves.tensors, graph)
     return result
 
@@ -261,11 +269,11 @@ def _leaf(name: str, tensor: Any, leaves: Any) -> Leaf:
     )
 
 
-def _intermediate(name: str, tensor: Any, node_of: dict[int, str], retained: bool) -> Intermediate:
-    grad = current_grad(tensor) if retained else None
+def _intermediate(name: str, tensor: Any, node_of: dict[int, str], kept: str | None) -> Intermediate:
+    grad = current_grad(tensor) if kept else None
     return Intermediate(
-        name, node_of.get(id(tensor.grad_fn)), retained, None if grad is None else full_value(grad),
-        None if retained else nonleaf_note(name),
+        name, node_of.get(id(tensor.grad_fn)), kept is not None, None if grad is None else full_value(grad),
+        kept or nonleaf_note(name),
     )
 
 

@@ -7,7 +7,6 @@ inf); only the JSON renderer decides how to write them.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 #: Elements kept in a preview (saved tensors, the tree's one-line summaries).
@@ -62,7 +61,3 @@ def plain_scalar(value: Any) -> Any:
         return int(number) if number.is_integer() and not isinstance(value, float) else number
     except (TypeError, ValueError):
         return str(value)
-
-
-def is_nonfinite_number(value: Any) -> bool:
-    return isinstance(value, float) and not math.isfinite(value)

@@ -111,7 +111,7 @@ def _gradients(result: Any) -> list[Any]:
         lines += [Text(f"  d(output)/d{name}: {fmt_value(g)}") for name, g in last.grads.items()]
     for i in result.intermediates:
         if i.retained:
-            lines.append(Text(f"  {i.name}.grad: {fmt_value(i.grad)}  (kept by --retain-grad)"))
+            lines.append(Text(f"  {i.name}.grad: {fmt_value(i.grad)}  ({i.note})"))
         else:
             lines.append(Text(f"  {i.name}.grad: None  ({i.note})", style="dim"))
     return lines

@@ -45,7 +45,7 @@ def make_plan(program: n.Program, library: Library) -> Plan:
     # A final whole-tensor reduction, possibly bound to a name by the last statement.
     output, statements = program.output, program.statements
     if isinstance(output, n.Name) and statements and statements[-1].name == output.id:
-        output, statements, statements = statements[-1].value, statements[:-1]
+        output, statements = statements[-1].value, statements[:-1]
     if _whole_reduction(output):
         inner_scope: dict[str, set[str]] = {}
         for statement in statements:
