@@ -94,6 +94,9 @@ def test_output_lines_prefix_and_wrap():
     assert lines[0] == "    #> short"
     assert all(len(line) <= 60 and line.startswith("    #> ") for line in lines)
     assert " ".join(line[len("    #> "):] for line in lines[1:]).split() == ["word"] * 40
+    assert lines[2].startswith("    #>     word")  # continuation lines hang
+    indented = output_lines("  first " + "x " * 40, 40)
+    assert indented[0].startswith("    #>   first") and indented[1].startswith("    #>       x")
 
 
 # --- the CLI ----------------------------------------------------------------------------

@@ -45,7 +45,7 @@ def demo_beta_1():
 
 def test_demo_agrees_everywhere_at_beta_1(demo_beta_1):
     assert demo_beta_1.ok
-    assert [v.ok for v in demo_beta_1.verdicts] == [True] * 5
+    assert [v.ok for v in demo_beta_1.verdicts] == [True] * 6
 
 
 def test_printed_first_derivative_matches_sympy(demo_beta_1):
@@ -95,7 +95,8 @@ def test_cli_exit_statuses(cli):
     result = cli("demo", "swish")
     assert result.exit_code == 0
     assert "class Swish(torch.autograd.Function):" in result.stdout
-    assert result.stdout.rstrip().endswith("All 5 checks agreed.")
+    assert "OK: Swish agrees with gradcheck, gradgradcheck, the reference swish(input, beta)" in result.stdout
+    assert result.stdout.rstrip().endswith("All 6 checks agreed.")
     assert "(d)" not in result.stdout  # the mistakes only with --buggy
 
 
@@ -106,10 +107,27 @@ def test_buggy_catches_each_mistake_and_exits_1(cli):
     assert "TypeError: unsupported operand type(s) for *: 'float' and 'builtin_function_or_method'" in out
     assert "TypeError: 'Tensor' object is not callable" in out
     assert "    return grad_output * (tmp + ctx.beta * input * tmp(1 - tmp)), None" in out
-    assert out.count("GradcheckError: Jacobian mismatch") == 3  # wrong sign, missing β, saved σ (2nd order)
-    assert "second derivative at 0.5: 0.2350 from SwishSavedSigma, 0.4412 from sympy" in out
+    # check_function names each wrong entry: expected (finite differences, sympy) vs got
+    assert "input[1] (= 0.5) -> out[1]: expected 0.739961, got 1.12742" in out  # (1 + tmp)
+    assert "input[1] (= 0.5) -> out[1]: expected 0.8426, got 0.788126" in out  # no β, at β = 1.5
+    assert "input[1] (= 0.5) -> grad[1]: expected 0.441229, got 0.235004" in out  # saved σ: f'' at 0.5
+    assert "#>   likely cause: right at first order but wrong at second" in out
     assert "is at version 1; expected version 0 instead" in out
-    assert "6 of 12 checks failed:" in out
+    assert "6 of 13 checks failed:" in out
+    failed = out[out.index("6 of 13 checks failed:"):].splitlines()[1:]
+    assert [line.split()[1] for line in failed] == [
+        "SwishTutorial's", "SwishCallsTensor's", "SwishWrongSign", "SwishNoBeta", "SwishSavedSigma", "SwishCtxInput",
+    ]
+
+
+def test_buggy_run_verdicts():
+    run = run_demo("swish", buggy=True)
+    assert not run.ok
+    by_text = {v.text: v.ok for v in run.verdicts}
+    assert by_text["SwishSavedSigma passes gradcheck (its first derivative is right)"] is True
+    assert by_text["SwishSavedSigma passes gradgradcheck"] is False
+    assert by_text["SwishNoBeta passes gradcheck at β = 1.5"] is False
+    assert sum(not ok for ok in by_text.values()) == 6
 
 
 # --- the classes themselves ---------------------------------------------------------------

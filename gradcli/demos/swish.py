@@ -15,6 +15,8 @@ from .runner import Session
 
 SUMMARY = "Swish x·σ(βx) as a custom autograd.Function, checked against sympy, autograd and gradcheck [--beta B] [--buggy]"
 SAMPLES = "[-3.0, -1.0, -0.5, 0.0, 0.5, 1.0, 3.0]"
+#: Where check_function (and the mistakes) evaluate: a few points, so mismatches stay readable.
+CHECK_INPUT = "[-1.0, 0.5, 2.0]"
 
 
 def run(session: Session, beta: float = 1.0, buggy: bool = False) -> None:
@@ -132,6 +134,21 @@ def run(session: Session, beta: float = 1.0, buggy: bool = False) -> None:
             print(f"{value:6.2f}{a:12.6f}{b:12.6f}")
     """)
     session.verdict(session.run("torch.allclose(g2, d2_sympy)"), "the second derivative agrees with sympy")
+
+    session.step("All of it in one call: gradcli's check_function")
+    session.say("""check_function runs gradcheck and gradgradcheck, builds both Jacobians to name
+        any entry that disagrees, and compares forward and backward with a reference expression:
+        here gradcli's library function swish(x, beta), x·σ(βx), differentiated by sympy. From the
+        shell: gradcli check-function FILE.py:Swish --ref "swish(input, beta)" --order 2.""")
+    session.run(f"""
+        from gradcli.verify.function import check_function
+
+        INPUTS = {{"input": "{CHECK_INPUT}", "beta": repr(BETA)}}
+        REF = "swish(input, beta)"
+        result = check_function(Swish, INPUTS, ref=REF, order=2)
+        print(result)
+    """)
+    session.verdict(session.namespace["result"].ok, "check_function: Swish agrees at first and second order")
 
     if buggy:
         swish_mistakes.run(session, beta)

@@ -2,8 +2,9 @@
 
 The classes live in gradcli.demos.swish_buggy; here each one is shown and put through the
 check that exposes it: a plain backward call for the errors Python raises, gradcheck for a
-wrong first derivative, gradgradcheck for a wrong second derivative, and an in-place change
-for a tensor kept outside save_for_backward. Every caught mistake is a failed check, so the
+wrong first derivative, gradgradcheck for a wrong second derivative (both through
+gradcli's check_function, which names the wrong entries and the likely cause), and an
+in-place change for a tensor kept outside save_for_backward. Every caught mistake is a failed check, so the
 demo exits with status 1.
 """
 
@@ -39,10 +40,10 @@ def run(session: Session, beta: float) -> None:
 
 def _undefined_input(session: Session) -> None:
     session.say("""(a) The tutorial's backward uses `input` without assigning it. That is no NameError:
-        Python finds its built-in function input(), and the first arithmetic on it fails when
-        backward runs.""")
+        Python finds its built-in function input(), and the first arithmetic on it fails as soon
+        as backward runs. Any backward call catches it:""")
     session.show(_bug("SwishTutorial").backward)
-    error = session.run("gradcheck(SwishTutorial.apply, (x3, BETA))", raises=TypeError)
+    error = session.run("SwishTutorial.apply(x3, BETA).sum().backward()", raises=TypeError)
     session.verdict(not isinstance(error, TypeError), "SwishTutorial's backward runs")
 
 
@@ -50,17 +51,21 @@ def _calls_tensor(session: Session) -> None:
     session.say("""(b) With input read back from ctx.saved_tensors, the next bug surfaces:
         tmp(1 - tmp), meant as tmp * (1 - tmp), calls the tensor tmp.""")
     session.show(_bug("SwishCallsTensor").backward)
-    error = session.run("gradcheck(SwishCallsTensor.apply, (x3, BETA))", raises=TypeError)
+    error = session.run("SwishCallsTensor.apply(x3, BETA).sum().backward()", raises=TypeError)
     session.verdict(not isinstance(error, TypeError), "SwishCallsTensor's backward runs")
 
 
 def _wrong_formula(session: Session) -> None:
-    session.say("""(c) A backward that runs is not yet right. Here the parenthesis became (1 + tmp);
-        gradcheck compares each Jacobian entry with finite differences and reports the mismatch
-        (numerical: finite differences; analytical: what backward returned).""")
+    session.say("""(c) A backward that runs is not yet right. Here the parenthesis became (1 + tmp).
+        gradcheck catches it; check_function says which entries are wrong, with the value
+        finite differences (and sympy) expected and the value backward gave:""")
     session.show(_bug("SwishWrongSign").backward)
-    ok = session.run("gradcheck(SwishWrongSign.apply, (x3, BETA))", raises=_gradcheck_error())
-    session.verdict(ok is True, "SwishWrongSign passes gradcheck")
+    result = session.run("""
+        result = check_function(SwishWrongSign, INPUTS, ref=REF)
+        print(result)
+        result.gradcheck.ok
+    """)
+    session.verdict(result is True, "SwishWrongSign passes gradcheck")
 
 
 def _missing_beta(session: Session, beta: float) -> None:
@@ -69,26 +74,27 @@ def _missing_beta(session: Session, beta: float) -> None:
         missing.""" + (f""" At β = 1 that factor is 1 and the bug is invisible, so a check must also
         try another β; here β = {checked_at:g}.""" if beta == 1.0 else ""))
     session.show(_bug("SwishNoBeta").backward)
-    ok = session.run(f"gradcheck(SwishNoBeta.apply, (x3, {checked_at!r}))", raises=_gradcheck_error())
-    session.verdict(ok is True, f"SwishNoBeta passes gradcheck at β = {checked_at:g}")
+    result = session.run(f"""
+        result = check_function(SwishNoBeta, {{**INPUTS, "beta": "{checked_at!r}"}}, ref=REF)
+        print(result)
+        result.gradcheck.ok
+    """)
+    session.verdict(result is True, f"SwishNoBeta passes gradcheck at β = {checked_at:g}")
 
 
 def _saved_sigma(session: Session) -> None:
     session.say("""(e) σ(βx) computed in forward and saved for backward. The first derivative is
         right, so gradcheck passes; but forward runs without recording a graph, so to autograd the
-        saved σ is a constant, and differentiating backward misses σ's own derivative. Only
-        gradgradcheck sees it:""")
+        saved σ is a constant, and differentiating backward misses σ's own derivative. Only the
+        second-order check, gradgradcheck, sees it:""")
     session.show(_bug("SwishSavedSigma"))
-    first = session.run("gradcheck(SwishSavedSigma.apply, (x3, BETA))")
-    session.verdict(first is True, "SwishSavedSigma passes gradcheck (its first derivative is right)")
-    second = session.run("gradgradcheck(SwishSavedSigma.apply, (x3, BETA))", raises=_gradcheck_error())
-    session.verdict(second is True, "SwishSavedSigma passes gradgradcheck")
     session.run("""
-        x0 = torch.tensor([0.5], dtype=torch.float64, requires_grad=True)
-        (g,) = torch.autograd.grad(SwishSavedSigma.apply(x0, BETA), x0, create_graph=True)
-        (g2,) = torch.autograd.grad(g.sum(), x0)
-        print(f"second derivative at 0.5: {g2.item():.4f} from SwishSavedSigma, {d2f_at(0.5):.4f} from sympy")
+        result = check_function(SwishSavedSigma, INPUTS, ref=REF, order=2)
+        print(result)
     """)
+    checked = session.namespace["result"]
+    session.verdict(checked.gradcheck.ok is True, "SwishSavedSigma passes gradcheck (its first derivative is right)")
+    session.verdict(checked.gradgradcheck.ok is True, "SwishSavedSigma passes gradgradcheck")
 
 
 def _ctx_input(session: Session) -> None:
@@ -119,9 +125,3 @@ def _bug(name: str) -> Any:
     from . import swish_buggy
 
     return getattr(swish_buggy, name)
-
-
-def _gradcheck_error() -> type[BaseException]:
-    from torch.autograd.gradcheck import GradcheckError
-
-    return GradcheckError

@@ -70,11 +70,18 @@ def render_summary(console: Any, verdicts: list[Verdict]) -> None:
 
 
 def output_lines(output: str, width: int) -> list[str]:
-    """What code produced, as `#> ` lines no wider than the console (long messages wrapped)."""
+    """What code produced, as `#> ` lines no wider than the console.
+
+    A long line is wrapped with a hanging indent, so a wrapped line reads as the continuation
+    of the one above rather than as a line of its own.
+    """
     room = max(20, width - len(INDENT) - len(OUTPUT_PREFIX))
     lines = []
     for line in output.splitlines():
-        pieces = textwrap.wrap(line, room, break_long_words=False, replace_whitespace=False) if len(line) > room else [line]
+        lead = line[: len(line) - len(line.lstrip())]
+        pieces = textwrap.wrap(
+            line, room, subsequent_indent=lead + "    ", break_long_words=False, break_on_hyphens=False,
+        ) if len(line) > room else [line]
         lines += [f"{INDENT}{OUTPUT_PREFIX}{piece}".rstrip() for piece in pieces or [""]]
     return lines
 
