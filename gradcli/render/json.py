@@ -5,10 +5,14 @@ for, so non-finite numbers are written as the strings "nan", "inf" and "-inf" (t
 stays valid JSON for every parser; `float("nan")` reads them back in Python).
 
 Beyond CLI.md's keys the document carries: `root` (the output's grad_fn node), `seed`,
-per node `span` (where the operation is written) and `same_as`, per leaf `dtype`, `spec`,
-`defaulted`, per pass `index`, `grad_fns`, `nonfinite`, `warnings`; `intermediates`
-(assigned names, their .grad with --retain-grad or why it is null), `problems` (what made
-the exit status 1) and, with --create-graph, `gradient_graphs`.
+per node `span` (where the operation is written) and `same_as`, per saved tensor `shape`,
+`dtype`, `numel`, a flat `preview` and `variable` (a saved leaf) or `bound` (a saved
+assigned intermediate); per leaf `dtype`, `spec`, `defaulted`, `requires_grad`; per pass
+`index`, `grad_fns`, `nonfinite`, `warnings`, and `error` as {type, message (torch's own),
+explanation, fix}; per flow step `pass` and `nonfinite`; `intermediates` (assigned names,
+their .grad when kept or why it is null), `problems` (what made the exit status 1) and, with
+--create-graph, `gradient_graphs` ({of, root, nodes, second: d/dv sum(gradient), note}).
+Each node, leaf, pass and flow step is written on one line.
 """
 
 from __future__ import annotations
