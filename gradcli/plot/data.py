@@ -1,0 +1,241 @@
+"""The curves of `gradcli plot` as plain data: f, autograd's and the exact derivatives, their gap.
+
+Everything is computed by the check machinery (gradcli.verify): autograd per element
+(`elementwise.autograd`), sympy's derivative of the same AST evaluated on every point
+(`elementwise.formulas` / `targets`), the domain and kink masks (`regions`), and the
+comparison that arbitrates doubtful points at 50 digits (`compare`). What this module adds
+is the per-point "exact" curve a picture needs: the float64 value of the formula, replaced
+by the 50-digit value wherever the comparison had to arbitrate (log(1+exp(x)) at x > 709.78,
+where the float64 formula is nan too but the derivative is 1), and the masks turned into
+shaded x ranges. Renderers (mpl.py, terminal.py) read the result; nothing here draws.
+
+    >>> data = plot_data("log(1+exp(x))", ["x=linspace(-800, 800, 2001)"])
+    >>> [(s.kind, round(s.first, 1)) for s in data.shades]
+    [('unstable', 710.4)]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+
+from ..errors import LimitError, UsageError
+from ..pipeline import load
+from ..variables import default_spec, make_leaves, parse_var, resolve_dtype
+from ..verify import elementwise as ew
+from ..verify.arbitrate import UNDEFINED, sample
+from ..verify.check import TOLERANCES
+from ..verify.compare import Comparison, Target, compare
+from ..verify.plan import Plan, make_plan
+from ..verify.symbolic import SymbolicTimeout, Unsupported
+from .shades import Shade, describe_values, shades
+
+#: The x axis when no --var gives one (a library call uses its entry's domain instead).
+DEFAULT_AXIS = "linspace(-5, 5, 1001)"
+#: Points on the x axis at most: a picture is a few thousand pixels wide.
+MAX_PLOT_POINTS = 1_000_000
+#: Kinks drawn as vertical lines at most (beyond that they are only counted).
+MAX_KINK_LINES = 50
+
+
+@dataclass
+class Curve:
+    """One derivative order: autograd's values, the exact values, and how far apart they are."""
+
+    order: int
+    formula: str | None  # sympy's derivative as printed (None if the symbolic side was skipped)
+    autograd: np.ndarray
+    exact: np.ndarray | None  # nan where the derivative is undefined
+    difference: np.ndarray | None  # |autograd - exact|; nan where it cannot be computed
+    tolerance: np.ndarray | None  # atol + rtol*|exact|: a difference above it is a wrong value
+    comparison: Comparison | None
+
+
+@dataclass
+class PlotData:
+    """The x axis, f, the derivative curves and the shaded ranges of one plot."""
+
+    expression: str
+    variable: str
+    x: np.ndarray  # sorted
+    f: np.ndarray
+    curves: list[Curve]
+    shades: list[Shade]
+    kinks: list[float]
+    fixed: dict[str, float]  # the other variables, held at these values
+    dtype: str
+    axis_source: str  # how the x values were given, e.g. "x=linspace(-3,3,101) (--var)"
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Whether autograd agreed with the exact derivative wherever it is defined."""
+        return all(c.comparison is None or c.comparison.ok for c in self.curves)
+
+
+def plot_data(
+    expression: str,
+    var: Sequence[str] = (),
+    *,
+    order: int = 1,
+    dtype: str = "float64",
+    seed: int | None = None,
+    library_dirs: Sequence[Any] = (),
+) -> PlotData:
+    """The plot of `expression` over its one varying variable (see the module docstring)."""
+    if order not in (1, 2):
+        raise UsageError(f"--order must be 1 or 2, not {order}")
+    torch_dtype = resolve_dtype(dtype)
+    program, library = load(expression, library_dirs)
+    plan = make_plan(program, library)
+    if plan.mode not in ("elementwise", "reduced"):
+        raise UsageError(
+            f"plot draws elementwise functions of one variable; {', '.join(plan.coupling)} couple the elements",
+            hint="`gradcli check` compares such gradients exactly on small tensors",
+        )
+    names = list(program.variables)
+    if not names:
+        raise UsageError("the expression has no variable to plot against", hint="e.g. gradcli plot 'sin(x)'")
+    axis, default = _choose_axis(names, list(var), plan)
+    leaves = make_leaves(names, list(var), dtype="float64", seed=seed, default=default)
+    x = leaves.tensors[axis].detach().reshape(-1).to(torch_dtype).to(torch.float64)
+    x = x.sort().values
+    size = x.numel()
+    if size > MAX_PLOT_POINTS:
+        raise LimitError(f"{size:,} points on the x axis; plot draws at most {MAX_PLOT_POINTS:,}")
+    fixed = {n: float(t.detach().to(torch_dtype).double().item()) for n, t in leaves.tensors.items() if n != axis}
+    points = {n: (x if n == axis else torch.full((size,), fixed[n], dtype=torch.float64)) for n in names}
+    spec = leaves.specs[axis].text
+    source = f"{axis}={spec} ({'default' if axis in leaves.defaulted else '--var'})"
+    data = PlotData(expression, axis, x.numpy(), _function(plan, library, points, torch_dtype, size),
+                    [], [], [], fixed, dtype, source)
+    _fill(data, program, plan, library, points, order, torch_dtype)
+    return data
+
+
+def _choose_axis(names: list[str], options: list[str], plan: Plan) -> tuple[str, Callable[[str, int], str]]:
+    """The variable that varies along x, and the default spec of variables without --var."""
+    given = {}
+    for option in options:
+        spec = parse_var(option)  # make_leaves reports unknown or repeated names
+        given[spec.name] = spec
+    varying = [n for n in names if n in given and given[n].numel > 1]
+    if len(varying) > 1:
+        raise UsageError(
+            f"plot draws a curve over one variable, but {varying[0]} and {varying[1]} both have several values",
+            hint=f"give the others one value each, e.g. --var {varying[1]}=0.5",
+        )
+    if varying:
+        axis = varying[0]
+    else:
+        missing = [n for n in names if n not in given]
+        if not missing:
+            raise UsageError(
+                "every variable has one value: there is no range to plot over",
+                hint=f"give one a range, e.g. --var '{names[0]}=linspace(-3, 3, 601)'",
+            )
+        axis = missing[0]
+    entry = plan.entry
+    axis_default = f"linspace({entry.domain[0]!r}, {entry.domain[1]!r}, 1001)" if entry is not None else DEFAULT_AXIS
+    return axis, lambda name, index: axis_default if name == axis else default_spec(index)
+
+
+def _function(plan: Plan, library: Any, points: dict[str, torch.Tensor], dtype: Any, size: int) -> np.ndarray:
+    """f at every point, in the plot's dtype (for a final sum/mean: its elementwise body)."""
+    from ..build.to_torch import build
+
+    with torch.no_grad():
+        out = build(plan.body, {n: v.to(dtype) for n, v in points.items()}, library=library).output
+    return torch.as_tensor(out, dtype=torch.float64).expand(size).numpy().copy()
+
+
+def _fill(data: PlotData, program: Any, plan: Plan, library: Any, points: dict[str, torch.Tensor],
+          order: int, dtype: Any) -> None:
+    axis, size = data.variable, data.x.size
+    leaves = {n: v.to(dtype).clone().requires_grad_(True) for n, v in points.items()}
+    try:
+        auto, _ = ew.autograd(program, library, leaves, order)
+    except RuntimeError as err:
+        raise UsageError(f"autograd raised: {str(err).strip().splitlines()[0]}",
+                         hint="`gradcli trace ... --flow` shows where") from None
+    keys: list[Any] = [axis] + ([(axis, axis)] if order == 2 else [])
+    try:
+        forms = ew.formulas(plan, library, order, size)
+        found = ew.targets(forms, points, size)  # (targets, outside the domain, ...)
+        targets, outside = found[0], found[1]
+    except (SymbolicTimeout, Unsupported) as err:
+        data.notes.append(f"the symbolic derivative was skipped: {err}")
+        for k, key in enumerate(keys, start=1):
+            got = auto[key].detach().to(torch.float64).cpu().numpy()
+            data.curves.append(Curve(k, None, got, None, None, None, None))
+            data.shades += shades(data.x, ~np.isfinite(got), "nonfinite", k)
+        data.shades += shades(data.x, ~np.isfinite(data.f), "nonfinite", 0)
+        return
+    import sympy
+
+    data.shades += shades(data.x, outside.numpy(), "undefined", 0)
+    data.shades += shades(data.x, ~np.isfinite(data.f) & ~outside.numpy(), "nonfinite", 0)
+    rtol, atol = TOLERANCES[data.dtype]
+    largest = float(torch.finfo(dtype).max)
+    for k, key in enumerate(keys, start=1):
+        formula = forms.first[axis] if k == 1 else forms.second[key]
+        curve = _curve(k, sympy.sstr(formula), auto[key], targets[key], atol, rtol, largest)
+        data.curves.append(curve)
+        target = targets[key]
+        undefined = (target.undefined & ~outside).numpy()
+        data.shades += shades(data.x, undefined, "undefined", k)
+        data.shades += _wrong(data.x, curve, target, atol, rtol, largest, k)
+        kinks = data.x[(target.kink & ~target.undefined).numpy()]
+        data.kinks = sorted(set(data.kinks) | {float(v) for v in kinks[:MAX_KINK_LINES]})
+
+
+def _curve(order: int, formula: str, got: torch.Tensor, target: Target, atol: float, rtol: float,
+           largest: float) -> Curve:
+    # The comparison arbitrates doubtful points at 50 digits; remembering those values lets
+    # the exact curve reuse them instead of paying mpmath twice.
+    remembered: dict[int, Any] = {}
+    exact_values = target.exact
+
+    def exact(indices: list[int]) -> list[Any]:
+        missing = [i for i in indices if i not in remembered]
+        if missing:
+            remembered.update(zip(missing, exact_values(missing)))
+        return [remembered[i] for i in indices]
+
+    target = dataclasses.replace(target, exact=exact)
+    got64 = got.detach().to(torch.float64).reshape(-1).cpu()
+    comparison = compare(got, target, candidate_name="autograd",
+                         atol=atol, rtol=rtol, largest=largest)
+    truth = target.reference.clone()
+    valid = ~target.undefined & ~target.kink
+    tol = atol + rtol * truth.abs()
+    close = valid & torch.isfinite(truth) & torch.isfinite(got64) & ((got64 - truth).abs() <= tol)
+    doubtful = (valid & ~close).nonzero().flatten().tolist()
+    chosen = sample(doubtful)
+    for index, value in zip(chosen, exact(chosen)):
+        truth[index] = float("nan") if value is UNDEFINED else value
+    truth[target.undefined] = float("nan")
+    difference = (got64 - truth).abs()
+    tolerance = atol + rtol * truth.abs()
+    return Curve(order, formula, got64.numpy(), truth.numpy(), difference.numpy(), tolerance.numpy(), comparison)
+
+
+def _wrong(x: np.ndarray, curve: Curve, target: Target, atol: float, rtol: float, largest: float,
+           order: int) -> list[Shade]:
+    """Shaded ranges where autograd is wrong, and where the exact value is beyond the float range."""
+    assert curve.exact is not None and curve.difference is not None and curve.tolerance is not None
+    known = np.isfinite(curve.exact) & ~target.undefined.numpy() & ~target.kink.numpy()
+    overflow = known & (np.abs(curve.exact) > largest)
+    got_inf = np.isinf(curve.autograd) & np.isinf(curve.exact) & (curve.autograd == curve.exact)
+    overflow |= got_inf & ~target.undefined.numpy()
+    bad = known & ~overflow & ~(curve.difference <= curve.tolerance)
+    found = shades(x, overflow, "overflow", order)
+    for shade in shades(x, bad, "unstable", order):
+        run = (x >= shade.first) & (x <= shade.last) & bad
+        found.append(dataclasses.replace(
+            shade, got=describe_values(curve.autograd[run]), exact=describe_values(curve.exact[run])))
+    return found
