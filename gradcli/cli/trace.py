@@ -33,7 +33,7 @@ def trace_command(
     retain_grad: Annotated[NamesOption, typer.Option("--retain-grad", metavar="NAME", help="Keep the .grad of the intermediate NAME (its last assignment). Repeatable.")] = None,
     flow: Annotated[bool, typer.Option("--flow", help="Hook every node: show the gradient entering and leaving it, and where the first nan/inf appeared.")] = False,
     json: JsonOption = False,
-    dot: Annotated[Optional[str], typer.Option("--dot", metavar="PATH", help="Write the graph as Graphviz DOT to PATH ('-' prints it instead of the report).")] = None,
+    dot: Annotated[Optional[str], typer.Option("--dot", metavar="PATH", help="Write the graph as Graphviz DOT to PATH ('-' prints it instead of the report); a .svg, .png or .pdf PATH is drawn by Graphviz's dot.")] = None,
     max_nodes: Annotated[int, typer.Option("--max-nodes", metavar="N", help="Draw at most N nodes in the tree (the rest are counted; --json and --dot are complete).")] = 50,
     seed: SeedOption = None,
     dtype: DtypeOption = "float64",
@@ -58,6 +58,7 @@ def trace_command(
       gradcli trace "h = x*x; h.exp()" --var "x=[1.0, 2.0]" --grad-output ones --retain-grad h
       gradcli trace "h = x*x + x; h.sum()" --json
       gradcli trace "sin(x).sum()" --dot -
+      gradcli trace "h = x*x + x; h.sum()" --dot graph.svg
     """
     from ..inspect.trace import trace
     from ..render.console import make_console
@@ -69,6 +70,11 @@ def trace_command(
         raise UsageError("--json and --dot - both want stdout", hint="write the DOT to a file: --dot graph.dot")
     if max_nodes < 1:
         raise UsageError("--max-nodes must be at least 1")
+    from ..render import graphviz
+
+    picture = dot is not None and dot != "-" and graphviz.is_picture(dot)
+    if picture:
+        graphviz.dot_program()  # missing Graphviz is a usage error before any work
     text = read_expression(expr)
     result = trace(
         text, var or (), mode=mode, wrt=wrt or (), grad_output=grad_output, retain_graph=retain_graph,
@@ -77,6 +83,8 @@ def trace_command(
     )
     if dot == "-":
         sys.stdout.write(trace_dot(result))
+    elif picture:
+        graphviz.render(trace_dot(result), dot)
     elif dot is not None:
         _write(Path(dot), trace_dot(result))
     if json:
@@ -85,7 +93,9 @@ def trace_command(
         console = make_console()
         for renderable in trace_renderables(result, max_nodes=max_nodes):
             console.print(renderable)
-        if dot is not None:
+        if picture:
+            console.print(f"\nGraph drawn to {dot} by Graphviz")
+        elif dot is not None:
             console.print(f"\nDOT written to {dot} (render it: dot -Tsvg {dot} -o graph.svg)")
     raise typer.Exit(EXIT_PROBLEM if result.problems else EXIT_OK)
 
