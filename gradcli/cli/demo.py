@@ -19,6 +19,7 @@ def demo_command(
     name: Annotated[Optional[str], typer.Argument(help="The demo to run; leave out to list them.")] = None,
     beta: Annotated[Optional[float], typer.Option("--beta", help="swish: the β of x·σ(βx) (default 1.0).")] = None,
     buggy: Annotated[bool, typer.Option("--buggy", help="swish: also run the classic mistakes through the checks that catch them (exit 1).")] = False,
+    plot: Annotated[Optional[str], typer.Option("--plot", metavar="PATH", help="swish: also draw Swish and its derivative for several β to PATH (.png, .svg or .pdf; needs matplotlib: pip install 'gradcli[plot]').")] = None,
 ) -> None:
     """Run a demo, or list them. Each prints the code it runs, then what it produced.
 
@@ -26,6 +27,8 @@ def demo_command(
     --buggy checks do, on purpose).
 
     Example:  gradcli demo swish --beta 1.5
+
+    Example:  gradcli demo swish --plot swish.png
     """
     from ..demos import NAMES, listing, load
 
@@ -39,7 +42,17 @@ def demo_command(
     elif beta is not None or buggy:
         others = ", ".join(n for n in NAMES if n != "swish")
         raise UsageError(f"--beta and --buggy belong to `gradcli demo swish`, not to {name!r} (the demos {others} take no options)")
-    raise typer.Exit(EXIT_OK if _run(name, options) else EXIT_PROBLEM)
+    if plot is not None:
+        from ..plot.swish import check_path, save_swish
+
+        if name != "swish":
+            raise UsageError(f"--plot belongs to `gradcli demo swish`, not to {name!r}")
+        check_path(plot)  # a bad suffix or missing matplotlib is refused before the demo runs
+    ok = _run(name, options)
+    if plot is not None:
+        save_swish(plot, options["beta"])
+        typer.echo(f"\npicture written to {plot}")
+    raise typer.Exit(EXIT_OK if ok else EXIT_PROBLEM)
 
 
 def _checked_beta(beta: float) -> float:

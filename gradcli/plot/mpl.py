@@ -71,10 +71,10 @@ def save(data: PlotData, path: str | Path) -> Path:
     bottom.set_xlabel(data.variable)
     _shade_legend(fig, data)
     fig.suptitle(_title(data), fontsize=11)
-    return _write(fig, Path(path), fmt)
+    return write(fig, Path(path), fmt)
 
 
-def _write(fig: Any, path: Path, fmt: str) -> Path:
+def write(fig: Any, path: Path, fmt: str) -> Path:
     import matplotlib
 
     try:
