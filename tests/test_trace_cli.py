@@ -188,7 +188,8 @@ def _help_examples():
     return [shlex.split(line.strip())[1:] for line in text.splitlines() if line.strip().startswith("gradcli trace ")]
 
 
-def test_help_examples_run(cli):
+def test_help_examples_run(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # examples may write files (--dot graph.svg)
     examples = _help_examples()
     assert len(examples) >= 6
     for args in examples:
