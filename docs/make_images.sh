@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Regenerate the README pictures in docs/images/ (run from anywhere: bash docs/make_images.sh).
+# Needs the plotting extra (pip install 'gradcli[plot]') and Graphviz's `dot` for the graph.
+# The files carry no dates, so rerunning changes them only when the drawing changes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GRADCLI=${GRADCLI:-gradcli}
+out=docs/images
+
+# 1. A plot: softplus written naively. autograd's derivative is nan past x = 709.78 (exp
+#    overflows) where the true derivative is 1: the range is shaded, and gradcli exits 1.
+status=0
+"$GRADCLI" plot "log(1+exp(x))" --var "x=linspace(-800,800,2001)" -o "$out/softplus.png" || status=$?
+[ "$status" -eq 1 ] || { echo "expected exit status 1 (autograd wrong past 709.78), got $status" >&2; exit 1; }
+
+# 2. A rendered autograd graph (Graphviz).
+"$GRADCLI" trace "h = x*x + x; h = h*sigmoid(h); h.sum()" --var "x=[0.5, 1.5]" --dot "$out/graph.svg" >/dev/null
+
+# 3. The Swish demo's curves for several β.
+"$GRADCLI" demo swish --plot "$out/swish.png" >/dev/null
+
+ls -l "$out"
