@@ -135,7 +135,7 @@ class _SympyTranslator:
     # -- calls -------------------------------------------------------------------------------
     def _call_op(self, op: Op, node: n.Call) -> Any:
         bound = bind(op, node)
-        values = [self._value(bound[p.name]) for p in op.params]
+        values = [self._option(p.kind, self._value(bound[p.name])) for p in op.params]
         if op.name == "pow":
             self._check_power(values[0], values[1], node)
         if op.kind != "elementwise":
@@ -165,6 +165,16 @@ class _SympyTranslator:
             message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             name = node.func if isinstance(node, n.Call) else getattr(node, "op", "?")
             raise ShapeError(f"cannot compute '{name}' symbolically: {message}", span=node.span) from None
+
+    def _option(self, kind: str, value: Any) -> Any:
+        """dim= and keepdim= as the plain ints and bools numpy's axis/keepdims expect."""
+        if value is None or kind not in ("dim", "bool"):
+            return value
+        if isinstance(value, tuple):
+            return tuple(_plain_int(v) for v in value)
+        if kind == "bool":
+            return bool(value.item() if hasattr(value, "item") else value)
+        return _plain_int(value)
 
     def _value(self, value: Any) -> Any:
         """A bound argument: a node to translate, or a default from the signature."""
@@ -196,8 +206,8 @@ class _SympyTranslator:
         except ValueError:
             return  # the shapes do not fit: the operation itself reports it
         for base, exponent in pairs:
-            if not (_is_number(base) and _is_number(exponent)):
-                if _is_number(exponent) and abs(_to_float(exponent)) > limits.MAX_SYMBOLIC_EXPONENT:
+            if not (self._plain(base) and self._plain(exponent)):
+                if self._plain(exponent) and abs(_to_float(exponent)) > limits.MAX_SYMBOLIC_EXPONENT:
                     # x**N with a huge N: expand/simplify and the like would build N terms.
                     raise LimitError(
                         f"the exponent {_to_float(exponent):g} is beyond "
@@ -211,20 +221,29 @@ class _SympyTranslator:
                     span=node.span,
                 )
 
+    def _plain(self, value: Any) -> bool:
+        """Arithmetic on numbers, pi and e only: what the torch builder keeps as a Python
+        number (exp(2) is a tensor there, and asking sympy about it can take long)."""
+        return bool(getattr(value, "is_number", False)) and not value.has(self.sp.Function)
+
     def _check_constant(self, result: Any, node: n.BinOp) -> None:
         """Refuse constant arithmetic the torch builder refuses: 1/0, (-8)**(1/3), overflow."""
         sp = self.sp
         for value in result.flat:
-            if not _is_number(value):
+            if not self._plain(value):
                 continue
-            if value.has(sp.zoo, sp.nan, sp.oo, -sp.oo):
+            if value.has(sp.zoo, sp.nan, sp.oo):
                 raise ArgumentError("division by zero in a constant", span=node.span)
-            if value.is_extended_real is False:
+            try:
+                number = complex(value)
+            except (OverflowError, TypeError, ValueError):
+                number = complex(math.inf)
+            if number.imag != 0:
                 raise ArgumentError(
                     "the constant is not a real number (a negative number to a fractional power)",
                     span=node.span,
                 )
-            if abs(_to_float(value)) > limits.MAX_CONSTANT:
+            if not abs(number.real) <= limits.MAX_CONSTANT:
                 raise LimitError(f"the constant is larger than {limits.MAX_CONSTANT:g}", span=node.span)
 
 
@@ -232,11 +251,6 @@ _ARITHMETIC = {
     "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
     "/": lambda a, b: a / b, "**": lambda a, b: a**b,
 }
-
-
-def _is_number(value: Any) -> bool:
-    """A sympy constant (3, 1/2, pi, exp(2)), not an expression in symbols."""
-    return bool(getattr(value, "is_number", False))
 
 
 def _to_float(value: Any) -> float:
