@@ -20,12 +20,15 @@ documents that built-in: calls resolve to the operation, and the entry's body mu
 from __future__ import annotations
 
 import ast
+import keyword
+import math
 import os
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable
 
+from . import limits
 from .errors import GradcliError, LibraryError
 from .language import nodes as n
 from .language.ops import OPS, Param
@@ -116,6 +119,8 @@ def load_library(folders: tuple[Path, ...]) -> Library:
                 data = tomllib.loads(path.read_text(encoding="utf-8"))
             except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
                 raise LibraryError(f"{path}: not valid TOML ({err})") from None
+            except OSError as err:
+                raise LibraryError(f"{path}: cannot be read ({err.strerror or err})") from None
             for name, entry in data.items():
                 if name in raw:
                     raise LibraryError(
@@ -124,6 +129,11 @@ def load_library(folders: tuple[Path, ...]) -> Library:
                     )
                 if not isinstance(entry, dict):
                     raise LibraryError(f"{path}: '{name}' must be a table ([{name}])")
+                if not _callable_name(name):
+                    raise LibraryError(
+                        f"{path}: '{name}' cannot be a function name",
+                        hint="use a Python identifier that does not start with '_' and is not pi, e or a keyword",
+                    )
                 raw[name] = (path, entry)
 
     signatures = {name: _signature(name, path, entry) for name, (path, entry) in raw.items()}
@@ -167,6 +177,8 @@ def _signature(name: str, path: Path, entry: dict[str, Any]) -> tuple[Param, ...
         default = _number(keyword.value)
         if keyword.arg is None or default is None:
             raise LibraryError(f"{where}: a parameter with a default is name=number")
+        if not abs(default) <= limits.MAX_CONSTANT:  # also refuses nan; big ints compare exactly
+            raise LibraryError(f"{where}: the default of '{keyword.arg}' must be a finite number up to {limits.MAX_CONSTANT:g}")
         params.append(Param(keyword.arg, "scalar", default))
     names = [p.name for p in params]
     if not params or len(set(names)) != len(names):
@@ -174,6 +186,21 @@ def _signature(name: str, path: Path, entry: dict[str, Any]) -> tuple[Param, ...
     if any(x.startswith("_") or x in n.CONSTANTS for x in names):
         raise LibraryError(f"{where}: parameter names may not start with '_' or be pi or e")
     return tuple(params)
+
+
+def _callable_name(name: str) -> bool:
+    """Whether `name(...)` can be written in an expression and means this entry."""
+    return (
+        name.isidentifier()
+        and not keyword.iskeyword(name)
+        and not name.startswith("_")
+        and name not in n.CONSTANTS
+    )
+
+
+def _finite_number(value: Any) -> bool:
+    # TOML's true is a Python bool, which is an int: not a number here.
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _number(node: ast.AST) -> float | int | None:
@@ -211,13 +238,16 @@ def _function(
     if not (
         isinstance(domain, list)
         and len(domain) == 2
-        and all(isinstance(v, (int, float)) for v in domain)
+        and all(_finite_number(v) for v in domain)
         and domain[0] < domain[1]
     ):
-        raise LibraryError(f"{path}: [{name}] domain must be [low, high] with low < high")
+        raise LibraryError(f"{path}: [{name}] domain must be [low, high]: finite numbers, low < high")
     kinks = entry.get("kinks", [])
-    if not (isinstance(kinks, list) and all(isinstance(v, (int, float)) for v in kinks)):
-        raise LibraryError(f"{path}: [{name}] kinks must be a list of numbers")
+    if not (isinstance(kinks, list) and all(_finite_number(v) for v in kinks)):
+        raise LibraryError(f"{path}: [{name}] kinks must be a list of finite numbers")
+    link = entry.get("link")
+    if link is not None and not isinstance(link, str):
+        raise LibraryError(f"{path}: [{name}] link must be a string")
     if name in OPS and not _calls(programs["body"], name):
         raise LibraryError(
             f"{path}: [{name}] shares its name with the built-in operation, so its body must call it"

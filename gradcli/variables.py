@@ -160,8 +160,9 @@ def _constructor(name: str, text: str, call: ast.Call) -> VarSpec:
     shape = _shape_of(kind, args, call)
     size = math.prod(shape)
     if size > limits.MAX_ELEMENTS:
+        count = f"{size:,}" if size < 10**15 else f"about {float(size):.3g}"
         raise LimitError(
-            f"{kind}(...) would have {size:,} elements; the limit is {limits.MAX_ELEMENTS:,} per tensor",
+            f"{kind}(...) would have {count} elements; the limit is {limits.MAX_ELEMENTS:,} per tensor",
             span=_span(call),
         )
     return VarSpec(name, text, kind, args, shape)
@@ -328,6 +329,9 @@ def resolve_device(name: str) -> Any:
         device = torch.device(name)
     except RuntimeError:
         raise VariableError(f"unknown --device '{name}'", hint="e.g. cpu, cuda, cuda:1, mps") from None
+    if device.type not in ("cpu", "cuda", "mps", "xpu"):
+        # meta and the like hold no values: nothing to differentiate or print.
+        raise VariableError(f"--device {name}: gradcli needs a device that holds values", hint="e.g. cpu, cuda, mps")
     if device.type == "cuda" and not torch.cuda.is_available():
         raise VariableError("--device cuda: no CUDA device is available here", hint="use --device cpu")
     if device.type == "mps" and not torch.backends.mps.is_available():
