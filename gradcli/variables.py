@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import math
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
@@ -80,9 +81,14 @@ def _parse_spec(name: str, text: str) -> VarSpec:
     if "\x00" in text:
         raise VariableError("the --var value contains a null byte")
     try:
-        tree = ast.parse(text, mode="eval").body
+        with warnings.catch_warnings():
+            # Python warns on stderr about "1or 2" (invalid decimal literal); the refusal says it.
+            warnings.simplefilter("ignore", SyntaxWarning)
+            tree = ast.parse(text, mode="eval").body
     except SyntaxError as err:
         col = max((err.offset or 1) - 1, 0)
+        if "too many nested parentheses" in err.msg:
+            raise LimitError("the --var value is nested too deeply (200 levels)", span=Span(1, col, 1, col + 1)) from None
         raise VariableError(f"cannot read the value: {err.msg}", span=Span(1, col, 1, col + 1)) from None
     except (RecursionError, MemoryError, ValueError):
         raise LimitError("the --var value is nested too deeply") from None
@@ -160,7 +166,7 @@ def _constructor(name: str, text: str, call: ast.Call) -> VarSpec:
     shape = _shape_of(kind, args, call)
     size = math.prod(shape)
     if size > limits.MAX_ELEMENTS:
-        count = f"{size:,}" if size < 10**15 else f"about {float(size):.3g}"
+        count = f"{size:,}" if size < 10**15 else f"about 10^{len(str(size)) - 1}"
         raise LimitError(
             f"{kind}(...) would have {count} elements; the limit is {limits.MAX_ELEMENTS:,} per tensor",
             span=_span(call),
