@@ -72,8 +72,9 @@ def save_swish(path: str | Path, beta: float = 1.0) -> Path:
     from matplotlib.figure import Figure
 
     curves = swish_curves(betas_for(beta))
-    fig = Figure(figsize=(10.0, 4.6), dpi=120, layout="constrained")
+    fig = Figure(figsize=(10.0, 4.6), dpi=120)
     left, right = fig.subplots(1, 2, sharex=True)
+    fig.subplots_adjust(left=0.06, right=0.985, top=0.86, bottom=0.11, wspace=0.14)
     colours = ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02"]
     for curve, colour in zip(curves, colours):
         width = 2.4 if curve.beta == beta else 1.3
@@ -82,7 +83,7 @@ def save_swish(path: str | Path, beta: float = 1.0) -> Path:
         right.plot(curve.x, curve.backward, color=colour, linewidth=width * 0.6, linestyle=(0, (4, 2)),
                    label=f"β = {curve.beta:g}  (max |error| {curve.max_abs_err:.1e})")
     left.set_title("Swish f(x) = x·σ(βx)  (Swish.apply)", fontsize=10)
-    right.set_title("f′(x): the Function's backward (dashed) over sympy's exact (wide)", fontsize=10)
+    right.set_title("f′(x): Swish's backward (dashed) over sympy's exact (wide)", fontsize=10)
     left.legend(fontsize=8, loc="upper left")
     right.legend(fontsize=7, loc="upper left")
     for ax in (left, right):
