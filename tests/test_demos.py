@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from gradcli.demos import NAMES, run_demo
-from gradcli.demos.runner import Code, Heading, Prose, Session, Verdict
+from gradcli.demos.runner import Code, GraphDrawing, Heading, Prose, Session, Shell, Verdict
 from gradcli.render.demo import output_lines
 
 NUMBER = re.compile(r"-?\d+\.\d*(?:e[-+]?\d+)?")
@@ -133,7 +133,7 @@ def test_options_that_do_not_fit_are_exit_2(cli, args):
 def test_backward_demo_numbers():
     run = run_demo("backward")
     t1 = seeded_t1()
-    assert run.ok and len(run.verdicts) == 4
+    assert run.ok and len(run.verdicts) == 6
     torch.testing.assert_close(numbers(printed(run, "t2.backward()\nt1.grad")), 2 * t1, atol=5e-5, rtol=0)
     accumulated = printed(run, "t1.grad = None\nt2 = t1.pow(2).sum()\nt2.backward(retain_graph=True)\n"
                           "t2.backward()  # a second pass through the retained graph\nt1.grad")
@@ -151,7 +151,9 @@ def test_backward_demo_cli(cli):
     t1 = seeded_t1()
     first_row = "    #> tensor([[" + ", ".join(f"{v:7.4f}" for v in (2 * t1[:3]).tolist()) + "],"
     assert first_row in result.stdout
-    assert result.stdout.rstrip().endswith("All 4 checks agreed.")
+    assert "    #> after pass 1: t1.grad / t1 = [2.0]\n    #> after pass 2: t1.grad / t1 = [4.0]\n    #> after pass 3: t1.grad / t1 = [6.0]\n" in result.stdout
+    assert "    $ gradcli trace 't1.pow(2).sum()' --var 't1=randn(3,3)' --repeat 3 --retain-graph\n" in result.stdout
+    assert result.stdout.rstrip().endswith("All 6 checks agreed.")
 
 
 # --- demo grad --------------------------------------------------------------------------
@@ -160,7 +162,7 @@ def test_backward_demo_cli(cli):
 def test_grad_demo_numbers():
     run = run_demo("grad")
     t1 = seeded_t1()
-    assert run.ok and len(run.verdicts) == 4
+    assert run.ok and len(run.verdicts) == 5
     source = "import torch\n\ntorch.manual_seed(0)\nt1 = torch.randn(3, 3, requires_grad=True)\nt2 = t1.pow(2).sum()\n(g,) = torch.autograd.grad(t2, t1)\ng"
     torch.testing.assert_close(numbers(printed(run, source)), 2 * t1, atol=5e-5, rtol=0)
     assert printed(run, "print(t1.grad)") == "None"
@@ -175,6 +177,8 @@ def test_grad_demo_cli(cli):
     assert result.exit_code == 0
     assert "    #> None\n" in result.stdout
     assert "    #> 'MulBackward0'\n" in result.stdout
+    checks = "{'both passes return 3·t1²': True, 't1.grad stays None': True, 'the second derivative is 6·t1': True}"
+    assert "    #> " + checks + "\n" in result.stdout  # 120 columns: on one line
 
 
 # --- demo graph -------------------------------------------------------------------------
@@ -216,3 +220,25 @@ def test_terminal_rendering_highlights_code_without_trailing_blanks():
     plain = re.sub(r"\x1b\[[0-9;]*m", "", text).splitlines()
     assert plain[1:6] == ["    import torch", "", "    x = 1", "    #> #> not really", "    ✓ fine"]
     assert all(line == line.rstrip() for line in plain)
+
+
+def test_graph_demo_draws_the_walked_graph_once_per_node(cli):
+    run = run_demo("graph")
+    [drawing] = [b for b in run.blocks if isinstance(b, GraphDrawing)]
+    assert [node.name for node in drawing.graph.nodes] == [
+        "AddBackward0", "MulBackward0", "AddBackward0", "MulBackward0", "torch::autograd::AccumulateGrad",
+    ]
+    out = cli("demo", "graph").stdout
+    assert "    └── n0 AddBackward0\n" in out
+    assert out.count("↑ n2 AddBackward0, shown above") == 2
+    assert out.count("↑ n4 AccumulateGrad (x), shown above") == 2
+
+
+@pytest.mark.parametrize("name", ["graph", "backward", "grad", "swish"])
+def test_every_suggested_command_runs(cli, name):
+    commands = [b for b in run_demo(name, **({"buggy": True} if name == "swish" else {})).blocks if isinstance(b, Shell)]
+    assert commands
+    for command in commands:
+        result = cli(*command.args)
+        expected = 1 if "SwishSavedSigma" in command.text else 0
+        assert result.exit_code == expected, (command.text, result.stdout, result.stderr)

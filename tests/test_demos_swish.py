@@ -114,6 +114,7 @@ def test_buggy_catches_each_mistake_and_exits_1(cli):
     assert "#>   likely cause: right at first order but wrong at second" in out
     assert "is at version 1; expected version 0 instead" in out
     assert "6 of 13 checks failed:" in out
+    assert "    $ gradcli check-function gradcli/demos/swish_buggy.py:SwishSavedSigma --ref 'swish(input, beta)' --order 2\n" in out
     failed = out[out.index("6 of 13 checks failed:"):].splitlines()[1:]
     assert [line.split()[1] for line in failed] == [
         "SwishTutorial's", "SwishCallsTensor's", "SwishWrongSign", "SwishNoBeta", "SwishSavedSigma", "SwishCtxInput",

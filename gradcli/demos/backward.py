@@ -75,3 +75,36 @@ def run(session: Session, **_: Any) -> None:
         t1.grad
     """)
     session.verdict(session.run("torch.allclose(t1.grad, 2 * t1)"), "backward(ones) on t1² gives 2·t1")
+
+    session.step("The same passes with gradcli trace")
+    session.say("""gradcli's trace builds the expression, walks its graph and runs the passes you ask
+        for, keeping each pass's gradients and explaining each error. Three retained passes over
+        this same t1 accumulate 2·t1, 4·t1, 6·t1; two passes without retain_graph fail as above:""")
+    session.run("""
+        from gradcli.inspect.trace import trace
+
+        spec = f"t1={t1.tolist()}"
+        result = trace("t1.pow(2).sum()", [spec], repeat=3, retain_graph=True)
+        for p in result.passes:
+            grad = torch.tensor(p.grads["t1"], dtype=torch.float64)  # trace works in float64
+            print(f"after pass {p.index + 1}: t1.grad / t1 =", (grad / t1.double()).unique().tolist())
+    """)
+    ratios = [sorted(set(ratio)) for ratio in _ratios(session)]
+    session.verdict(ratios == [[2.0], [4.0], [6.0]], "trace: retained passes accumulate 2·t1, 4·t1, 6·t1")
+    session.run("""
+        error = trace("t1.pow(2).sum()", [spec], repeat=2).passes[1].error
+        print(error.type, "|", error.explanation, "| fix:", error.fix)
+    """)
+    failed = session.namespace["error"]
+    session.verdict(failed is not None and failed.fix == "--retain-graph", "trace: the second pass without retain_graph fails")
+    session.say("""From the shell:""")
+    session.shell("trace", "t1.pow(2).sum()", "--var", "t1=randn(3,3)", "--repeat", "3", "--retain-graph")
+
+
+def _ratios(session: Session) -> list[list[float]]:
+    """Each traced pass's t1.grad / t1, elementwise (the verdict reads the same data it printed)."""
+    import torch
+
+    t1 = session.namespace["t1"].detach().double()
+    passes = session.namespace["result"].passes
+    return [(torch.tensor(p.grads["t1"], dtype=torch.float64) / t1).flatten().tolist() for p in passes]

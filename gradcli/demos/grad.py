@@ -74,3 +74,24 @@ def run(session: Session, **_: Any) -> None:
         session.run("torch.allclose(g, 3 * t1**2) and torch.allclose(g2, 6 * t1)"),
         "the first derivative is 3·t1², the second 6·t1",
     )
+
+    session.step("The same with gradcli trace --mode grad")
+    session.say("""gradcli's trace runs autograd.grad passes too, and with create_graph it walks the
+        gradient's own graph and differentiates through it:""")
+    checks = session.run("""
+        from gradcli.inspect.trace import trace
+
+        spec = f"t1={t1.tolist()}"
+        result = trace("t1.pow(3).sum()", [spec], mode="grad", repeat=2, retain_graph=True, create_graph=True)
+        t1_64 = t1.detach().double()  # trace works in float64
+        grads = [torch.tensor(p.grads["t1"], dtype=torch.float64) for p in result.passes]
+        second = torch.tensor(result.gradient_graphs[0].second, dtype=torch.float64)
+        {
+            "both passes return 3·t1²": all(torch.allclose(g, 3 * t1_64**2) for g in grads),
+            "t1.grad stays None": result.leaves[0].grad is None,
+            "the second derivative is 6·t1": torch.allclose(second, 6 * t1_64),
+        }
+    """)
+    session.verdict(all(checks.values()), "trace --mode grad: 3·t1² on each pass, t1.grad None, second derivative 6·t1")
+    session.say("""From the shell:""")
+    session.shell("trace", "t1.pow(3).sum()", "--var", "t1=randn(3,3)", "--mode", "grad", "--create-graph")

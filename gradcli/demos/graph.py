@@ -84,3 +84,21 @@ def run(session: Session, **_: Any) -> None:
         [node.name() for node in nodes(y.grad_fn)]
     """)
     session.verdict(len(count) == 5, "the graph of y = h*h + h, h = x*x + x has 5 distinct nodes")
+
+    session.step("The same walk with gradcli")
+    session.say("""gradcli's walker (gradcli.inspect.graph) does this walk and returns plain data: an
+        id per node, its edges by id, its saved values, and which leaf an AccumulateGrad writes to.
+        `gradcli trace` draws the same data as a tree, with a node met again shown as a
+        reference, not repeated:""")
+    session.run("""
+        from gradcli.inspect.graph import walk_graph
+
+        graph = walk_graph(y.grad_fn, leaf_names={id(x): "x"})
+        for node in graph.nodes:
+            print(node.id, node.name, "->", node.next, node.variable or "")
+    """)
+    graph = session.namespace["graph"]
+    session.verdict(len(graph.nodes) == 5, "gradcli's walker finds the same 5 nodes, each once")
+    session.draw(graph, "y.grad_fn, as gradcli trace draws it")
+    session.say("""From the shell, with each node's source text and the gradient passes:""")
+    session.shell("trace", "h = x*x + x; h*h + h", "--var", "x=2.0")

@@ -55,7 +55,29 @@ class Verdict:
     text: str
 
 
-Block = Union[Heading, Prose, Code, Verdict]
+@dataclass(frozen=True)
+class GraphDrawing:
+    """A walked autograd graph (gradcli.inspect.graph.Graph) for the renderer to draw."""
+
+    graph: Any
+    title: str
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Shell:
+    """A gradcli command line for the reader to try (tests run each one)."""
+
+    args: tuple[str, ...]
+
+    @property
+    def text(self) -> str:
+        import shlex
+
+        return "gradcli " + " ".join(shlex.quote(a) for a in self.args)
+
+
+Block = Union[Heading, Prose, Code, Verdict, GraphDrawing, Shell]
 
 
 @dataclass
@@ -112,11 +134,27 @@ class Session:
         self.emit(Code(source, "\n".join(lines)))
         return value
 
+    def draw(self, graph: Any, title: str, source: str = "") -> None:
+        """Have the renderer draw a walked graph (plain data) the way `gradcli trace` does."""
+        self.emit(GraphDrawing(graph, title, source))
+
+    def shell(self, *args: str) -> None:
+        """Suggest `gradcli ARGS...` (not run here: a pointer to the command that does this)."""
+        self.emit(Shell(tuple(args)))
+
     def verdict(self, ok: bool, text: str) -> bool:
         verdict = Verdict(bool(ok), text)
         self.verdicts.append(verdict)
         self.emit(verdict)
         return verdict.ok
+
+
+def source_path(module: str) -> str:
+    """The file of gradcli.demos.<module>, relative to the working directory when inside it,
+    for commands that take PATH.py:NAME."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{module}.py")
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative
 
 
 def _split_last_expression(source: str) -> tuple[str, str | None]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import swish_mistakes
-from .runner import Session
+from .runner import Session, source_path
 
 SUMMARY = "Swish x·σ(βx) as a custom autograd.Function, checked against sympy, autograd and gradcheck [--beta B] [--buggy]"
 SAMPLES = "[-3.0, -1.0, -0.5, 0.0, 0.5, 1.0, 3.0]"
@@ -138,8 +138,7 @@ def run(session: Session, beta: float = 1.0, buggy: bool = False) -> None:
     session.step("All of it in one call: gradcli's check_function")
     session.say("""check_function runs gradcheck and gradgradcheck, builds both Jacobians to name
         any entry that disagrees, and compares forward and backward with a reference expression:
-        here gradcli's library function swish(x, beta), x·σ(βx), differentiated by sympy. From the
-        shell: gradcli check-function FILE.py:Swish --ref "swish(input, beta)" --order 2.""")
+        here gradcli's library function swish(x, beta), x·σ(βx), differentiated by sympy.""")
     session.run(f"""
         from gradcli.verify.function import check_function
 
@@ -149,6 +148,8 @@ def run(session: Session, beta: float = 1.0, buggy: bool = False) -> None:
         print(result)
     """)
     session.verdict(session.namespace["result"].ok, "check_function: Swish agrees at first and second order")
+    session.say("""From the shell, on the file that defines the class:""")
+    session.shell("check-function", f"{source_path('swish_function')}:Swish", "--ref", "swish(input, beta)", "--order", "2")
 
     if buggy:
         swish_mistakes.run(session, beta)

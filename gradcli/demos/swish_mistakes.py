@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .runner import Session
+from .runner import Session, source_path
 
 #: The β a missing-β bug is checked at when the demo runs with β = 1, where it hides.
 BETA_FOR_MISSING_FACTOR = 1.5
@@ -95,6 +95,8 @@ def _saved_sigma(session: Session) -> None:
     checked = session.namespace["result"]
     session.verdict(checked.gradcheck.ok is True, "SwishSavedSigma passes gradcheck (its first derivative is right)")
     session.verdict(checked.gradgradcheck.ok is True, "SwishSavedSigma passes gradgradcheck")
+    session.say("""The same from the shell:""")
+    session.shell("check-function", f"{source_path('swish_buggy')}:SwishSavedSigma", "--ref", "swish(input, beta)", "--order", "2")
 
 
 def _ctx_input(session: Session) -> None:

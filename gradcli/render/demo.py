@@ -10,11 +10,12 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from ..demos.runner import Block, Code, Heading, Prose, Verdict
+from ..demos.runner import Block, Code, GraphDrawing, Heading, Prose, Shell, Verdict
 
 INDENT = "    "
 OUTPUT_PREFIX = "#> "
 PROSE_WIDTH = 100  # long prose lines tire the eye even on a wide terminal
+MAX_DRAWN_NODES = 60
 
 
 class DemoPrinter:
@@ -51,6 +52,13 @@ def render_block(console: Any, block: Block) -> None:
     elif isinstance(block, Verdict):
         mark, style = ("✓", "bold green") if block.ok else ("✗", "bold red")
         console.print(Text(f"{INDENT}{mark} {block.text}", style=style), soft_wrap=True)
+    elif isinstance(block, GraphDrawing):
+        from .graph_tree import graph_tree
+
+        tree, _ = graph_tree(block.graph, block.title, max_nodes=MAX_DRAWN_NODES, source=block.source)
+        _print_unpadded(console, tree)
+    elif isinstance(block, Shell):
+        console.print(Text(f"{INDENT}$ {block.text}", style="bold"), soft_wrap=True)
     else:  # pragma: no cover - a new block type must get its own branch
         raise TypeError(f"no renderer for {type(block).__name__}")
 
@@ -84,6 +92,17 @@ def output_lines(output: str, width: int) -> list[str]:
         ) if len(line) > room else [line]
         lines += [f"{INDENT}{OUTPUT_PREFIX}{piece}".rstrip() for piece in pieces or [""]]
     return lines
+
+
+def _print_unpadded(console: Any, renderable: Any) -> None:
+    """Print indented, without the blanks rich pads each line with (they spoil copying)."""
+    from rich.text import Text
+
+    width = console.options.update_width(max(20, console.width - len(INDENT)))
+    for segments in console.render_lines(renderable, width, pad=False):
+        line = Text.assemble(INDENT, *((s.text, s.style) for s in segments if not s.control))
+        line.rstrip()
+        console.print(line if line.plain.strip() else Text(), soft_wrap=True)
 
 
 def _print_code(console: Any, source: str) -> None:
