@@ -35,9 +35,9 @@ def run_deep(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         except BaseException as exc:  # re-raised in the caller's thread below
             outcome["error"] = exc
 
-    old_limit = sys.getrecursionlimit()
-    # XXX: the recursion limit is process-wide; it is raised only while the thread runs.
-    sys.setrecursionlimit(max(old_limit, _RECURSION))
+    # XXX: the recursion limit is process-wide; it is raised while any deep thread runs
+    # (counted, so that one caller finishing cannot lower it under another still deep).
+    _raise_limit()
     try:
         with _lock:
             old_size = threading.stack_size()
@@ -50,7 +50,29 @@ def run_deep(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         while thread.is_alive():
             thread.join(0.1)  # a short timeout keeps Ctrl-C working in the main thread
     finally:
-        sys.setrecursionlimit(old_limit)
+        _restore_limit()
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]
+
+
+_limit_lock = threading.Lock()
+_limit_users = 0
+_saved_limit = 0
+
+
+def _raise_limit() -> None:
+    global _limit_users, _saved_limit
+    with _limit_lock:
+        if _limit_users == 0:
+            _saved_limit = sys.getrecursionlimit()
+            sys.setrecursionlimit(max(_saved_limit, _RECURSION))
+        _limit_users += 1
+
+
+def _restore_limit() -> None:
+    global _limit_users
+    with _limit_lock:
+        _limit_users -= 1
+        if _limit_users == 0:
+            sys.setrecursionlimit(_saved_limit)
