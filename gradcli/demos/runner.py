@@ -6,6 +6,9 @@ one namespace shared by every step, like a notebook, so a reader who copies the 
 to bottom into Python gets the same results. The code printed is the very string (or, for
 `show`, the `inspect.getsource` of the very object) that runs: nothing is paraphrased.
 
+Only the demos' own source strings (constants in this package) reach `exec`; nothing a user
+types does: the demos take no code from the command line.
+
 The session produces plain blocks (this module never imports rich); a renderer turns them
 into text. Blocks go to `emit` as soon as each step has run, so a terminal shows the demo
 as it progresses.

@@ -47,7 +47,8 @@ def run(session: Session, beta: float = 1.0, buggy: bool = False) -> None:
         and its gradient is None; backward recomputes σ(βx) from the saved input with torch
         operations, so the gradient can itself be differentiated.""")
     session.show(_swish_class())
-    session.say(f"""Use it through Swish.apply (apply takes positional arguments only). The demo
+    session.say(f"""Call it through Swish.apply, never forward directly: apply runs forward with
+        gradient recording off and adds a SwishBackward node to the graph. The demo
         runs with β = {beta:g}; `gradcli demo swish --beta B` picks another.""")
     session.run(f"""
         import torch

@@ -38,5 +38,5 @@ class Swish(torch.autograd.Function):
 
 
 def swish(input, beta=1.0):
-    """Swish on a tensor: `Swish.apply` under a friendlier name (apply takes no keywords)."""
+    """Swish on a tensor, the way torch's functional ops read: `swish(x, 1.5)`."""
     return Swish.apply(input, beta)
