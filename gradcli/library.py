@@ -107,9 +107,32 @@ def default_library() -> Library:
     return load_library(library_folders())
 
 
-@lru_cache(maxsize=8)
 def load_library(folders: tuple[Path, ...]) -> Library:
-    """Read every `*.toml` in `folders` (later folders may not redefine a name)."""
+    """Read every `*.toml` in `folders` (later folders may not redefine a name).
+
+    Cached per folders and file versions, so an edited or added file is read again in a
+    long-running process (tests, notebooks) while repeated calls stay free."""
+    return _load_library(tuple(folders), _versions(folders))
+
+
+def _versions(folders: Iterable[Path]) -> tuple[Any, ...]:
+    stamps: list[Any] = []
+    for folder in folders:
+        try:
+            paths = sorted(Path(folder).glob("*.toml"))
+        except OSError:
+            paths = []
+        for path in paths:
+            try:
+                stat = path.stat()
+                stamps.append((str(path), stat.st_mtime_ns, stat.st_size))
+            except OSError:
+                stamps.append((str(path), None))
+    return tuple(stamps)
+
+
+@lru_cache(maxsize=8)
+def _load_library(folders: tuple[Path, ...], versions: tuple[Any, ...]) -> Library:
     raw: dict[str, tuple[Path, dict[str, Any]]] = {}
     for folder in folders:
         if not folder.is_dir():
