@@ -49,7 +49,7 @@ def check_command(
     --var: the library entry's domain, else 1000 uniform draws from [-5, 5] plus special
     points. Exit 0 agree, 1 a wrong gradient, 2 bad input.
 
-    Example:  gradcli check "log(1+exp(x))" --var "x=linspace(-1000,1000,100001)"
+    Example:  gradcli check "log(1+exp(x))" --var "x=linspace(-1000,1000,100001)"   # exit 1
     """
     from ..errors import UsageError
     from ..render.check import render_check, render_check_all

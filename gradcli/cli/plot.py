@@ -42,7 +42,7 @@ def plot_command(
     Examples:
 
     \b
-      gradcli plot "log(1+exp(x))" --var "x=linspace(-800,800,2001)" -o softplus.png
+      gradcli plot "log(1+exp(x))" --var "x=linspace(-800,800,2001)" -o softplus.png   # exit 1
       gradcli plot "x*sigmoid(x)" --order 2 -o swish.svg
       gradcli plot "relu(x) + sqrt(x)" --terminal
     """

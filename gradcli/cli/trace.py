@@ -54,7 +54,7 @@ def trace_command(
       gradcli trace "x.pow(2).sum()" --var "x=[1.0, 2.0]" --repeat 2 --retain-graph
       gradcli trace "x.pow(2).sum()" --var "x=[1.0, 2.0]" --mode grad --wrt x
       gradcli trace "(x**3).sum()" --var "x=[1.0, 2.0]" --create-graph
-      gradcli trace "sqrt(x).sum()" --var "x=[0.0, 1.0]" --flow
+      gradcli trace "sqrt(x).sum()" --var "x=[0.0, 1.0]" --flow          # exit 1: nan from SqrtBackward0
       gradcli trace "h = x*x; h.exp()" --var "x=[1.0, 2.0]" --grad-output ones --retain-grad h
       gradcli trace "h = x*x + x; h.sum()" --json
       gradcli trace "sin(x).sum()" --dot -
