@@ -186,19 +186,20 @@ def table(cmds: dict[str, Command], chosen: list[Comparison], reps: int, load: t
         f"{platform.python_version()}; {reps} repetitions, medians; load average "
         f"{load[0]:.2f} before, {load[1]:.2f} after; {time.strftime('%Y-%m-%d %H:%M')}.",
         "",
-        "| comparison | gradcli | s | alternative | s | time ratio | target | peak MB (gradcli / alt.) | memory ratio | met |",
-        "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | :---: |",
+        "| comparison | gradcli | s | alternative | s | time ratio | target | CPU ratio | peak MB (gradcli / alt.) | memory ratio | met |",
+        "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | :---: |",
     ]
     for c in chosen:
         ours, theirs = cmds[c.ours], cmds[c.theirs]
         t_ours, t_theirs = ours.median(ours.seconds), theirs.median(theirs.seconds)
         m_ours, m_theirs = ours.median(ours.peak_mb), theirs.median(theirs.peak_mb)
         ratio, mem_ratio = t_ours / t_theirs, m_ours / m_theirs
+        cpu_ratio = ours.median(ours.cpu) / theirs.median(theirs.cpu)
         met = ratio <= c.time_target and (c.memory_target is None or mem_ratio <= c.memory_target)
         target = f"≤ {c.time_target:g}" + (f" (mem ≤ {c.memory_target:g})" if c.memory_target else "")
         lines.append(
             f"| {c.what} | `{ours.shown}` | {t_ours:.3f} | `{theirs.shown}` | {t_theirs:.3f} | "
-            f"**{ratio:.3f}** | {target} | {m_ours:.0f} / {m_theirs:.0f} | {mem_ratio:.2f} | "
+            f"**{ratio:.3f}** | {target} | {cpu_ratio:.3f} | {m_ours:.0f} / {m_theirs:.0f} | {mem_ratio:.2f} | "
             f"{'yes' if met else 'NO'} |"
         )
     lines += ["", "Per command (medians; CPU is user+system time of the child):", "",

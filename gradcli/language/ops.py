@@ -18,6 +18,7 @@ Nothing here imports torch, sympy or numpy: the callables receive the modules th
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -257,6 +258,7 @@ OPS: dict[str, Op] = {op.name: op for op in OPS_LIST}
 OPERATORS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "**": "pow", "@": "matmul"}
 
 
+@functools.lru_cache(maxsize=None)  # a 20,000-operation program resolves its paths 20,000 times
 def resolve_torch(path: str) -> Callable[..., Any]:
     """The torch callable for a dotted path, imported on first use."""
     import importlib

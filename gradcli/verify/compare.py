@@ -16,6 +16,7 @@ from typing import Any, Callable
 import torch
 
 from .arbitrate import ARBITRATE_LIMIT, UNDEFINED, sample
+from .symbolic import CHUNK
 
 #: Kink points listed by name in a report.
 KINK_EXAMPLES = 3
@@ -89,12 +90,21 @@ def compare(
     # where the candidate agrees with them; everything else goes to arbitration.
     # A finite float64 value beyond the dtype's range, or an infinity both sides agree on, is
     # an overflow no float can avoid: set aside without arbitration.
-    overflow = valid & ((torch.isfinite(ref) & (ref.abs() > largest)) | (torch.isinf(ref) & (got == ref)))
-    result.beyond_range = int(overflow.sum())
-    valid = valid & ~overflow
-    trusted = valid & torch.isfinite(ref)
-    close = trusted & torch.isfinite(got) & ((got - ref).abs() <= atol + rtol * ref.abs())
-    disputed = (valid & ~close).nonzero().flatten().tolist()
+    # The passes over all P points run CHUNK points at a time (same values): on 10^7 points
+    # each whole-size temporary is 80 MB, which malloc maps fresh and the kernel faults in
+    # page by page every time; chunk-sized ones are reused from the heap.
+    close = torch.empty(got.numel(), dtype=torch.bool)
+    disputed_parts = []
+    for start in range(0, got.numel(), CHUNK):
+        part = slice(start, start + CHUNK)
+        g, r, v = got[part], ref[part], valid[part]
+        finite = torch.isfinite(r)
+        overflow = v & ((finite & (r.abs() > largest)) | (torch.isinf(r) & (g == r)))
+        result.beyond_range += int(overflow.sum())
+        v = v & ~overflow
+        c = close[part] = v & finite & torch.isfinite(g) & ((g - r).abs() <= atol + rtol * r.abs())
+        disputed_parts.append((v & ~c).nonzero().flatten() + start)
+    disputed = torch.cat(disputed_parts).tolist() if disputed_parts else []
     result.disagreeing = len(disputed)
     chosen = sample(disputed, ARBITRATE_LIMIT)
     result.arbitrated = len(chosen)
@@ -118,25 +128,59 @@ def compare(
 
     # Errors over every decided point: agreeing ones against the float64 value, arbitrated
     # ones against the 50-digit value.
-    truth = ref.clone()
-    counted = close.clone()
+    counted = close  # built above for this comparison alone
+    overrides = dict(zip(decided_idx, decided_exact))
     if decided_idx:
-        idx = torch.tensor(decided_idx)
-        truth[idx] = torch.tensor(decided_exact, dtype=torch.float64)
-        counted[idx] = True
+        counted[torch.tensor(decided_idx)] = True
     result.points = int(counted.sum())
     if result.points:
-        err = torch.where(counted, (got - truth).abs(), torch.zeros((), dtype=torch.float64))
-        err = torch.where(torch.isnan(err), torch.full((), math.inf, dtype=torch.float64), err)
-        scaled = err / (atol + rtol * truth.abs())
-        worst = int(torch.where(counted, scaled, torch.full((), -1.0, dtype=torch.float64)).argmax())
-        result.max_abs_err = _plain(float(err[counted].max()))
-        rel_ok = counted & (truth.abs() > atol)
-        result.max_rel_err = _plain(float((err[rel_ok] / truth[rel_ok].abs()).max())) if rel_ok.any() else 0.0
+        max_abs, max_rel, worst = _errors(got, ref, counted, overrides, atol, rtol)
+        result.max_abs_err = _plain(max_abs)
+        result.max_rel_err = _plain(max_rel)
+        truth = overrides.get(worst, ref[worst].item())
         result.worst_at = {**target.point(worst), candidate_name: _plain(got[worst].item()),
-                           "exact": _plain(truth[worst].item())}
+                           "exact": _plain(truth)}
     result.wrong_ranges = _ranges(decided_idx, decided_exact, verdicts, got, target, disputed)
     return result
+
+
+def _errors(
+    got: torch.Tensor, ref: torch.Tensor, counted: torch.Tensor, overrides: dict[int, float], atol: float, rtol: float
+) -> tuple[float, float, int]:
+    """Over the counted points, against the truth (`ref`, or the arbitrated value in
+    `overrides`): the largest absolute error, the largest relative error (where |truth| >
+    atol; 0.0 if none) and the first point with the largest error relative to the tolerance.
+    Chunked like the passes in `compare`; the per-chunk maxima combine exactly as one
+    maximum over all points would (nan included, as torch orders it: above everything).
+    """
+    max_abs, max_rel, best, worst = -math.inf, None, -math.inf, 0
+    zero, inf, minus_one = (torch.full((), v, dtype=torch.float64) for v in (0.0, math.inf, -1.0))
+    for start in range(0, got.numel(), CHUNK):
+        part = slice(start, start + CHUNK)
+        c, truth = counted[part], ref[part]
+        local = [(i - start, v) for i, v in overrides.items() if start <= i < start + CHUNK]
+        if local:
+            truth = truth.clone()
+            truth[torch.tensor([i for i, _ in local])] = torch.tensor([v for _, v in local], dtype=torch.float64)
+        err = torch.where(c, (got[part] - truth).abs(), zero)
+        err = torch.where(torch.isnan(err), inf, err)
+        scaled = torch.where(c, err / (atol + rtol * truth.abs()), minus_one)
+        at = int(scaled.argmax())  # torch: the first nan, else the first largest
+        value = scaled[at].item()
+        if not math.isnan(best) and (math.isnan(value) or value > best):
+            best, worst = value, start + at
+        if c.any():
+            max_abs = _max(max_abs, float(err[c].max()))
+        rel_ok = c & (truth.abs() > atol)
+        if rel_ok.any():
+            rel = float((err[rel_ok] / truth[rel_ok].abs()).max())
+            max_rel = rel if max_rel is None else _max(max_rel, rel)
+    return max_abs, 0.0 if max_rel is None else max_rel, worst
+
+
+def _max(a: float, b: float) -> float:
+    """max() that propagates nan, as a tensor's .max() does."""
+    return math.nan if math.isnan(a) or math.isnan(b) else max(a, b)
 
 
 def _ranges(

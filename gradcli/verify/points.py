@@ -52,7 +52,7 @@ def drawn_points(names: Sequence[str], count: int, seed: int) -> Points:
         drawn = low + (high - low) * torch.rand(count, generator=generator, dtype=torch.float64)
         # Each variable sees the special points in another order, so that pairs differ.
         values = torch.cat([special.roll(k), drawn])
-        tensors[name] = values.sort().values if len(names) == 1 else values
+        tensors[name] = _sort_in_place(values) if len(names) == 1 else values
     total = count + len(SPECIAL)
     specials = ", ".join(f"{v:g}" for v in SPECIAL if v >= 0)
     return Points(
@@ -60,3 +60,10 @@ def drawn_points(names: Sequence[str], count: int, seed: int) -> Points:
         f"{total:,} points: {count:,} uniform draws from [{low:g}, {high:g}] (seed {seed}) "
         f"and the special points {specials} (and their negatives)",
     )
+
+
+def _sort_in_place(values: torch.Tensor) -> torch.Tensor:
+    """`values` (a fresh CPU float64 tensor) sorted ascending, in place: numpy sorts 10^7
+    float64 in ~0.66 s CPU here against torch's 1.2 s, and in place there is no copy."""
+    values.numpy().sort()
+    return values
