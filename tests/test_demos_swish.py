@@ -3,6 +3,8 @@ and the Swish Function classes (correct and buggy) on their own."""
 
 from __future__ import annotations
 
+import shlex
+
 import pytest
 import sympy as sp
 import torch
@@ -114,7 +116,11 @@ def test_buggy_catches_each_mistake_and_exits_1(cli):
     assert "#>   likely cause: right at first order but wrong at second" in out
     assert "is at version 1; expected version 0 instead" in out
     assert "6 of 13 checks failed:" in out
-    assert "    $ gradcli check-function gradcli/demos/swish_buggy.py:SwishSavedSigma --ref 'swish(input, beta)' --order 2\n" in out
+    # The suggested path is the installed file's (relative only inside a checkout).
+    from gradcli.demos.runner import source_path
+
+    path = shlex.quote(source_path("swish_buggy"))
+    assert f"$ gradcli check-function {path}:SwishSavedSigma --ref 'swish(input, beta)' --order 2" in out
     failed = out[out.index("6 of 13 checks failed:"):].splitlines()[1:]
     assert [line.split()[1] for line in failed] == [
         "SwishTutorial's", "SwishCallsTensor's", "SwishWrongSign", "SwishNoBeta", "SwishSavedSigma", "SwishCtxInput",
