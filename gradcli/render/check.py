@@ -61,18 +61,26 @@ def _print_check(console: Any, result: Any) -> None:
         console.print(f"symbolic comparison skipped: {result.symbolic_skipped}", style="yellow")
     if result.comparisons:
         table = Table(title_justify="left", show_lines=False)
-        for column in ("derivative", "points", "max abs err", "max rel err", "worst at", "got", "exact",
-                       "outside domain", "kinks", "notes"):
-            table.add_column(column, justify="right" if column in ("points", "outside domain", "kinks") else "left")
+        notes = any(_notes(c) for c in result.comparisons)
+        for column in ("derivative", "points", "max abs err", "max rel err", "worst at", "got", "exact", "skipped",
+                       *(("notes",) if notes else ())):
+            table.add_column(column, justify="right" if column == "points" else "left",
+                             no_wrap=column in ("derivative", "points"))
         for c in result.comparisons:
             worst = dict(c.worst_at or {})
             got = worst.pop(c.candidate, "")
             exact = worst.pop("exact", "")
             where = ", ".join(f"{k}={_short(v)}" for k, v in worst.items())
             label = f"d/d{c.name}" if "," not in c.name else f"d2/d{c.name.replace(',', ' d')}"
+            skipped = ", ".join(
+                part for part in (
+                    f"{c.skipped_outside_domain:,} outside domain" if c.skipped_outside_domain else "",
+                    f"{c.kinks:,} kink{'s' if c.kinks != 1 else ''}" if c.kinks else "",
+                ) if part
+            )
             table.add_row(
-                f"{label} ({c.candidate})", f"{c.points:,}", _short(c.max_abs_err), _short(c.max_rel_err), where,
-                _short(got), _short(exact), f"{c.skipped_outside_domain:,}", f"{c.kinks:,}", _notes(c),
+                f"{label} {c.candidate}", f"{c.points:,}", _short(c.max_abs_err), _short(c.max_rel_err), where,
+                _short(got), _short(exact), skipped or "0", *((_notes(c),) if notes else ()),
                 style=None if c.ok else "red",
             )
         console.print(table)
@@ -90,7 +98,7 @@ def _print_check(console: Any, result: Any) -> None:
             console.print(f"{label}: {describe_gradcheck(verdict)}", style="red" if verdict.ok is False else None)
     for note in result.notes:
         console.print(f"note: {note}")
-    console.print(result.verdict(), style="bold green" if result.ok else "bold red")
+    console.print(result.verdict(), style="bold green" if result.ok else "bold red", soft_wrap=True, markup=False)
 
 
 def _print_formula(console: Any, label: str, pretty: str | None, text: str) -> None:
@@ -119,5 +127,5 @@ def _notes(c: Any) -> str:
 
 def _short(value: Any) -> str:
     if isinstance(value, float):
-        return f"{value:.6g}"
+        return f"{value:.4g}"
     return str(value)

@@ -42,4 +42,4 @@ def render_function(result: Any, *, as_json: bool) -> None:
         console.print(f"likely cause: {cause}", style="yellow", markup=False)
     for note in result.notes:
         console.print(f"note: {note}", markup=False)
-    console.print(result.verdict(), style="bold green" if result.ok else "bold red", markup=False)
+    console.print(result.verdict(), style="bold green" if result.ok else "bold red", markup=False, soft_wrap=True)

@@ -22,7 +22,9 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from ..errors import DomainError, UsageError
+from .. import limits
+from .._deep import run_deep
+from ..errors import DomainError, LimitError, ShapeError, UsageError, VariableError
 from ..library import Library
 from ..pipeline import load
 from ..variables import default_spec, make_leaves, resolve_dtype
@@ -59,42 +61,60 @@ def check(
     device: str = "cpu",
     seed: int | None = None,
     library_dirs: Sequence[Any] = (),
+    simplify: bool = True,
 ) -> CheckResult:
     """Check the gradient of `expression`; returns a CheckResult (`.ok`, readable `str()`).
 
     `var` gives values like --var: {"x": "linspace(-3, 3, 101)"} or ["x=linspace(-3,3,101)"].
     Without values, points come from the library entry's domain (when the expression is one
     library call) or `points` uniform draws (default DEFAULT_POINTS) plus special points.
+    `simplify=False` shows the derivatives as differentiated (saves up to SIMPLIFY_BUDGET s).
     Raises GradcliError for bad input (exit 2 on the command line).
     """
     if order not in (1, 2):
         raise UsageError(f"--order must be 1 or 2, not {order}")
     if points is not None and points < 1:
         raise UsageError("--points must be at least 1")
+    if points is not None and points > limits.MAX_ELEMENTS:  # refused before any allocation
+        raise LimitError(f"--points {points:,} is more than the limit of {limits.MAX_ELEMENTS:,}")
     resolve_dtype(dtype)
     options = [f"{k}={v}" for k, v in var.items()] if isinstance(var, Mapping) else list(var)
     program, library = load(expression, library_dirs)
-    plan = make_plan(program, library)
+    plan = run_deep(make_plan, program, library)  # a 20,000-level program recurses as deep
+    every_variable, program = program.variables, plan.program  # without dead statements
     default_rtol, default_atol = TOLERANCES[dtype]
     tol = {"rtol": default_rtol if rtol is None else rtol, "atol": default_atol if atol is None else atol}
     seed = int(torch.randint(0, 2**31 - 1, ()).item()) if seed is None else seed
     result = CheckResult(expression, order, dtype, plan.mode, "", tol, seed=seed)
+    unused = [v for v in every_variable if v not in program.variables]
+    if unused:
+        result.notes.append(f"not used by the output, so not checked: {', '.join(unused)}")
     if plan.mode in ("elementwise", "reduced"):
-        pts = _elementwise_points(program.variables, options, plan, points, seed, result)
-        _check_elementwise(result, program, plan, library, pts, device)
+        pts = _elementwise_points(program.variables, every_variable, options, plan, points, seed, result)
+        _check_elementwise(result, program, plan, library, pts, device, simplify)
     else:
-        leaves = make_leaves(program.variables, options, dtype="float64", device="cpu", seed=seed,
+        leaves = _finite(make_leaves)(every_variable, options, dtype="float64", device="cpu", seed=seed,
                              default=lambda name, index: EXACT_DEFAULT)
+        _drop(leaves, program.variables)
         result.points_source = _describe_leaves(leaves)
         _check_small(result, program, plan, library, leaves.tensors, device)
     return result
 
 
+def _drop(leaves: Any, names: Sequence[str]) -> None:
+    """Keep the leaves of `names` only (variables the output uses)."""
+    for table in (leaves.tensors, leaves.specs):
+        for name in [k for k in table if k not in names]:
+            del table[name]
+
+
 def _elementwise_points(
-    names: Sequence[str], options: list[str], plan: Plan, count: int | None, seed: int, result: CheckResult
+    names: Sequence[str], every_variable: Sequence[str], options: list[str], plan: Plan, count: int | None,
+    seed: int, result: CheckResult,
 ) -> dict[str, torch.Tensor]:
     if options:
-        leaves = make_leaves(names, options, dtype="float64", seed=seed, default=lambda n, i: default_spec(i))
+        leaves = _finite(make_leaves)(every_variable, options, dtype="float64", seed=seed, default=lambda n, i: default_spec(i))
+        _drop(leaves, names)
         if count is not None:
             result.notes.append("--points is ignored: --var gives the values")
         values = torch.broadcast_tensors(*(t.detach() for t in leaves.tensors.values()))
@@ -109,6 +129,20 @@ def _elementwise_points(
     return found.tensors
 
 
+def _finite(make: Any) -> Any:
+    """`make` (make_leaves), refusing nan/inf values: no derivative is compared at such a point."""
+
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        leaves = make(*args, **kwargs)
+        for name, tensor in leaves.tensors.items():
+            if not bool(torch.isfinite(tensor).all()):
+                raise VariableError(f"--var {name} holds nan or inf, where no derivative can be compared",
+                                    hint="gradcli trace ... --flow shows where a nan or inf goes")
+        return leaves
+
+    return checked
+
+
 def _describe_leaves(leaves: Any) -> str:
     parts = []
     for name, spec in leaves.specs.items():
@@ -118,7 +152,8 @@ def _describe_leaves(leaves: Any) -> str:
 
 
 def _check_elementwise(
-    result: CheckResult, program: Any, plan: Plan, library: Library, pts: dict[str, torch.Tensor], device: str
+    result: CheckResult, program: Any, plan: Plan, library: Library, pts: dict[str, torch.Tensor], device: str,
+    simplify: bool,
 ) -> None:
     torch_dtype = resolve_dtype(result.dtype)
     names = list(program.variables)
@@ -135,11 +170,13 @@ def _check_elementwise(
     targets = None
     try:
         forms = ew.formulas(plan, library, result.order, size)
-        targets, outside = ew.targets(forms, rounded, size)
+        targets, outside, near_kink = ew.targets(forms, rounded, size)
     except (SymbolicTimeout, Unsupported) as err:
         result.symbolic_skipped = f"{err}; gradcheck still runs"
+    except ShapeError as err:  # torch took the program, so this is a limit of the translation
+        result.symbolic_skipped = f"sympy could not translate it ({err.message}); gradcheck still runs"
     if targets is not None:
-        _show(result, forms.first, forms.second)
+        _show(result, forms.first, forms.second, simplify)
         first = [targets[n] for n in names]
         if names and all(bool(t.undefined.all()) for t in first):
             raise DomainError(
@@ -152,7 +189,7 @@ def _check_elementwise(
             result.published.append(
                 compare(value, targets[names[0]], candidate_name="published", largest=_largest(torch.float64), **_tol(result))
             )
-        keep = ~outside & ~ew.near_kinks(forms, rounded, size)
+        keep = ~outside & ~near_kink
         for t in first:
             keep &= ~t.undefined & torch.isfinite(t.reference)
     else:
@@ -160,14 +197,17 @@ def _check_elementwise(
     _gradchecks_elementwise(result, program, library, names, rounded, keep)
 
 
-def _show(result: CheckResult, first: dict[Any, Any], second: dict[Any, Any]) -> None:
+def _show(result: CheckResult, first: dict[Any, Any], second: dict[Any, Any], simplify: bool) -> None:
     import sympy
 
-    shown = simplify_all({**first, **second})
+    shown = simplify_all({**first, **second}) if simplify else {**first, **second}
     for key, expr in shown.items():
         if isinstance(key, str):
             result.symbolic[key] = sympy.sstr(expr)
-            result.pretty[key] = sympy.pretty(expr, use_unicode=True, wrap_line=False)
+            try:
+                result.pretty[key] = sympy.pretty(expr, use_unicode=True, wrap_line=False)
+            except Exception:  # noqa: BLE001 - sympy's pretty printer fails on some ITE forms
+                pass  # the renderer falls back to the plain form
         else:
             result.symbolic_second[",".join(key)] = sympy.sstr(expr)
 
@@ -255,6 +295,8 @@ def _check_small(
         targets = exact_targets(forms, rounded)
     except (SymbolicTimeout, Unsupported) as err:
         result.symbolic_skipped = f"{err}; gradcheck still runs"
+    except ShapeError as err:
+        result.symbolic_skipped = f"sympy could not translate it ({err.message}); gradcheck still runs"
     else:
         result.notes.append(
             f"{coupling} couple the elements: the gradient of sum(w*y) with distinct weights w is compared, "
@@ -277,5 +319,5 @@ def check_all(**options: Any) -> list[CheckResult]:
     results = []
     for name, entry in sorted(library.functions.items()):
         variable = entry.params[0].name
-        results.append(check(f"{name}({variable})", **options))
+        results.append(check(f"{name}({variable})", simplify=False, **options))
     return results

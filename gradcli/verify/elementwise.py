@@ -60,11 +60,14 @@ def pair_name(pair: tuple[str, str]) -> str:
     return ",".join(pair)
 
 
-def targets(forms: Formulas, points: dict[str, torch.Tensor], size: int) -> tuple[dict[Any, Target], torch.Tensor]:
-    """A Target per derivative on the float64 `points`, and the points where the function
-    itself is outside its domain."""
+def targets(
+    forms: Formulas, points: dict[str, torch.Tensor], size: int
+) -> tuple[dict[Any, Target], torch.Tensor, torch.Tensor]:
+    """A Target per derivative on the float64 `points`; the points where the function itself
+    is outside its domain; and those too close to a kink for finite differences."""
     env = {forms.symbols[name]: values for name, values in points.items()}
     outside = regions(forms.function, [], env, size)[0]
+    near_kink = torch.zeros(size, dtype=torch.bool)
     order = list(forms.symbols)
 
     def point(i: int) -> dict[str, Any]:
@@ -72,7 +75,9 @@ def targets(forms: Formulas, points: dict[str, torch.Tensor], size: int) -> tupl
 
     found: dict[Any, Target] = {}
     for key, expr in [*forms.first.items(), *forms.second.items()]:
-        undefined, kink, _ = regions(None, [expr], env, size)
+        undefined, kink, near = regions(None, [expr], env, size)
+        if isinstance(key, str):
+            near_kink |= near
         found[key] = Target(
             name=key if isinstance(key, str) else pair_name(key),
             reference=evaluate(expr, env, size),
@@ -81,14 +86,9 @@ def targets(forms: Formulas, points: dict[str, torch.Tensor], size: int) -> tupl
             exact=_exact_at(expr, forms, points),
             point=point,
             coords=points,
+            near=near,
         )
-    return found, outside
-
-
-def near_kinks(forms: Formulas, points: dict[str, torch.Tensor], size: int) -> torch.Tensor:
-    """Points too close to a branch change for finite differences."""
-    env = {forms.symbols[name]: values for name, values in points.items()}
-    return regions(None, list(forms.first.values()), env, size)[2]
+    return found, outside, near_kink
 
 
 def _exact_at(expr: Any, forms: Formulas, points: dict[str, torch.Tensor]) -> Callable[[list[int]], list[Any]]:

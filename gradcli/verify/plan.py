@@ -26,6 +26,7 @@ EXACT_MAX_ELEMENTS = 32
 @dataclass
 class Plan:
     mode: str  # elementwise | reduced | exact | skipped (skipped is decided with the sizes)
+    program: n.Program  # the program without statements the output does not use
     body: n.Program  # what is differentiated elementwise (the program, or the reduced body)
     reduction: str | None  # "sum" | "mean" for mode reduced
     coupling: tuple[str, ...]  # operations that couple elements (softmax, matmul, ...)
@@ -34,6 +35,7 @@ class Plan:
 
 
 def make_plan(program: n.Program, library: Library) -> Plan:
+    program = prune(program)
     kinds = _Kinds(library)
     scope: dict[str, set[str]] = {}
     for statement in program.statements:
@@ -41,7 +43,7 @@ def make_plan(program: n.Program, library: Library) -> Plan:
     coupling = kinds.visit(program.output, scope)
     entry, call = _single_call(program, library)
     if not coupling:
-        return Plan("elementwise", program, None, (), entry, call)
+        return Plan("elementwise", program, program, None, (), entry, call)
     # A final whole-tensor reduction, possibly bound to a name by the last statement.
     output, statements = program.output, program.statements
     if isinstance(output, n.Name) and statements and statements[-1].name == output.id:
@@ -53,8 +55,44 @@ def make_plan(program: n.Program, library: Library) -> Plan:
         body_output = output.args[0]  # type: ignore[union-attr]
         if not kinds.visit(body_output, inner_scope):
             body = n.Program(tuple(statements), body_output, program.variables, program.source)
-            return Plan("reduced", body, output.func, (), None, None)  # type: ignore[union-attr]
-    return Plan("exact", program, None, tuple(sorted(coupling)), None, None)
+            return Plan("reduced", program, body, output.func, (), None, None)  # type: ignore[union-attr]
+    return Plan("exact", program, program, None, tuple(sorted(coupling)), None, None)
+
+
+def prune(program: n.Program) -> n.Program:
+    """The program without the statements its output does not depend on, and with only the
+    variables it uses: a dead statement (`h = x @ x; x.exp()`) would otherwise be
+    differentiated, and may not even have an elementwise meaning."""
+    needed = _names(program.output)
+    kept = []
+    for statement in reversed(program.statements):
+        if statement.name in needed:
+            kept.append(statement)
+            needed = (needed - {statement.name}) | _names(statement.value)
+    used = set().union(_names(program.output), *(_names(s.value) for s in kept))
+    variables = tuple(v for v in program.variables if v in used)
+    if len(kept) == len(program.statements) and variables == program.variables:
+        return program
+    return n.Program(tuple(reversed(kept)), program.output, variables, program.source)
+
+
+def _names(node: n.Expr) -> set[str]:
+    found: set[str] = set()
+    stack: list[object] = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, n.Name):
+            found.add(item.id)
+        elif isinstance(item, n.Call):
+            stack.extend(item.args)
+            stack.extend(v for _, v in item.kwargs)
+        elif isinstance(item, (n.BinOp, n.Compare)):
+            stack += [item.left, item.right]
+        elif isinstance(item, n.UnaryOp):
+            stack.append(item.operand)
+        elif isinstance(item, n.Tuple):
+            stack.extend(item.items)
+    return found
 
 
 def _whole_reduction(node: n.Expr) -> bool:

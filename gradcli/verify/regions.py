@@ -110,6 +110,14 @@ class _Walker:
             self._boundary(self.value(cond.lhs), self.value(cond.rhs), active)
             self.walk(cond.lhs, active)
             self.walk(cond.rhs, active)
+        elif isinstance(cond, sympy.ITE):
+            # ITE(c, a, b): a counts only where c holds, b only where it does not (a branch of
+            # a folded clamp(softmax(clamp(w)**p)) holds w**p for w < 0, unselected there).
+            test, then, otherwise = cond.args
+            self._condition_kinks(test, active)
+            chosen = torch.as_tensor(self.evaluator.eval(test)).expand(self.size)
+            self._condition_kinks(then, active & chosen)
+            self._condition_kinks(otherwise, active & ~chosen)
         elif isinstance(cond, (sympy.And, sympy.Or, sympy.Not)):
             for arg in cond.args:
                 self._condition_kinks(arg, active)

@@ -23,7 +23,9 @@ T = TypeVar("T")
 #: Seconds allowed for translating to sympy and differentiating, for one check.
 SYMBOLIC_BUDGET = 30.0
 #: Seconds allowed for simplifying the derivatives shown to the user (all of them together).
-SIMPLIFY_BUDGET = 2.0
+SIMPLIFY_BUDGET = 1.0
+#: Larger formulas are shown as differentiated, unsimplified.
+SIMPLIFY_MAX_OPS = 40
 #: Points evaluated at once: bounds the memory of intermediate tensors on 10^7 points.
 CHUNK = 1_000_000
 
@@ -78,18 +80,23 @@ def tame(expr: Any) -> Any:
     return expr
 
 
-def simplify_all(exprs: dict[Any, Any], budget: float = SIMPLIFY_BUDGET) -> dict[Any, Any]:
-    """Simplified forms for display; the unsimplified form where time runs out."""
+def simplify_all(exprs: dict[Any, Any], budget: float | None = None) -> dict[Any, Any]:
+    """Simplified forms for display; the unsimplified form where time runs out or the
+    formula is larger than SIMPLIFY_MAX_OPS operations (simplify's cost grows fast)."""
     import sympy
 
     shown: dict[Any, Any] = {}
 
     def work() -> None:
         for key, expr in exprs.items():
-            shown[key] = sympy.simplify(expr)
+            if sympy.count_ops(expr) <= SIMPLIFY_MAX_OPS:
+                try:
+                    shown[key] = sympy.simplify(expr)
+                except Exception:  # noqa: BLE001 - a failed simplification shows the plain form
+                    pass
 
     try:
-        within(budget, work)
+        within(SIMPLIFY_BUDGET if budget is None else budget, work)
     except SymbolicTimeout:
         pass
     return {key: shown.get(key, expr) for key, expr in exprs.items()}
@@ -234,5 +241,6 @@ def _functions() -> dict[Any, Callable[..., Any]]:
         sp.And: lambda *a: _fold(torch.logical_and, list(a)),
         sp.Or: lambda *a: _fold(torch.logical_or, list(a)),
         sp.Not: torch.logical_not,
+        sp.ITE: lambda c, a, b: torch.where(torch.as_tensor(c), torch.as_tensor(a), torch.as_tensor(b)),
     })
     return _TABLE

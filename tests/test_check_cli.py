@@ -1,0 +1,104 @@
+"""`gradcli check` and `gradcli check-function` on the command line: exit status, text, JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from gradcli.library import default_library
+
+FUNCTIONS = Path(__file__).parent / "fixtures" / "functions.py"
+
+
+def test_check_json_follows_the_contract(cli):
+    result = cli("check", "x*sigmoid(x)", "--var", "x=linspace(-3,3,61)", "--json")
+    assert result.exit_code == 0
+    doc = json.loads(result.stdout)
+    assert list(doc)[:6] == ["expression", "ok", "order", "symbolic", "variables", "gradcheck"]
+    assert doc["expression"] == "x*sigmoid(x)" and doc["ok"] is True and doc["order"] == 1
+    assert set(doc["symbolic"]) == {"x"}
+    (var,) = doc["variables"]
+    assert var["name"] == "x" and var["points"] == 61 and var["skipped_outside_domain"] == 0
+    assert var["max_abs_err"] < 1e-14 and var["max_rel_err"] < 1e-12
+    assert set(var["worst_at"]) == {"x", "autograd", "exact"}
+    assert doc["gradcheck"] == {"ok": True, "fast_mode": False, "message": None, "points": 61}
+    assert "gradgradcheck" not in doc
+
+
+def test_check_order_2_json_has_gradgradcheck(cli):
+    doc = json.loads(cli("check", "swish(x)", "--order", "2", "--json").stdout)
+    assert doc["gradgradcheck"]["ok"] is True
+    assert [v["name"] for v in doc["second_derivatives"]] == ["x,x"]
+    assert doc["published"][0]["candidate"] == "published"
+
+
+def test_log_one_plus_exp_exits_1_and_says_where(cli):
+    result = cli("check", "log(1+exp(x))", "--var", "x=linspace(-1000,1000,100001)")
+    assert result.exit_code == 1
+    assert "PROBLEM: autograd gives nan for x from 709.8 to 1000 where the true d/dx is 1 (14,511 points)" in result.stdout
+
+
+def test_softplus_exits_0(cli):
+    result = cli("check", "softplus(x)", "--var", "x=linspace(-1000,1000,100001)")
+    assert result.exit_code == 0, result.stdout
+    assert result.stdout.splitlines()[-1].startswith("OK: autograd agrees")
+
+
+def test_text_output_has_the_derivative_table_and_verdict(cli):
+    result = cli("check", "log(x)", "--var", "x=linspace(-2,2,401)")
+    assert result.exit_code == 0
+    out = result.stdout
+    assert "       1\nd/dx = ─\n       x\n" in out  # sympy's pretty print
+    assert "201 outside domain" in out
+    assert "gradcheck: passed (fast mode, 200 input elements)" not in out  # 200 <= 300: slow mode
+    assert "gradcheck: passed (slow mode, 200 input elements)" in out
+
+
+def test_nothing_in_the_domain_exits_2_with_a_hint(cli):
+    result = cli("check", "log(x)", "--var", "x=linspace(-2,-1,5)")
+    assert result.exit_code == 2
+    assert "outside the domain" in result.stderr and "--var" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_check_all(cli):
+    result = cli("check", "--all", "--json")
+    assert result.exit_code == 0
+    doc = json.loads(result.stdout)
+    assert doc["ok"] is True
+    assert len(doc["results"]) == len(default_library().functions)
+
+
+def test_check_usage_errors(cli):
+    assert cli("check").exit_code == 2
+    assert cli("check", "x", "--order", "3").exit_code == 2
+    assert cli("check", "--all", "x").exit_code == 2
+
+
+def test_check_function_right(cli):
+    result = cli("check-function", f"{FUNCTIONS}:Swish", "--ref", "x*sigmoid(x)", "--order", "2")
+    assert result.exit_code == 0, result.stdout
+    assert "x = [-2.5, -1.0, -0.5, -0.1, 0.2, 0.5, 1.0, 2.5] (default)" in result.stdout
+
+
+def test_check_function_saved_intermediate(cli):
+    result = cli("check-function", f"{FUNCTIONS}:SwishSavedSigmoid", "--var", "x=[0.5]", "--order", "2")
+    assert result.exit_code == 1
+    assert "x[0] (= 0.5) -> grad[0]: expected 0.441229, got 0.235004" in result.stdout
+    assert "likely cause: right at first order but wrong at second" in result.stdout
+
+
+def test_check_function_json(cli):
+    result = cli("check-function", f"{FUNCTIONS}:MulSwapped", "--json")
+    assert result.exit_code == 1
+    doc = json.loads(result.stdout)
+    assert doc["ok"] is False and doc["gradcheck"]["ok"] is False
+    assert doc["first_order"][0]["shown"][0]["element"] == "x[0]"
+    assert "wrong order" in doc["likely_causes"][0]
+
+
+def test_check_function_bad_input_exits_2(cli):
+    for target in ("nowhere.py:F", f"{FUNCTIONS}:Nope", f"{FUNCTIONS}:NotAFunction", f"{FUNCTIONS}:TooFewGradients"):
+        result = cli("check-function", target)
+        assert result.exit_code == 2, target
+        assert result.stderr.startswith("error: ") and "Traceback" not in result.stderr
