@@ -60,7 +60,10 @@ def reports_errors(command: F) -> F:
 def read_expression(expr: str) -> str:
     """EXPR as given, or the text of `@FILE`, or stdin for `-`."""
     if expr == "-":
-        return sys.stdin.read()
+        try:
+            return sys.stdin.read()
+        except UnicodeDecodeError as err:
+            raise UsageError(f"cannot read the expression from stdin: {err}") from None
     if expr.startswith("@"):
         path = Path(expr[1:])
         try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import difflib
 import math
+import warnings
 from typing import Any, Mapping, Protocol
 
 from .. import limits
@@ -56,6 +57,8 @@ _REFUSED = {
     ast.Tuple: ("tuples are only allowed as a dim argument (dim=(0, 1))", "give tensor values with --var x=[1, 2, 3]"),
     ast.List: ("lists are only allowed as a dim argument (dim=[0, 1])", "give tensor values with --var x=[1, 2, 3]"),
 }
+#: Module names PyTorch users write before a function (torch.exp); the language has none.
+_MODULES = ("torch", "math", "np", "numpy")
 _BINOP_HINTS = {
     ast.BitXor: "use ** for powers (x**2), not ^",
     ast.FloorDiv: "use / for division",
@@ -164,7 +167,10 @@ class _Parser:
 
     def _python_parse(self, source: str) -> ast.Module:
         try:
-            return ast.parse(source, mode="exec")
+            with warnings.catch_warnings():
+                # Python warns on stderr about "1or x" (invalid decimal literal); the refusal says it.
+                warnings.simplefilter("ignore", SyntaxWarning)
+                return ast.parse(source, mode="exec")
         except SyntaxError as err:
             line = err.lineno or 1
             col = max((err.offset or 1) - 1, 0)
@@ -348,6 +354,10 @@ class _Parser:
             name, method, receiver = func.attr, True, func.value
         else:
             raise ParseError("only named functions can be called", span=self.span(func))
+        if method and isinstance(receiver, ast.Name) and receiver.id in _MODULES:
+            # torch.exp(x) would otherwise read as the method exp on a variable 'torch'.
+            raise ParseError(f"module prefixes ({receiver.id}.) are not part of the language",
+                             span=self.span(func), hint=f"call {name}(...) without the prefix")
         signature = self._lookup(name, method, func)
         for keyword in node.keywords:
             if keyword.arg is None:

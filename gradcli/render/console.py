@@ -18,7 +18,9 @@ def make_console(*, stderr: bool = False) -> Any:
 
     stream = sys.stderr if stderr else sys.stdout
     terminal = stream.isatty()
-    width = None if terminal else int(os.environ.get("COLUMNS", PLAIN_WIDTH))
+    columns = os.environ.get("COLUMNS", "")
+    # COLUMNS=wide (or empty) is the environment's mistake, not the user's: keep the default.
+    width = None if terminal else (int(columns) if columns.isdigit() and int(columns) > 0 else PLAIN_WIDTH)
     return Console(
         file=stream,
         no_color=bool(os.environ.get("NO_COLOR")) or not terminal,
