@@ -394,8 +394,9 @@ def programs(draw: Any, max_depth: int = 4, max_assignments: int = 2) -> Case:
     output = draw(expressions(leaves, max_depth))
     if not output.grads:  # a constant program has no gradient to check
         c, v = output, leaves[0]
+        c = c if broadcast(c.shape, v.shape) is not None else shrink_to_scalar(c)
         output = _compound(f"{c.wrapped()} + {v.text}", lambda env: c.fn(env) + v.fn(env),
-                           (c.lo + v.lo, c.hi + v.hi), v.shape, c, v)
+                           (c.lo + v.lo, c.hi + v.hi), broadcast(c.shape, v.shape), c, v)
     used = frozenset().union(output.names, *(e.names for _, e in assignments))
     values = {v: draw(box_values(shapes[v], boxes[v])) for v in sorted(used)}
     return Case(tuple(assignments), output, values)
