@@ -194,3 +194,19 @@ def test_library_option_adds_a_folder(cli, tmp_path):
     assert json.loads(result.stdout)["result"]["value"] == 6.0
     (tmp_path / "bad.toml").write_text("[oops\n", encoding="utf-8")
     assert_refused(cli("trace", "x", "--library", str(tmp_path)), "not valid TOML")
+
+
+def test_console_script_exits_with_the_command_status_and_flushed_output(tmp_path):
+    """main() leaves with os._exit (no interpreter teardown): the output must still arrive
+    whole and the status must be the command's."""
+    import subprocess
+    import sys
+
+    ok = subprocess.run([sys.executable, "-m", "gradcli", "list", "--json"], capture_output=True, text=True)
+    assert ok.returncode == 0
+    assert json.loads(ok.stdout)["functions"]
+    bad = subprocess.run([sys.executable, "-m", "gradcli", "trace", "sigmod(x)"], capture_output=True, text=True)
+    assert bad.returncode == 2
+    assert bad.stderr.startswith("error: unknown function 'sigmod'")
+    usage = subprocess.run([sys.executable, "-m", "gradcli", "nosuchcommand"], capture_output=True, text=True)
+    assert usage.returncode == 2

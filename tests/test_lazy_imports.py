@@ -22,9 +22,9 @@ from gradcli.build.to_torch import broadcast_shape
 PROBE = """
 import json, sys
 sys.argv = ["gradcli", *json.loads(sys.argv[1])]
-from gradcli.cli import main
+from gradcli.cli import app  # main() would os._exit before the report below
 try:
-    main()
+    app()
 except SystemExit:
     pass
 sys.stdout.flush()

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from .. import limits
 from .._deep import run_deep
+from .._quiet_gc import paused_gc
 from ..errors import ArgumentError, GradcliError, LimitError, ShapeError, Span, UnknownNameError
 from ..language import nodes as n
 from ..language.ops import OPS, Op, resolve_torch
@@ -61,7 +62,8 @@ def build(
         raise UnknownNameError(f"no value for the variable '{missing[0]}'", hint=f"give one with --var {missing[0]}=...")
     builder = _TorchBuilder(dict(leaves), library)
     try:
-        return run_deep(builder.program, program)
+        with paused_gc():  # a long program allocates many objects and no cycles
+            return run_deep(builder.program, program)
     except GradcliError as err:
         raise err.at(program.source)
 

@@ -23,7 +23,7 @@ from ..variables import make_tensor, parse_spec
 from .explain import PassError, nonleaf_note
 from .flow import FlowRecorder, FlowStep, plain_steps
 from .graph import Graph, Labels, leaf_ids, walk_graph
-from .quiet_gc import paused_gc
+from .._quiet_gc import paused_gc
 from .passes import PassPlan, current_grad, names_with_grad, run_passes, second_derivative
 from .values import described, dtype_name, full_value
 

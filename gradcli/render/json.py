@@ -22,7 +22,7 @@ import math
 from typing import Any
 
 from ..errors import Span
-from ..inspect.quiet_gc import paused_gc
+from .._quiet_gc import paused_gc
 
 
 def finite_safe(value: Any) -> Any:

@@ -1,7 +1,7 @@
 """Pause Python's cyclic garbage collector while building large acyclic data.
 
-Walking a 20,000-node graph or writing its JSON allocates hundreds of thousands of small
-dicts and lists while the autograd graph keeps as many objects alive; the collector then
+Parsing or building a 20,000-statement program, walking its graph or writing its JSON
+allocates hundreds of thousands of small objects while as many stay alive; the collector then
 rescans everything again and again (measured: 2-3x the walk's own time) to find no cycles.
 The pause is short and the collector is restored to its previous state afterwards.
 """
