@@ -223,7 +223,7 @@ def power(draw: Any, sub: Callable[[], Expr]) -> Expr:
         if broadcast(a.shape, b.shape) is None:
             b = shrink_to_scalar(b)
         logs = (math.log(a.lo), math.log(a.hi))
-        interval = tuple(math.exp(v) for v in interval_mul(logs, (b.lo, b.hi)))
+        interval = tuple(math.exp(min(v, 700.0)) for v in interval_mul(logs, (b.lo, b.hi)))  # 700: no overflow
         b_text, fn = b.wrapped() if form == "{a} ** {b}" else b.text, (lambda env: a.fn(env) ** b.fn(env))
         shape, parts = broadcast(a.shape, b.shape), (a, b)
     if not bounded(interval):
