@@ -196,13 +196,13 @@ def _signature(name: str, path: Path, entry: dict[str, Any]) -> tuple[Param, ...
         if not isinstance(arg, ast.Name):
             raise LibraryError(f"{where}: positional parameters are plain names")
         params.append(Param(arg.id, "scalar"))
-    for keyword in call.keywords:
-        default = _number(keyword.value)
-        if keyword.arg is None or default is None:
+    for option in call.keywords:
+        default = _number(option.value)
+        if option.arg is None or default is None:
             raise LibraryError(f"{where}: a parameter with a default is name=number")
         if not abs(default) <= limits.MAX_CONSTANT:  # also refuses nan; big ints compare exactly
-            raise LibraryError(f"{where}: the default of '{keyword.arg}' must be a finite number up to {limits.MAX_CONSTANT:g}")
-        params.append(Param(keyword.arg, "scalar", default))
+            raise LibraryError(f"{where}: the default of '{option.arg}' must be a finite number up to {limits.MAX_CONSTANT:g}")
+        params.append(Param(option.arg, "scalar", default))
     names = [p.name for p in params]
     if not params or len(set(names)) != len(names):
         raise LibraryError(f"{where}: needs at least one parameter, each named once")
@@ -293,21 +293,8 @@ def _function(
 
 def calls(program: n.Program) -> set[str]:
     """The names of every function a program calls."""
-    found: set[str] = set()
-    stack: list[Any] = [s.value for s in program.statements] + [program.output]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, n.Call):
-            found.add(node.func)
-            stack.extend(node.args)
-            stack.extend(v for _, v in node.kwargs)
-        elif isinstance(node, (n.BinOp, n.Compare)):
-            stack += [node.left, node.right]
-        elif isinstance(node, n.UnaryOp):
-            stack.append(node.operand)
-        elif isinstance(node, n.Tuple):
-            stack.extend(node.items)
-    return found
+    roots = [s.value for s in program.statements] + [program.output]
+    return {node.func for node in n.walk(*roots) if isinstance(node, n.Call)}
 
 
 def _calls(program: n.Program | None, name: str) -> bool:

@@ -7,7 +7,7 @@ of `==` and `repr`, so `parse("x+1") == parse("x + 1")`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Iterator, Union
 
 from ..errors import Span
 
@@ -115,3 +115,25 @@ COMPARISONS = {">", ">=", "<", "<="}
 CONSTANTS = {"pi", "e"}
 #: Every expression node class, for isinstance checks.
 EXPR_TYPES = (Num, Const, Name, Tuple, UnaryOp, BinOp, Compare, Call)
+
+
+def children(node: Expr) -> tuple[Expr, ...]:
+    """The expressions directly inside `node`, in source order."""
+    if isinstance(node, Call):
+        return (*node.args, *(value for _, value in node.kwargs))
+    if isinstance(node, (BinOp, Compare)):
+        return (node.left, node.right)
+    if isinstance(node, UnaryOp):
+        return (node.operand,)
+    if isinstance(node, Tuple):
+        return node.items
+    return ()
+
+
+def walk(*roots: Expr) -> Iterator[Expr]:
+    """Every node under `roots`, roots included; iterative, so any depth is fine."""
+    stack = list(reversed(roots))
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(children(node)))

@@ -77,22 +77,7 @@ def prune(program: n.Program) -> n.Program:
 
 
 def _names(node: n.Expr) -> set[str]:
-    found: set[str] = set()
-    stack: list[object] = [node]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, n.Name):
-            found.add(item.id)
-        elif isinstance(item, n.Call):
-            stack.extend(item.args)
-            stack.extend(v for _, v in item.kwargs)
-        elif isinstance(item, (n.BinOp, n.Compare)):
-            stack += [item.left, item.right]
-        elif isinstance(item, n.UnaryOp):
-            stack.append(item.operand)
-        elif isinstance(item, n.Tuple):
-            stack.extend(item.items)
-    return found
+    return {item.id for item in n.walk(node) if isinstance(item, n.Name)}
 
 
 def _whole_reduction(node: n.Expr) -> bool:
