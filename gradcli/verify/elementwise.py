@@ -21,8 +21,8 @@ from ..library import Library
 from .arbitrate import exact_function
 from .compare import Target
 from .plan import Plan
-from .regions import regions
-from .symbolic import SYMBOLIC_BUDGET, evaluate, real_symbols, tame, within
+from .regions import analyse, regions
+from .symbolic import SYMBOLIC_BUDGET, real_symbols, tame, within
 
 
 @dataclass
@@ -75,12 +75,12 @@ def targets(
 
     found: dict[Any, Target] = {}
     for key, expr in [*forms.first.items(), *forms.second.items()]:
-        undefined, kink, near = regions(None, [expr], env, size)
+        undefined, kink, near, reference = analyse(expr, env, size)
         if isinstance(key, str):
             near_kink |= near
         found[key] = Target(
             name=key if isinstance(key, str) else pair_name(key),
-            reference=evaluate(expr, env, size),
+            reference=reference,
             undefined=undefined | outside,
             kink=kink,
             exact=_exact_at(expr, forms, points),

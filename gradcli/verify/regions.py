@@ -138,15 +138,32 @@ def regions(
     derivative changes branch exactly there. `near_kink`: within NEAR_KINK (relative) of a
     branch change, too close for finite differences. Computed in chunks of CHUNK points.
     """
+    return _chunked(function, derivatives, env, size, value_of=None)[:3]  # type: ignore[return-value]
+
+
+def analyse(
+    derivative: Any, env: Mapping[Any, torch.Tensor], size: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`regions(None, [derivative], ...)` and the derivative's float64 value, in one walk
+    (the value reuses the subexpressions the walk evaluated)."""
+    return _chunked(None, [derivative], env, size, value_of=derivative)  # type: ignore[return-value]
+
+
+def _chunked(
+    function: Any, derivatives: list[Any], env: Mapping[Any, torch.Tensor], size: int, value_of: Any
+) -> tuple[torch.Tensor, ...]:
     parts = []
     for start in range(0, max(size, 1), CHUNK):
         stop = min(start + CHUNK, size)
         chunk = {s: (v[start:stop] if v.dim() else v) for s, v in env.items()}
-        parts.append(_regions(function, derivatives, chunk, stop - start))
-    return tuple(torch.cat([p[i] for p in parts]) for i in range(3))  # type: ignore[return-value]
+        parts.append(_regions(function, derivatives, chunk, stop - start, value_of))
+    count = 4 if value_of is not None else 3
+    return tuple(torch.cat([p[i] for p in parts]) for i in range(count))
 
 
-def _regions(function: Any, derivatives: list[Any], env: Mapping[Any, torch.Tensor], size: int) -> Any:
+def _regions(
+    function: Any, derivatives: list[Any], env: Mapping[Any, torch.Tensor], size: int, value_of: Any
+) -> tuple[torch.Tensor, ...]:
     walker = _Walker(env, size)
     for expr in derivatives:
         walker.walk(expr)
@@ -156,4 +173,6 @@ def _regions(function: Any, derivatives: list[Any], env: Mapping[Any, torch.Tens
         outer = _Walker(env, size)
         outer.walk(function)
         walker.undefined |= outer.undefined
+    if value_of is not None:
+        return walker.undefined, walker.kink, walker.near, walker.value(value_of)
     return walker.undefined, walker.kink, walker.near
