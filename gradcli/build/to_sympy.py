@@ -18,6 +18,7 @@ from ..errors import ArgumentError, GradcliError, LimitError, ShapeError, Unknow
 from ..language import nodes as n
 from ..language.ops import OPS, Op
 from ..language.parser import bind
+from .interpreter import Interpreter
 
 if TYPE_CHECKING:
     from ..library import Library
@@ -58,7 +59,9 @@ def symbolic_number(value: int | float | bool) -> Any:
     return sympy.Rational(repr(value))
 
 
-class _SympyTranslator:
+class _SympyTranslator(Interpreter):
+    what = "sympy translator"
+
     def __init__(self, values: Mapping[str, Any], library: "Library") -> None:
         import numpy
         import sympy
@@ -82,13 +85,6 @@ class _SympyTranslator:
         for statement in program.statements:
             self.env[statement.name] = self.visit(statement.value)
         return self.visit(program.output)
-
-    # -- dispatch ----------------------------------------------------------------------------
-    def visit(self, node: n.Expr) -> Any:
-        visit = getattr(self, f"visit_{type(node).__name__}", None)
-        if visit is None:
-            raise GradcliError(f"the sympy translator cannot interpret {type(node).__name__} nodes", span=node.span)
-        return visit(node)
 
     def visit_Num(self, node: n.Num) -> Any:
         return self._array(symbolic_number(node.value))
@@ -130,12 +126,12 @@ class _SympyTranslator:
         op = OPS.get(node.func)
         if op is not None:
             return self._call_op(op, node)
-        return self._call_library(node)
+        return self.call_library(node)
 
     # -- calls -------------------------------------------------------------------------------
     def _call_op(self, op: Op, node: n.Call) -> Any:
         bound = bind(op, node)
-        values = [self._option(p.kind, self._value(bound[p.name])) for p in op.params]
+        values = [self._option(p.kind, self.argument(bound[p.name])) for p in op.params]
         if op.name == "pow":
             self._check_power(values[0], values[1], node)
         if op.kind != "elementwise":
@@ -176,27 +172,11 @@ class _SympyTranslator:
             return bool(value.item() if hasattr(value, "item") else value)
         return _plain_int(value)
 
-    def _value(self, value: Any) -> Any:
+    def argument(self, value: Any) -> Any:
         """A bound argument: a node to translate, or a default from the signature."""
-        if isinstance(value, n.EXPR_TYPES):
-            return self.visit(value)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return self._array(symbolic_number(value))
-        return value
-
-    def _call_library(self, node: n.Call) -> Any:
-        function = self.library.functions.get(node.func)
-        if function is None:
-            raise UnknownNameError(f"unknown function '{node.func}'", span=node.span)
-        bound = bind(function, node)
-        env = {name: self._value(value) for name, value in bound.items()}
-        saved, self.env = self.env, env
-        try:
-            for statement in function.body.statements:
-                self.env[statement.name] = self.visit(statement.value)
-            return self.visit(function.body.output)
-        finally:
-            self.env = saved
+        return super().argument(value)
 
     def _check_power(self, left: Any, right: Any, node: n.Expr) -> None:
         # sympy computes Integer**Integer exactly: 9**9**9 would never finish. The same

@@ -20,7 +20,7 @@ from .._quiet_gc import paused_gc
 from ..errors import ArgumentError, GradcliError, LimitError, ShapeError, Span, UnknownNameError
 from ..language import nodes as n
 from ..language.ops import OPS, Op, resolve_torch
-from ..language.parser import bind
+from .interpreter import Interpreter
 
 if TYPE_CHECKING:
     import torch
@@ -68,7 +68,9 @@ def build(
         raise err.at(program.source)
 
 
-class _TorchBuilder:
+class _TorchBuilder(Interpreter):
+    what = "torch builder"
+
     def __init__(self, env: dict[str, Any], library: "Library") -> None:
         import torch
 
@@ -88,13 +90,6 @@ class _TorchBuilder:
             self.bindings.append((statement.name, value))
         output = self.visit(program.output)
         return Built(output, self.leaves, self.bindings)
-
-    # -- dispatch ----------------------------------------------------------------------------
-    def visit(self, node: n.Expr) -> Any:
-        visit = getattr(self, f"visit_{type(node).__name__}", None)
-        if visit is None:
-            raise GradcliError(f"the torch builder cannot interpret {type(node).__name__} nodes", span=node.span)
-        return visit(node)
 
     def visit_Num(self, node: n.Num) -> Any:
         return node.value
@@ -139,7 +134,7 @@ class _TorchBuilder:
         op = OPS.get(node.func)
         if op is not None:
             return self._call_op(op, node)
-        return self._call_library(node)
+        return self.call_library(node)
 
     # -- calls -------------------------------------------------------------------------------
     def _call_op(self, op: Op, node: n.Call) -> Any:
@@ -169,28 +164,6 @@ class _TorchBuilder:
         if kind == "tensor" and isinstance(value, (int, float)) and not isinstance(value, bool):
             return self.torch.tensor(value, dtype=self.dtype, device=self.device)
         return value
-
-    def _call_library(self, node: n.Call) -> Any:
-        function = self.library.functions.get(node.func)
-        if function is None:
-            raise UnknownNameError(f"unknown function '{node.func}'", span=node.span)
-        bound = bind(function, node)
-        env = {
-            name: self.visit(value) if isinstance(value, n.EXPR_TYPES) else value
-            for name, value in bound.items()
-        }
-        saved, self.env = self.env, env
-        try:
-            for statement in function.body.statements:
-                self.env[statement.name] = self.visit(statement.value)
-            return self.visit(function.body.output)
-        except GradcliError as err:
-            # Point at the call in the user's text, not into the library body.
-            raise type(err)(
-                f"in {node.func}(...): {err.message}", span=node.span, hint=err.hint
-            ) from None
-        finally:
-            self.env = saved
 
     # -- applying torch ----------------------------------------------------------------------
     def _apply(

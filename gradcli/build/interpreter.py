@@ -1,0 +1,52 @@
+"""What the torch builder and the sympy translator share: dispatch and library calls.
+
+Both walk the same AST with one `visit_<Node>` method per node type; an unknown node is an
+error, never a silent fallback. A call to a library function evaluates its arguments once,
+then the function's body with its parameters bound to them (let-semantics: an argument used
+twice in the body is computed once, as in the PyTorch code the body stands for).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..errors import GradcliError, UnknownNameError
+from ..language import nodes as n
+from ..language.parser import bind
+
+if TYPE_CHECKING:
+    from ..library import Library
+
+
+class Interpreter:
+    """Base of the two interpreters; subclasses set `env`, `library` and `what`."""
+
+    env: dict[str, Any]
+    library: "Library"
+    what = "interpreter"  # for the message about a node type nobody can read
+
+    def visit(self, node: n.Expr) -> Any:
+        visit = getattr(self, f"visit_{type(node).__name__}", None)
+        if visit is None:
+            raise GradcliError(f"the {self.what} cannot interpret {type(node).__name__} nodes", span=node.span)
+        return visit(node)
+
+    def argument(self, value: Any) -> Any:
+        """A bound argument's value: a node is visited; a signature default is taken as is."""
+        return self.visit(value) if isinstance(value, n.EXPR_TYPES) else value
+
+    def call_library(self, node: n.Call) -> Any:
+        function = self.library.functions.get(node.func)
+        if function is None:
+            raise UnknownNameError(f"unknown function '{node.func}'", span=node.span)
+        env = {name: self.argument(value) for name, value in bind(function, node).items()}
+        saved, self.env = self.env, env
+        try:
+            for statement in function.body.statements:
+                self.env[statement.name] = self.visit(statement.value)
+            return self.visit(function.body.output)
+        except GradcliError as err:
+            # Point at the call in the user's text, not into the library body.
+            raise type(err)(f"in {node.func}(...): {err.message}", span=node.span, hint=err.hint) from None
+        finally:
+            self.env = saved
