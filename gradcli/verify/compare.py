@@ -93,17 +93,25 @@ def compare(
     # The passes over all P points run CHUNK points at a time (same values): on 10^7 points
     # each whole-size temporary is 80 MB, which malloc maps fresh and the kernel faults in
     # page by page every time; chunk-sized ones are reused from the heap.
+    # The same pass gathers each chunk's errors (`_chunk_errors`) from the differences it
+    # computed anyway; only chunks holding an arbitrated point are measured again below.
     close = torch.empty(got.numel(), dtype=torch.bool)
     disputed_parts = []
+    chunk_errors = {}
     for start in range(0, got.numel(), CHUNK):
         part = slice(start, start + CHUNK)
         g, r, v = got[part], ref[part], valid[part]
         finite = torch.isfinite(r)
-        overflow = v & ((finite & (r.abs() > largest)) | (torch.isinf(r) & (g == r)))
-        result.beyond_range += int(overflow.sum())
-        v = v & ~overflow
-        c = close[part] = v & finite & torch.isfinite(g) & ((g - r).abs() <= atol + rtol * r.abs())
+        size = r.abs()
+        big = size > largest  # finite beyond the dtype's range, or infinite
+        if big.any():  # rare: the overflow masks only where some value is that large
+            overflow = v & big & (finite | (g == r))
+            result.beyond_range += int(overflow.sum())
+            v = v & ~overflow
+        gap, tol = (g - r).abs(), atol + rtol * size
+        c = close[part] = v & finite & torch.isfinite(g) & (gap <= tol)
         disputed_parts.append((v & ~c).nonzero().flatten() + start)
+        chunk_errors[start] = _chunk_errors(c, gap, tol, size, atol)
     disputed = torch.cat(disputed_parts).tolist() if disputed_parts else []
     result.disagreeing = len(disputed)
     chosen = sample(disputed, ARBITRATE_LIMIT)
@@ -134,7 +142,7 @@ def compare(
         counted[torch.tensor(decided_idx)] = True
     result.points = int(counted.sum())
     if result.points:
-        max_abs, max_rel, worst = _errors(got, ref, counted, overrides, atol, rtol)
+        max_abs, max_rel, worst = _errors(got, ref, counted, overrides, atol, rtol, chunk_errors)
         result.max_abs_err = _plain(max_abs)
         result.max_rel_err = _plain(max_rel)
         truth = overrides.get(worst, ref[worst].item())
@@ -145,37 +153,54 @@ def compare(
 
 
 def _errors(
-    got: torch.Tensor, ref: torch.Tensor, counted: torch.Tensor, overrides: dict[int, float], atol: float, rtol: float
+    got: torch.Tensor, ref: torch.Tensor, counted: torch.Tensor, overrides: dict[int, float], atol: float, rtol: float,
+    measured: dict[int, tuple[float | None, float | None, float, int]],
 ) -> tuple[float, float, int]:
     """Over the counted points, against the truth (`ref`, or the arbitrated value in
     `overrides`): the largest absolute error, the largest relative error (where |truth| >
     atol; 0.0 if none) and the first point with the largest error relative to the tolerance.
-    Chunked like the passes in `compare`; the per-chunk maxima combine exactly as one
-    maximum over all points would (nan included, as torch orders it: above everything).
+    Chunked like the passes in `compare`, whose `measured` errors per chunk start are used
+    where no override falls; the per-chunk maxima combine exactly as one maximum over all
+    points would (nan included, as torch orders it: above everything).
     """
     max_abs, max_rel, best, worst = -math.inf, None, -math.inf, 0
-    zero, inf, minus_one = (torch.full((), v, dtype=torch.float64) for v in (0.0, math.inf, -1.0))
     for start in range(0, got.numel(), CHUNK):
-        part = slice(start, start + CHUNK)
-        c, truth = counted[part], ref[part]
         local = [(i - start, v) for i, v in overrides.items() if start <= i < start + CHUNK]
         if local:
-            truth = truth.clone()
+            part = slice(start, start + CHUNK)
+            truth = ref[part].clone()
             truth[torch.tensor([i for i, _ in local])] = torch.tensor([v for _, v in local], dtype=torch.float64)
-        err = torch.where(c, (got[part] - truth).abs(), zero)
-        err = torch.where(torch.isnan(err), inf, err)
-        scaled = torch.where(c, err / (atol + rtol * truth.abs()), minus_one)
-        at = int(scaled.argmax())  # torch: the first nan, else the first largest
-        value = scaled[at].item()
+            size = truth.abs()
+            part_abs, part_rel, value, at = _chunk_errors(
+                counted[part], (got[part] - truth).abs(), atol + rtol * size, size, atol
+            )
+        else:
+            part_abs, part_rel, value, at = measured[start]
         if not math.isnan(best) and (math.isnan(value) or value > best):
             best, worst = value, start + at
-        if c.any():
-            max_abs = _max(max_abs, float(err[c].max()))
-        rel_ok = c & (truth.abs() > atol)
-        if rel_ok.any():
-            rel = float((err[rel_ok] / truth[rel_ok].abs()).max())
-            max_rel = rel if max_rel is None else _max(max_rel, rel)
+        if part_abs is not None:
+            max_abs = _max(max_abs, part_abs)
+        if part_rel is not None:
+            max_rel = part_rel if max_rel is None else _max(max_rel, part_rel)
     return max_abs, 0.0 if max_rel is None else max_rel, worst
+
+
+def _chunk_errors(
+    c: torch.Tensor, gap: torch.Tensor, tol: torch.Tensor, size: torch.Tensor, atol: float
+) -> tuple[float | None, float | None, float, int]:
+    """One chunk's (largest absolute error or None, largest relative error or None, largest
+    error over tolerance, its first index) over the counted points `c`; `gap` = |got - truth|,
+    `tol` = atol + rtol*|truth|, `size` = |truth|."""
+    every = bool(c.all())  # the usual case: the same values without the masking
+    err = gap if every else torch.where(c, gap, 0.0)
+    err = torch.where(torch.isnan(err), math.inf, err)
+    scaled = err / tol if every else torch.where(c, err / tol, -1.0)
+    rel_ok = size > atol if every else c & (size > atol)
+    at = int(scaled.argmax())  # torch: the first nan, else the first largest
+    value = scaled[at].item()
+    part_abs = float(err.max()) if every else float(err[c].max()) if c.any() else None
+    part_rel = float((err[rel_ok] / size[rel_ok]).max()) if rel_ok.any() else None
+    return part_abs, part_rel, value, at
 
 
 def _max(a: float, b: float) -> float:

@@ -21,7 +21,7 @@ from ..library import Library
 from .arbitrate import exact_function
 from .compare import Target
 from .plan import Plan
-from .regions import analyse, regions
+from .regions import analyse_all
 from .symbolic import SYMBOLIC_BUDGET, real_symbols, tame, within
 
 
@@ -66,22 +66,22 @@ def targets(
     """A Target per derivative on the float64 `points`; the points where the function itself
     is outside its domain; and those too close to a kink for finite differences."""
     env = {forms.symbols[name]: values for name, values in points.items()}
-    outside = regions(forms.function, [], env, size)[0]
     near_kink = torch.zeros(size, dtype=torch.bool)
     order = list(forms.symbols)
 
     def point(i: int) -> dict[str, Any]:
         return {name: points[name][i].item() for name in order}
 
+    exprs = [*forms.first.items(), *forms.second.items()]
+    outside, analysed = analyse_all(forms.function, [expr for _, expr in exprs], env, size)
     found: dict[Any, Target] = {}
-    for key, expr in [*forms.first.items(), *forms.second.items()]:
-        undefined, kink, near, reference = analyse(expr, env, size)
+    for (key, expr), (undefined, kink, near, reference) in zip(exprs, analysed):
         if isinstance(key, str):
             near_kink |= near
         found[key] = Target(
             name=key if isinstance(key, str) else pair_name(key),
             reference=reference,
-            undefined=undefined | outside,
+            undefined=undefined,  # the function's own domain included
             kink=kink,
             exact=_exact_at(expr, forms, points),
             point=point,

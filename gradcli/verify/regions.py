@@ -24,12 +24,18 @@ NEAR_KINK = 1e-4
 
 
 class _Walker:
-    def __init__(self, env: Mapping[Any, torch.Tensor], size: int) -> None:
-        self.evaluator = _Evaluator(env, size)
+    def __init__(
+        self, env: Mapping[Any, torch.Tensor], size: int, evaluator: _Evaluator | None = None,
+        masks: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
+    ) -> None:
+        # Walkers of one chunk may share an evaluator (each subexpression computed once for
+        # the function and all its derivatives) and mark straight into slices of the
+        # whole-size result masks (zeros), instead of fresh masks concatenated afterwards.
+        self.evaluator = evaluator if evaluator is not None else _Evaluator(env, size)
         self.size = size
-        self.undefined = torch.zeros(size, dtype=torch.bool)
-        self.kink = torch.zeros(size, dtype=torch.bool)
-        self.near = torch.zeros(size, dtype=torch.bool)
+        if masks is None:
+            masks = tuple(torch.zeros(size, dtype=torch.bool) for _ in range(3))  # type: ignore[assignment]
+        self.undefined, self.kink, self.near = masks  # type: ignore[misc]
         self.seen: set[Any] = set()
 
     def value(self, expr: Any) -> torch.Tensor:
@@ -138,31 +144,56 @@ def regions(
     derivative changes branch exactly there. `near_kink`: within NEAR_KINK (relative) of a
     branch change, too close for finite differences. Computed in chunks of CHUNK points.
     """
-    return _chunked(function, derivatives, env, size, value_of=None)[:3]  # type: ignore[return-value]
+    return _chunked(function, derivatives, env, size)  # type: ignore[return-value]
 
 
-def analyse(
-    derivative: Any, env: Mapping[Any, torch.Tensor], size: int
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """`regions(None, [derivative], ...)` and the derivative's float64 value, in one walk
-    (the value reuses the subexpressions the walk evaluated)."""
-    return _chunked(None, [derivative], env, size, value_of=derivative)  # type: ignore[return-value]
+def analyse_all(
+    function: Any, derivatives: list[Any], env: Mapping[Any, torch.Tensor], size: int
+) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]]:
+    """The function's `undefined` mask (its own domain), and per derivative its
+    (undefined | the function's undefined, kink, near_kink, float64 value): the same masks
+    as `regions(function, [derivative], ...)` and the value of `evaluate(derivative, ...)`.
+
+    One evaluator per chunk serves the function's walk, every derivative's walk and their
+    values, so a subexpression they share (sigmoid(x) in x*sigmoid(x) and its derivative)
+    is computed once per chunk.
+    """
+    outside = torch.zeros(size, dtype=torch.bool)
+    found = [
+        (*(torch.zeros(size, dtype=torch.bool) for _ in range(3)), torch.empty(size, dtype=torch.float64))
+        for _ in derivatives
+    ]
+    for start in range(0, max(size, 1), CHUNK):
+        stop = min(start + CHUNK, size)
+        part = slice(start, stop)
+        chunk = {s: (v[part] if v.dim() else v) for s, v in env.items()}
+        evaluator = _Evaluator(chunk, stop - start)
+        unused = (torch.zeros(stop - start, dtype=torch.bool), torch.zeros(stop - start, dtype=torch.bool))
+        outer = _Walker(chunk, stop - start, evaluator, (outside[part], *unused))
+        # The function's own domain counts (log(x) at x < 0, where 1/x is finite); its
+        # kinks are judged from the derivatives, element by element.
+        outer.walk(function)
+        for expr, (undefined, kink, near, value) in zip(derivatives, found):
+            walker = _Walker(chunk, stop - start, evaluator, (undefined[part], kink[part], near[part]))
+            walker.walk(expr)
+            walker.undefined |= outer.undefined
+            value[part] = walker.value(expr)
+    return outside, found
 
 
 def _chunked(
-    function: Any, derivatives: list[Any], env: Mapping[Any, torch.Tensor], size: int, value_of: Any
+    function: Any, derivatives: list[Any], env: Mapping[Any, torch.Tensor], size: int
 ) -> tuple[torch.Tensor, ...]:
     parts = []
     for start in range(0, max(size, 1), CHUNK):
         stop = min(start + CHUNK, size)
         chunk = {s: (v[start:stop] if v.dim() else v) for s, v in env.items()}
-        parts.append(_regions(function, derivatives, chunk, stop - start, value_of))
-    count = 4 if value_of is not None else 3
-    return tuple(torch.cat([p[i] for p in parts]) for i in range(count))
+        parts.append(_regions(function, derivatives, chunk, stop - start))
+    return tuple(torch.cat([p[i] for p in parts]) for i in range(3))
 
 
 def _regions(
-    function: Any, derivatives: list[Any], env: Mapping[Any, torch.Tensor], size: int, value_of: Any
+    function: Any, derivatives: list[Any], env: Mapping[Any, torch.Tensor], size: int
 ) -> tuple[torch.Tensor, ...]:
     walker = _Walker(env, size)
     for expr in derivatives:
@@ -173,6 +204,4 @@ def _regions(
         outer = _Walker(env, size)
         outer.walk(function)
         walker.undefined |= outer.undefined
-    if value_of is not None:
-        return walker.undefined, walker.kink, walker.near, walker.value(value_of)
     return walker.undefined, walker.kink, walker.near
