@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import sys
 
-from . import library  # noqa: F401  (each module registers its command on `app`)
-from . import demo  # noqa: F401
-from . import trace  # noqa: F401
-from . import check  # noqa: F401
-from . import plot  # noqa: F401
+from . import (
+    check,  # noqa: F401
+    demo,  # noqa: F401
+    library,  # noqa: F401  (each module registers its command on `app`)
+    plot,  # noqa: F401
+    trace,  # noqa: F401
+)
 from .app import app
 
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 import functools
 import sys
 from pathlib import Path
-from typing import Any, Callable, List, Optional, TypeVar
+from typing import Annotated, Any, Callable, List, Optional, TypeVar
 
 import typer
-from typing_extensions import Annotated
 
 from ..errors import GradcliError, UsageError
 

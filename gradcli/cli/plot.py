@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Annotated, Any, Optional
 
 import typer
-from typing_extensions import Annotated
 
 from ..errors import UsageError
-from .app import EXIT_OK, EXIT_PROBLEM, DtypeOption, LibraryOption, SeedOption, VarOption, app, read_expression, reports_errors
+from .app import (
+    EXIT_OK,
+    EXIT_PROBLEM,
+    DtypeOption,
+    LibraryOption,
+    SeedOption,
+    VarOption,
+    app,
+    read_expression,
+    reports_errors,
+)
 
 #: Terminal colour per role of a character cell (plot/terminal.py); none with NO_COLOR or a pipe.
 STYLES = {

@@ -4,15 +4,23 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Annotated, List, Optional
 
 import typer
-from typing_extensions import Annotated
 
 from ..errors import UsageError
 from .app import (
-    EXIT_OK, EXIT_PROBLEM, DeviceOption, DtypeOption, JsonOption, LibraryOption, SeedOption, VarOption,
-    app, read_expression, reports_errors,
+    EXIT_OK,
+    EXIT_PROBLEM,
+    DeviceOption,
+    DtypeOption,
+    JsonOption,
+    LibraryOption,
+    SeedOption,
+    VarOption,
+    app,
+    read_expression,
+    reports_errors,
 )
 
 NamesOption = Optional[List[str]]
