@@ -5,13 +5,12 @@ from __future__ import annotations
 import os
 import sys
 
-from . import (
-    check,  # noqa: F401
-    demo,  # noqa: F401
-    library,  # noqa: F401  (each module registers its command on `app`)
-    plot,  # noqa: F401
-    trace,  # noqa: F401
-)
+# Each module registers its command on `app`; the import order is the order of `--help`.
+from . import trace  # noqa: F401, I001
+from . import check  # noqa: F401
+from . import demo  # noqa: F401
+from . import plot  # noqa: F401
+from . import library  # noqa: F401
 from .app import app
 
 
