@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import GradcliError, UnknownNameError
 from ..language import nodes as n
+from ..language.ops import OPS
 from ..language.parser import bind
 
 if TYPE_CHECKING:
@@ -19,7 +20,8 @@ if TYPE_CHECKING:
 
 
 class Interpreter:
-    """Base of the two interpreters; subclasses set `env`, `library` and `what`."""
+    """Base of the two interpreters; subclasses set `env`, `library` and `what`, and give
+    `_call_op(op, node)`, the meaning of a call to an operation of the table."""
 
     env: dict[str, Any]
     library: "Library"
@@ -30,6 +32,13 @@ class Interpreter:
         if visit is None:
             raise GradcliError(f"the {self.what} cannot interpret {type(node).__name__} nodes", span=node.span)
         return visit(node)
+
+    def visit_Call(self, node: n.Call) -> Any:
+        # Operations win over library names (softplus is both): see library.py.
+        op = OPS.get(node.func)
+        if op is not None:
+            return self._call_op(op, node)  # type: ignore[attr-defined]
+        return self.call_library(node)
 
     def argument(self, value: Any) -> Any:
         """A bound argument's value: a node is visited; a signature default is taken as is."""

@@ -122,12 +122,6 @@ class _SympyTranslator(Interpreter):
         compare = self.np.frompyfunc(getattr(self.sp, relation), 2, 1)
         return self._array(self._numpy(node, compare, left, right))
 
-    def visit_Call(self, node: n.Call) -> Any:
-        op = OPS.get(node.func)
-        if op is not None:
-            return self._call_op(op, node)
-        return self.call_library(node)
-
     # -- calls -------------------------------------------------------------------------------
     def _call_op(self, op: Op, node: n.Call) -> Any:
         bound = bind(op, node)

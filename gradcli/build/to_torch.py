@@ -19,7 +19,7 @@ from .._deep import run_deep
 from .._quiet_gc import paused_gc
 from ..errors import ArgumentError, GradcliError, LimitError, ShapeError, Span, UnknownNameError
 from ..language import nodes as n
-from ..language.ops import OPS, Op, resolve_torch
+from ..language.ops import Op, resolve_torch
 from .interpreter import Interpreter
 
 if TYPE_CHECKING:
@@ -129,12 +129,6 @@ class _TorchBuilder(Interpreter):
             return self.torch.tensor(_COMPARE[node.op](left, right), device=self.device)
         self._check_broadcast((left, right), node.span)
         return self._apply(_COMPARE[node.op], (left, right), node.span, node.op)
-
-    def visit_Call(self, node: n.Call) -> Any:
-        op = OPS.get(node.func)
-        if op is not None:
-            return self._call_op(op, node)
-        return self.call_library(node)
 
     # -- calls -------------------------------------------------------------------------------
     def _call_op(self, op: Op, node: n.Call) -> Any:
