@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import GradcliError, UnknownNameError
 from ..language import nodes as n
 from ..language.ops import OPS
-from ..language.parser import bind
+from ..language.signatures import bind
 
 if TYPE_CHECKING:
     from ..library import Library

@@ -17,7 +17,7 @@ from .._deep import run_deep
 from ..errors import ArgumentError, GradcliError, LimitError, ShapeError, UnknownNameError
 from ..language import nodes as n
 from ..language.ops import OPS, Op
-from ..language.parser import bind
+from ..language.signatures import bind
 from .interpreter import Interpreter
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ import ast
 import difflib
 import math
 import warnings
-from typing import Any, Mapping, Protocol
+from typing import Any, Mapping
 
 from .. import limits
 from .._deep import run_deep
@@ -28,6 +28,7 @@ from ..errors import (
 )
 from . import nodes as n
 from .ops import OPS, Param
+from .signatures import Signature, bind, is_constant, is_dim, signature_text
 
 _BINOPS = {
     ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**", ast.MatMult: "@",
@@ -65,13 +66,6 @@ _BINOP_HINTS = {
     ast.FloorDiv: "use / for division",
     ast.Mod: None,
 }
-
-
-class Signature(Protocol):
-    """Anything with a name and params: an `ops.Op` or a library function."""
-
-    name: str
-    params: tuple[Param, ...]
 
 
 def parse(
@@ -207,10 +201,12 @@ class _Parser:
 
     def span(self, node: ast.AST) -> Span:
         # Called for every node: a 20,000-statement program makes 60,000 spans.
+        end_col = node.end_col_offset  # type: ignore[attr-defined]
+        if self.all_ascii and end_col is not None:
+            return Span(node.lineno, node.col_offset, node.end_lineno, end_col)  # type: ignore[attr-defined]
         line = node.lineno  # type: ignore[attr-defined]
         end_line = node.end_lineno or line  # type: ignore[attr-defined]
         col = node.col_offset  # type: ignore[attr-defined]
-        end_col = node.end_col_offset  # type: ignore[attr-defined]
         if end_col is None:
             end_col = col + 1
         if not self.all_ascii:
@@ -256,12 +252,12 @@ class _Parser:
                 span=self.span(node),
             )
         try:
-            visit = getattr(self, f"visit_{type(node).__name__}", None)
+            if condition:  # the caller checked that node is a Compare
+                return self.visit_Compare(node, condition=True)  # type: ignore[arg-type]
+            visit = _VISITORS.get(type(node))
             if visit is None:
                 raise self._refuse(node)
-            if isinstance(node, ast.Compare):
-                return self.visit_Compare(node, condition=condition)
-            return visit(node)
+            return visit(self, node)
         finally:
             self.depth -= 1
 
@@ -371,16 +367,15 @@ class _Parser:
             if keyword.arg is None:
                 raise ParseError("'**' arguments are not part of the language", span=self.span(keyword))
         params = signature.params
-        raw_args = list(node.args)
         args: list[n.Expr] = []
         if method:
             args.append(self.expr(receiver))
-        for arg in raw_args:
+        for arg in node.args:
             position = len(args)
             param = params[position] if position < len(params) else None
             args.append(self._argument(arg, param))
         kwargs: list[tuple[str, n.Expr]] = []
-        by_name = {p.name: p for p in params}
+        by_name = {p.name: p for p in params} if node.keywords else {}
         for keyword in node.keywords:
             param = by_name.get(keyword.arg)
             if param is None:
@@ -388,7 +383,7 @@ class _Parser:
                     f"{name}() has no parameter '{keyword.arg}'",
                     span=self.span(keyword),
                     hint=_did_you_mean(keyword.arg, list(by_name))
-                    or f"its signature is {_signature_text(signature)}",
+                    or f"its signature is {signature_text(signature)}",
                 )
             kwargs.append((keyword.arg, self._argument(keyword.value, param)))
         call = n.Call(name, tuple(args), tuple(kwargs), method=method, span=self.span(node))
@@ -442,7 +437,7 @@ class _Parser:
             value: n.Expr = n.Tuple(tuple(self.expr(item) for item in node.elts), span=self.span(node))
         else:
             value = self.expr(node)
-        if kind == "dim" and not _is_dim(value):
+        if kind == "dim" and not is_dim(value):
             raise ArgumentError(
                 f"'{param.name}' must be an integer or a tuple of integers, written literally",
                 span=self.span(node),
@@ -457,58 +452,15 @@ class _Parser:
         return value
 
 
-def bind(signature: Signature, call: n.Call) -> dict[str, n.Expr | Any]:
-    """Match a call's arguments to the signature like Python does: {param: node or default}."""
-    params = signature.params
-    if len(call.args) > len(params):
-        raise ArgumentError(
-            f"{call.func}() takes at most {len(params)} argument"
-            f"{'s' if len(params) != 1 else ''} ({len(call.args)} given)",
-            span=call.span,
-            hint=f"its signature is {_signature_text(signature)}",
-        )
-    bound: dict[str, Any] = {p.name: a for p, a in zip(params, call.args)}
-    for key, value in call.kwargs:
-        if key in bound:
-            raise ArgumentError(f"{call.func}() got '{key}' twice", span=call.span)
-        bound[key] = value
-    for p in params:
-        if p.name not in bound:
-            if p.required:
-                raise ArgumentError(
-                    f"{call.func}() is missing its argument '{p.name}'",
-                    span=call.span,
-                    hint=f"its signature is {_signature_text(signature)}",
-                )
-            bound[p.name] = p.default
-    return bound
-
-
-def _signature_text(signature: Signature) -> str:
-    from .ops import format_params
-
-    return f"{signature.name}({format_params(signature.params)})"
-
-
-def _is_dim(node: n.Expr) -> bool:
-    if isinstance(node, n.Num):
-        return isinstance(node.value, int) and not isinstance(node.value, bool)
-    if isinstance(node, n.UnaryOp) and node.op == "-":
-        return _is_dim(node.operand) and not isinstance(node.operand, n.Tuple)
-    if isinstance(node, n.Tuple):
-        return bool(node.items) and all(_is_dim(i) and not isinstance(i, n.Tuple) for i in node.items)
-    return False
-
-
-def is_constant(node: n.Expr) -> bool:
-    """Whether a node is arithmetic on numbers and constants only (no variables or calls)."""
-    if isinstance(node, (n.Num, n.Const)):
-        return True
-    if isinstance(node, n.UnaryOp):
-        return is_constant(node.operand)
-    if isinstance(node, n.BinOp):
-        return node.op != "@" and is_constant(node.left) and is_constant(node.right)
-    return False
+#: Python node type -> the method that converts it; any other node type is refused.
+_VISITORS = {
+    ast.Constant: _Parser.visit_Constant,
+    ast.Name: _Parser.visit_Name,
+    ast.UnaryOp: _Parser.visit_UnaryOp,
+    ast.BinOp: _Parser.visit_BinOp,
+    ast.Compare: _Parser.visit_Compare,
+    ast.Call: _Parser.visit_Call,
+}
 
 
 def _did_you_mean(name: str, candidates: Any) -> str | None:

@@ -14,7 +14,7 @@ import torch
 from ..build.to_sympy import to_sympy
 from ..build.to_torch import build
 from ..language import nodes as n
-from ..language.parser import bind
+from ..language.signatures import bind
 from ..library import Library, LibraryFunction
 
 
