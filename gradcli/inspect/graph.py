@@ -64,14 +64,17 @@ def walk_graph(
     assigned name(s) (see `Labels`). Ids are `prefix` + position in the walk. Nodes that are
     also in the `known` graph (a gradient's graph reaching into the traced one) say which.
     """
+    import torch
+
     leaf_names = leaf_names or {}
     labels = labels or {}
     if root is None:
         return Graph(None, [])
     # Depth-first pre-order with an explicit stack; a node is expanded the first time it is
-    # popped, so each node's edges are read exactly once. `order` keeps every node object
-    # alive, which keeps its id() (and torch's object for it) stable during the walk.
-    order: list[Any] = []
+    # popped, so each node's edges are read from torch exactly once (and kept for _describe).
+    # `order` keeps every node object alive, which keeps its id() (and torch's object for
+    # it) stable during the walk.
+    order: list[tuple[Any, tuple[tuple[Any, int], ...]]] = []
     expanded: set[int] = set()
     stack = [root]
     while stack:
@@ -79,34 +82,34 @@ def walk_graph(
         if id(grad_fn) in expanded:
             continue
         expanded.add(id(grad_fn))
-        order.append(grad_fn)
-        children = [fn for fn, _ in grad_fn.next_functions if fn is not None]
-        stack.extend(fn for fn in reversed(children) if id(fn) not in expanded)
-    ids = {id(fn): f"{prefix}{i}" for i, fn in enumerate(order)}
-    objects = {ids[id(fn)]: fn for fn in order}
-    bound = getattr(labels, "tensors", {})
-    nodes = [_describe(fn, ids, leaf_names, labels, bound) for fn in order]
+        edges = grad_fn.next_functions
+        order.append((grad_fn, edges))
+        stack.extend(fn for fn, _ in reversed(edges) if fn is not None and id(fn) not in expanded)
+    ids = {id(fn): f"{prefix}{i}" for i, (fn, _) in enumerate(order)}
+    reader = _SavedReader(torch.Tensor, leaf_names, getattr(labels, "tensors", {}))
+    nodes = [_describe(fn, edges, ids, leaf_names, labels, reader) for fn, edges in order]
     if known is not None:
         known_ids = {id(obj): node_id for node_id, obj in known.objects.items()}
-        for node, fn in zip(nodes, order):
+        for node, (fn, _) in zip(nodes, order):
             node.same_as = known_ids.get(id(fn))
+    objects = {node.id: fn for node, (fn, _) in zip(nodes, order)}
     return Graph(ids[id(root)], nodes, objects)
 
 
 def _describe(
-    grad_fn: Any, ids: dict[int, str], leaf_names: Mapping[int, str], labels: Mapping[int, str],
-    bound: Mapping[int, str],
+    grad_fn: Any, edges: tuple[tuple[Any, int], ...], ids: dict[int, str], leaf_names: Mapping[int, str],
+    labels: Mapping[int, str], reader: _SavedReader,
 ) -> GraphNode:
+    name = grad_fn.name()
     node = GraphNode(
         id=ids[id(grad_fn)],
-        name=grad_fn.name(),
-        next=[None if fn is None else ids[id(fn)] for fn, _ in grad_fn.next_functions],
-        saved=saved_values(grad_fn, leaf_names, bound),
+        name=name,
+        next=[None if fn is None else ids[id(fn)] for fn, _ in edges],
+        saved=reader.read(grad_fn),
         label=labels.get(id(grad_fn)),
     )
-    variable = getattr(grad_fn, "variable", None)
-    if variable is not None:
-        node.variable = leaf_names.get(id(variable), "?")
+    if name == ACCUMULATE_GRAD:
+        node.variable = leaf_names.get(id(grad_fn.variable), "?")
     span = grad_fn.metadata.get(SPAN_KEY)
     if isinstance(span, Span):
         node.span = span
@@ -134,32 +137,44 @@ def saved_values(
     """
     import torch
 
-    leaf_names, bound = leaf_names or {}, bound or {}
-    saved: dict[str, Any] = {}
-    for name in _saved_names(grad_fn):
-        try:
-            value = getattr(grad_fn, name)
-        except RuntimeError as err:
-            saved[name] = {"freed": str(err).split(". ")[0]}
-            continue
-        if isinstance(value, torch.Tensor):
-            saved[name] = _tensor(value, leaf_names, bound)
-        elif isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
-            saved[name] = [_tensor(v, leaf_names, bound) if isinstance(v, torch.Tensor) else plain_scalar(v) for v in value]
-        else:
-            saved[name] = plain_scalar(value)
-    return saved
+    return _SavedReader(torch.Tensor, leaf_names or {}, bound or {}).read(grad_fn)
 
 
-def _tensor(value: Any, leaf_names: Mapping[int, str], bound: Mapping[int, str]) -> dict[str, Any]:
-    data = summary(value)
-    # A saved input that is a leaf (or an assigned intermediate) is that very tensor: say
-    # which, rather than merge them (torchviz merges a saved leaf into the leaf).
-    if id(value) in leaf_names:
-        data["variable"] = leaf_names[id(value)]
-    elif id(value) in bound:
-        data["bound"] = bound[id(value)]
-    return data
+class _SavedReader:
+    """Reads nodes' saved attributes; one per walk, so the per-node work is only the reading."""
+
+    def __init__(self, tensor_type: type, leaf_names: Mapping[int, str], bound: Mapping[int, str]) -> None:
+        self.tensor_type = tensor_type
+        self.leaf_names = leaf_names
+        self.bound = bound
+
+    def read(self, grad_fn: Any) -> dict[str, Any]:
+        saved: dict[str, Any] = {}
+        tensor_type = self.tensor_type
+        for name in _saved_names(grad_fn):
+            try:
+                value = getattr(grad_fn, name)
+            except RuntimeError as err:
+                saved[name] = {"freed": str(err).split(". ")[0]}
+                continue
+            if isinstance(value, tensor_type):
+                saved[name] = self.tensor(value)
+            elif isinstance(value, (list, tuple)) and any(isinstance(v, tensor_type) for v in value):
+                saved[name] = [self.tensor(v) if isinstance(v, tensor_type) else plain_scalar(v) for v in value]
+            else:
+                saved[name] = plain_scalar(value)
+        return saved
+
+    def tensor(self, value: Any) -> dict[str, Any]:
+        data = summary(value)
+        # A saved input that is a leaf (or an assigned intermediate) is that very tensor: say
+        # which, rather than merge them (torchviz merges a saved leaf into the leaf).
+        key = id(value)
+        if key in self.leaf_names:
+            data["variable"] = self.leaf_names[key]
+        elif key in self.bound:
+            data["bound"] = self.bound[key]
+        return data
 
 
 class Labels(dict):
@@ -176,11 +191,12 @@ class Labels(dict):
         self.tensors: dict[int, str] = {}  # id(bound tensor) -> its names, for saved tensors
         names: dict[int, list[str]] = {}
         for name, value in bindings:
-            if hasattr(value, "grad_fn"):
-                self._alive.append(value)
-                known = self.tensors.get(id(value))
-                self.tensors[id(value)] = name if known in (None, name) else f"{known}, {name}"
-            grad_fn = getattr(value, "grad_fn", None)
+            if not hasattr(value, "grad_fn"):  # a plain number
+                continue
+            self._alive.append(value)
+            known = self.tensors.get(id(value))
+            self.tensors[id(value)] = name if known in (None, name) else f"{known}, {name}"
+            grad_fn = value.grad_fn  # each read is a call into torch: read it once
             if grad_fn is not None:
                 self._alive.append(grad_fn)
                 bound = names.setdefault(id(grad_fn), [])

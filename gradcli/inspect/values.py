@@ -13,8 +13,16 @@ from typing import Any
 PREVIEW = 6
 
 
+_DTYPE_NAMES: dict[Any, str] = {}
+
+
 def dtype_name(tensor: Any) -> str:
-    return str(tensor.dtype).removeprefix("torch.")
+    """"float64" for torch.float64 (remembered per dtype: a graph walk asks once per node)."""
+    dtype = tensor.dtype
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype).removeprefix("torch.")
+    return name
 
 
 def full_value(tensor: Any) -> Any:
@@ -30,12 +38,15 @@ def preview(tensor: Any, count: int = PREVIEW) -> list[Any]:
 
 
 def summary(tensor: Any) -> dict[str, Any]:
-    """Shape, dtype and a flat preview: enough to recognise a tensor without all of it."""
+    """Shape, dtype and a flat preview: enough to recognise a tensor without all of it.
+
+    Called for every saved tensor of a graph walk, so the one-element case is inline."""
+    numel = tensor.numel()
     return {
         "shape": list(tensor.shape),
         "dtype": dtype_name(tensor),
-        "numel": tensor.numel(),
-        "preview": preview(tensor),
+        "numel": numel,
+        "preview": [tensor.item()] if numel == 1 else preview(tensor),
     }
 
 
