@@ -27,11 +27,22 @@ class Interpreter:
     library: "Library"
     what = "interpreter"  # for the message about a node type nobody can read
 
+    #: node class -> the subclass's visit_<Node> method (made once per subclass, below).
+    _visitors: dict[type, Any] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._visitors = {
+            kind: getattr(cls, f"visit_{kind.__name__}")
+            for kind in n.EXPR_TYPES
+            if hasattr(cls, f"visit_{kind.__name__}")
+        }
+
     def visit(self, node: n.Expr) -> Any:
-        visit = getattr(self, f"visit_{type(node).__name__}", None)
+        visit = self._visitors.get(type(node))
         if visit is None:
             raise GradcliError(f"the {self.what} cannot interpret {type(node).__name__} nodes", span=node.span)
-        return visit(node)
+        return visit(self, node)
 
     def visit_Call(self, node: n.Call) -> Any:
         # Operations win over library names (softplus is both): see library.py.

@@ -132,18 +132,22 @@ class _TorchBuilder(Interpreter):
 
     # -- calls -------------------------------------------------------------------------------
     def _call_op(self, op: Op, node: n.Call) -> Any:
-        kinds = {p.name: p.kind for p in op.params}
-        names = [p.name for p in op.params]
-        args = [self._argument(kinds.get(name, "tensor"), self.visit(a)) for name, a in zip(names, node.args)]
-        kwargs = {key: self._argument(kinds[key], self.visit(value)) for key, value in node.kwargs}
-        if not any(isinstance(v, self.torch.Tensor) and v.is_floating_point() for v in (*args, *kwargs.values())):
+        tensor = self.torch.Tensor
+        # The parser bound the call to op.params: positional arguments are the first params.
+        args = [self._argument(p.kind, self.visit(a)) for p, a in zip(op.params, node.args)]
+        kwargs: dict[str, Any] = {}
+        if node.kwargs:
+            kinds = {p.name: p.kind for p in op.params}
+            kwargs = {key: self._argument(kinds[key], self.visit(value)) for key, value in node.kwargs}
+        tensors = [v for v in (*args, *kwargs.values()) if isinstance(v, tensor)]
+        if not any(t.is_floating_point() for t in tensors):
             # Plain numbers only (pow(2, 3), (2).pow(3), where(c, 0.1, 0.2)): torch refuses them
             # or computes in float32, so the first becomes a tensor of the program's dtype.
             numbers = [k for k, v in (*enumerate(args), *kwargs.items()) if type(v) in (int, float)]
             if numbers:
                 target = args if isinstance(numbers[0], int) else kwargs
                 target[numbers[0]] = self._argument("tensor", target[numbers[0]])  # type: ignore[index]
-        tensors = [v for v in (*args, *kwargs.values()) if isinstance(v, self.torch.Tensor)]
+                tensors = [v for v in (*args, *kwargs.values()) if isinstance(v, tensor)]
         if op.kind == "matmul" and len(args) + len(kwargs) == 2:
             self._check_matmul(*args, *kwargs.values(), node.span)
         elif len(tensors) > 1:
