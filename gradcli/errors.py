@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Span:
     """A range of the input text, in characters: 1-based line, 0-based columns."""
 

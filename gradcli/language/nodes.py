@@ -16,7 +16,7 @@ def _span() -> Span | None:
     return field(default=None, compare=False, repr=False, kw_only=True)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Num:
     """A numeric (or boolean, for `keepdim=True`) literal."""
 
@@ -24,7 +24,7 @@ class Num:
     span: Span | None = _span()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Const:
     """A named mathematical constant: `pi` or `e`."""
 
@@ -32,7 +32,7 @@ class Const:
     span: Span | None = _span()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Name:
     """A variable (a leaf tensor) or an intermediate bound by an earlier statement."""
 
@@ -40,7 +40,7 @@ class Name:
     span: Span | None = _span()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Tuple:
     """A tuple or list of integers, only as an argument (`dim=(0, 1)`)."""
 
@@ -48,7 +48,7 @@ class Tuple:
     span: Span | None = _span()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class UnaryOp:
     """`-a` or `+a`."""
 
@@ -57,7 +57,7 @@ class UnaryOp:
     span: Span | None = _span()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BinOp:
     """`a + b`, `a - b`, `a * b`, `a / b`, `a ** b`, `a @ b`."""
 
@@ -67,7 +67,7 @@ class BinOp:
     span: Span | None = _span()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Compare:
     """`a > b`, `a >= b`, `a < b`, `a <= b`: only as the condition of `where`."""
 
@@ -77,7 +77,7 @@ class Compare:
     span: Span | None = _span()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Call:
     """`f(a, b, dim=0)`, or the method form `a.f(b)` (then `method` is true, `a` is args[0])."""
 
@@ -91,7 +91,7 @@ class Call:
 Expr = Union[Num, Const, Name, Tuple, UnaryOp, BinOp, Compare, Call]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Assign:
     """`name = value`: binds an intermediate that the trace labels."""
 
@@ -100,7 +100,7 @@ class Assign:
     span: Span | None = _span()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Program:
     """Statements in order; the last one is an expression, the output."""
 
