@@ -260,9 +260,9 @@ def _gradchecks(
         if result.order == 2:
             result.gradgradcheck = GradcheckVerdict(None, message=reason)
         return
-    result.gradcheck = run_gradcheck(fn, inputs)
+    result.gradcheck = run_gradcheck(fn, inputs, seed=result.seed)
     if result.order == 2:
-        result.gradgradcheck = run_gradcheck(fn, inputs, second=True)
+        result.gradgradcheck = run_gradcheck(fn, inputs, seed=result.seed, second=True)
 
 
 def _check_small(

@@ -141,7 +141,8 @@ def check_function(
         cls = check_class(function, getattr(function, "__name__", repr(function)))
         label = cls.__name__
     options = [f"{k}={v}" for k, v in var.items()] if isinstance(var, Mapping) else list(var)
-    inputs = make_inputs(cls, options, 0 if seed is None else seed)
+    seed = 0 if seed is None else seed
+    inputs = make_inputs(cls, options, seed)
     tensors = {n: t.detach().to(torch.float64) for n, t in inputs.tensors().items()}
     if not tensors:
         raise UsageError(f"{label}: forward has no tensor inputs to differentiate")
@@ -164,7 +165,7 @@ def check_function(
     def positional(*xs: torch.Tensor) -> Any:
         return fn(dict(zip(names, xs)))
 
-    result.gradcheck = _run_user(lambda: run_gradcheck(positional, list(tensors.values())), "backward", cls)
+    result.gradcheck = _run_user(lambda: run_gradcheck(positional, list(tensors.values()), seed=seed), "backward", cls)
     if small:
         result.first = compare_blocks(
             _run_user(lambda: analytical(fn, tensors), "backward", cls), numerical(fn, tensors), tensors, "out"
@@ -173,7 +174,7 @@ def check_function(
     else:
         result.notes.append(f"the inputs have {size:,} elements: only gradcheck (fast mode) runs past {JACOBIAN_MAX:,}")
     if order == 2:
-        result.gradgradcheck = run_gradcheck(positional, list(tensors.values()), second=True)
+        result.gradgradcheck = run_gradcheck(positional, list(tensors.values()), seed=seed, second=True)
         if small:
             gradient = backward_of(fn)
             result.second = compare_blocks(
