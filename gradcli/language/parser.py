@@ -3,16 +3,15 @@
 Python's own parser does the tokenising and precedence; this module then walks its tree and
 accepts only the constructs the language has (see CLI.md), converting each into a node of
 `nodes.py`. Anything else (attributes, subscripts, lambdas, strings, ...) is refused with its
-position. Nothing is ever evaluated: the result is data for the interpreters.
+position (the messages are worded in `refusals.py`, calls are matched to their signatures
+by `signatures.py`). Nothing is ever evaluated: the result is data for the interpreters.
 """
 
 from __future__ import annotations
 
 import ast
-import difflib
 import math
-import warnings
-from typing import Any, Mapping
+from typing import Mapping
 
 from .. import limits
 from .._deep import run_deep
@@ -28,6 +27,7 @@ from ..errors import (
 )
 from . import nodes as n
 from .ops import OPS, Param
+from .refusals import BINOP_HINTS, MODULE_PREFIXES, did_you_mean, op_text, python_parse, refusal
 from .signatures import Signature, bind, is_constant, is_dim, signature_text
 
 _BINOPS = {
@@ -35,37 +35,6 @@ _BINOPS = {
 }
 _CMPOPS = {ast.Gt: ">", ast.GtE: ">=", ast.Lt: "<", ast.LtE: "<="}
 _UNARY = {ast.USub: "-", ast.UAdd: "+"}
-
-#: What to say about Python constructs the language does not have.
-_REFUSED = {
-    ast.Subscript: ("subscripts (x[0]) are not part of the language", "reduce with sum/mean, or pass the element with --var"),
-    ast.Attribute: ("attribute access is not part of the language", "only method calls on the operations whitelist are allowed, e.g. x.pow(2).sum()"),
-    ast.Lambda: ("lambdas are not part of the language", None),
-    ast.ListComp: ("comprehensions are not part of the language", None),
-    ast.SetComp: ("comprehensions are not part of the language", None),
-    ast.DictComp: ("comprehensions are not part of the language", None),
-    ast.GeneratorExp: ("generator expressions are not part of the language", None),
-    ast.BoolOp: ("'and'/'or' are not part of the language", "combine conditions with nested where(...)"),
-    ast.IfExp: ("conditional expressions (a if c else b) are not part of the language", "use where(c, a, b)"),
-    ast.Dict: ("dicts are not part of the language", None),
-    ast.Set: ("sets are not part of the language", None),
-    ast.JoinedStr: ("strings are not part of the language", None),
-    ast.Starred: ("star-arguments are not part of the language", None),
-    ast.NamedExpr: ("':=' is not part of the language", "use a statement: h = ...; ..."),
-    ast.Await: ("'await' is not part of the language", None),
-    ast.Yield: ("'yield' is not part of the language", None),
-    ast.YieldFrom: ("'yield' is not part of the language", None),
-    ast.Slice: ("slices are not part of the language", None),
-    ast.Tuple: ("tuples are only allowed as a dim argument (dim=(0, 1))", "give tensor values with --var x=[1, 2, 3]"),
-    ast.List: ("lists are only allowed as a dim argument (dim=[0, 1])", "give tensor values with --var x=[1, 2, 3]"),
-}
-#: Module names PyTorch users write before a function (torch.exp); the language has none.
-_MODULES = ("torch", "math", "np", "numpy")
-_BINOP_HINTS = {
-    ast.BitXor: "use ** for powers (x**2), not ^",
-    ast.FloorDiv: "use / for division",
-    ast.Mod: None,
-}
 
 
 def parse(
@@ -122,7 +91,7 @@ class _Parser:
             raise ParseError("the expression contains a null byte", span=self._offset_span(source.index("\x00")))
         if not source.strip():
             raise ParseError("the expression is empty", hint='give one, e.g. "x.pow(2).sum()"')
-        tree = self._python_parse(source)
+        tree = python_parse(source)
         body = tree.body
         if len(body) > limits.MAX_STATEMENTS:
             raise LimitError(
@@ -161,36 +130,6 @@ class _Parser:
                 )
         assert output is not None
         return n.Program(tuple(statements), output, tuple(self.variables), source=source)
-
-    def _python_parse(self, source: str) -> ast.Module:
-        try:
-            with warnings.catch_warnings():
-                # Python warns on stderr about "1or x" (invalid decimal literal); the refusal says it.
-                warnings.simplefilter("ignore", SyntaxWarning)
-                return ast.parse(source, mode="exec")
-        except SyntaxError as err:
-            line = err.lineno or 1
-            col = max((err.offset or 1) - 1, 0)
-            span = Span(line, col, line, col + 1)
-            message = err.msg
-            if "too many nested parentheses" in message:
-                raise LimitError(
-                    "the expression nests parentheses more than 200 levels deep", span=span
-                ) from None
-            if message.startswith("invalid syntax"):
-                message = "invalid syntax"
-            raise ParseError(message, span=span) from None
-        except (RecursionError, MemoryError):
-            # Python's own parser gives up on right-nested chains long before MAX_DEPTH:
-            # about 3,000 levels of a**b**c... and 6,000 of unary minus (left-nested sums
-            # and method chains are fine up to MAX_DEPTH).
-            raise LimitError(
-                "the expression is nested too deeply for Python's parser (it allows about "
-                "3,000 levels of a**b**... and 6,000 of unary minus)",
-                hint="bind parts to names: h = ...; h = h ** 2; ...",
-            ) from None
-        except ValueError as err:  # e.g. source code cannot contain null bytes
-            raise ParseError(str(err)) from None
 
     # -- positions ---------------------------------------------------------------------------
     def _col(self, line: int, byte_col: int) -> int:
@@ -262,9 +201,7 @@ class _Parser:
             self.depth -= 1
 
     def _refuse(self, node: ast.AST) -> ParseError:
-        message, hint = _REFUSED.get(
-            type(node), (f"'{type(node).__name__}' is not part of the language", None)
-        )
+        message, hint = refusal(node)
         return ParseError(message, span=self.span(node), hint=hint)
 
     def visit_Constant(self, node: ast.Constant) -> n.Expr:
@@ -300,7 +237,7 @@ class _Parser:
                 raise UnknownNameError(
                     f"unknown name '{name}'",
                     span=self.span(node),
-                    hint=_did_you_mean(name, self.allowed_variables)
+                    hint=did_you_mean(name, self.allowed_variables)
                     or f"the names here are: {', '.join(self.allowed_variables)}",
                 )
             if name in OPS or name in self.functions:
@@ -315,7 +252,7 @@ class _Parser:
         op = _UNARY.get(type(node.op))
         if op is None:
             raise ParseError(
-                f"the operator '{_op_text(node.op)}' is not part of the language", span=self.span(node)
+                f"the operator '{op_text(node.op)}' is not part of the language", span=self.span(node)
             )
         return n.UnaryOp(op, self.expr(node.operand), span=self.span(node))
 
@@ -323,9 +260,9 @@ class _Parser:
         op = _BINOPS.get(type(node.op))
         if op is None:
             raise ParseError(
-                f"the operator '{_op_text(node.op)}' is not part of the language",
+                f"the operator '{op_text(node.op)}' is not part of the language",
                 span=self.span(node),
-                hint=_BINOP_HINTS.get(type(node.op)),
+                hint=BINOP_HINTS.get(type(node.op)),
             )
         return n.BinOp(op, self.expr(node.left), self.expr(node.right), span=self.span(node))
 
@@ -344,7 +281,7 @@ class _Parser:
         op = _CMPOPS.get(type(node.ops[0]))
         if op is None:
             raise ParseError(
-                f"the comparison '{_op_text(node.ops[0])}' is not part of the language",
+                f"the comparison '{op_text(node.ops[0])}' is not part of the language",
                 span=self.span(node),
                 hint="use >, >=, < or <=",
             )
@@ -358,7 +295,7 @@ class _Parser:
             name, method, receiver = func.attr, True, func.value
         else:
             raise ParseError("only named functions can be called", span=self.span(func))
-        if method and isinstance(receiver, ast.Name) and receiver.id in _MODULES:
+        if method and isinstance(receiver, ast.Name) and receiver.id in MODULE_PREFIXES:
             # torch.exp(x) would otherwise read as the method exp on a variable 'torch'.
             raise ParseError(f"module prefixes ({receiver.id}.) are not part of the language",
                              span=self.span(func), hint=f"call {name}(...) without the prefix")
@@ -382,7 +319,7 @@ class _Parser:
                 raise ArgumentError(
                     f"{name}() has no parameter '{keyword.arg}'",
                     span=self.span(keyword),
-                    hint=_did_you_mean(keyword.arg, list(by_name))
+                    hint=did_you_mean(keyword.arg, list(by_name))
                     or f"its signature is {signature_text(signature)}",
                 )
             kwargs.append((keyword.arg, self._argument(keyword.value, param)))
@@ -408,7 +345,7 @@ class _Parser:
             raise UnknownNameError(
                 f"unknown method '{name}'",
                 span=self.span(func),
-                hint=_did_you_mean(name, methods) or "`gradcli list` shows the operations",
+                hint=did_you_mean(name, methods) or "`gradcli list` shows the operations",
             )
         if op is not None:
             return op
@@ -417,7 +354,7 @@ class _Parser:
         raise UnknownNameError(
             f"unknown function '{name}'",
             span=self.span(func),
-            hint=_did_you_mean(name, [*OPS, *self.functions])
+            hint=did_you_mean(name, [*OPS, *self.functions])
             or "`gradcli list` shows the operations and the expression library",
         )
 
@@ -461,16 +398,3 @@ _VISITORS = {
     ast.Compare: _Parser.visit_Compare,
     ast.Call: _Parser.visit_Call,
 }
-
-
-def _did_you_mean(name: str, candidates: Any) -> str | None:
-    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
-    return f"did you mean '{close[0]}'?" if close else None
-
-
-def _op_text(op: ast.AST) -> str:
-    return {
-        "BitXor": "^", "BitAnd": "&", "BitOr": "|", "FloorDiv": "//", "Mod": "%", "LShift": "<<",
-        "RShift": ">>", "Not": "not", "Invert": "~", "Eq": "==", "NotEq": "!=", "Is": "is",
-        "IsNot": "is not", "In": "in", "NotIn": "not in",
-    }.get(type(op).__name__, type(op).__name__)
