@@ -64,8 +64,6 @@ def walk_graph(
     assigned name(s) (see `Labels`). Ids are `prefix` + position in the walk. Nodes that are
     also in the `known` graph (a gradient's graph reaching into the traced one) say which.
     """
-    import torch
-
     leaf_names = leaf_names or {}
     labels = labels or {}
     if root is None:
@@ -86,34 +84,14 @@ def walk_graph(
         order.append((grad_fn, edges))
         stack.extend(fn for fn, _ in reversed(edges) if fn is not None and id(fn) not in expanded)
     ids = {id(fn): f"{prefix}{i}" for i, (fn, _) in enumerate(order)}
-    reader = _SavedReader(torch.Tensor, leaf_names, getattr(labels, "tensors", {}))
-    nodes = [_describe(fn, edges, ids, leaf_names, labels, reader) for fn, edges in order]
+    reader = _NodeReader(ids, leaf_names, labels)
+    nodes = [reader.node(fn, edges) for fn, edges in order]
     if known is not None:
         known_ids = {id(obj): node_id for node_id, obj in known.objects.items()}
         for node, (fn, _) in zip(nodes, order):
             node.same_as = known_ids.get(id(fn))
     objects = {node.id: fn for node, (fn, _) in zip(nodes, order)}
     return Graph(ids[id(root)], nodes, objects)
-
-
-def _describe(
-    grad_fn: Any, edges: tuple[tuple[Any, int], ...], ids: dict[int, str], leaf_names: Mapping[int, str],
-    labels: Mapping[int, str], reader: _SavedReader,
-) -> GraphNode:
-    name = grad_fn.name()
-    node = GraphNode(
-        id=ids[id(grad_fn)],
-        name=name,
-        next=[None if fn is None else ids[id(fn)] for fn, _ in edges],
-        saved=reader.read(grad_fn),
-        label=labels.get(id(grad_fn)),
-    )
-    if name == ACCUMULATE_GRAD:
-        node.variable = leaf_names.get(id(grad_fn.variable), "?")
-    span = grad_fn.metadata.get(SPAN_KEY)
-    if isinstance(span, Span):
-        node.span = span
-    return node
 
 
 _SAVED_NAMES: dict[type, tuple[str, ...]] = {}
@@ -135,20 +113,44 @@ def saved_values(
     A saved tensor read after backward freed it (no retain_graph) raises in torch; it is
     reported as `{"freed": "<torch's message>"}` instead.
     """
-    import torch
-
-    return _SavedReader(torch.Tensor, leaf_names or {}, bound or {}).read(grad_fn)
+    return _NodeReader({}, leaf_names or {}, {}, bound=bound or {}).saved(grad_fn)
 
 
-class _SavedReader:
-    """Reads nodes' saved attributes; one per walk, so the per-node work is only the reading."""
+class _NodeReader:
+    """Reads torch's nodes into GraphNodes. One per walk: what every node is looked up in
+    (ids, leaf and bound names, labels) is gathered once, and reading a node is only that."""
 
-    def __init__(self, tensor_type: type, leaf_names: Mapping[int, str], bound: Mapping[int, str]) -> None:
-        self.tensor_type = tensor_type
+    def __init__(
+        self, ids: Mapping[int, str], leaf_names: Mapping[int, str], labels: Mapping[int, str],
+        bound: Mapping[int, str] | None = None,
+    ) -> None:
+        import torch
+
+        self.tensor_type = torch.Tensor
+        self.ids = ids
         self.leaf_names = leaf_names
-        self.bound = bound
+        self.labels = labels
+        self.bound = bound if bound is not None else getattr(labels, "tensors", {})
 
-    def read(self, grad_fn: Any) -> dict[str, Any]:
+    def node(self, grad_fn: Any, edges: tuple[tuple[Any, int], ...]) -> GraphNode:
+        """`edges` is the node's next_functions, as the walk already read them."""
+        name = grad_fn.name()
+        ids = self.ids
+        node = GraphNode(
+            id=ids[id(grad_fn)],
+            name=name,
+            next=[None if fn is None else ids[id(fn)] for fn, _ in edges],
+            saved=self.saved(grad_fn),
+            label=self.labels.get(id(grad_fn)),
+        )
+        if name == ACCUMULATE_GRAD:
+            node.variable = self.leaf_names.get(id(grad_fn.variable), "?")
+        span = grad_fn.metadata.get(SPAN_KEY)
+        if isinstance(span, Span):
+            node.span = span
+        return node
+
+    def saved(self, grad_fn: Any) -> dict[str, Any]:
         saved: dict[str, Any] = {}
         tensor_type = self.tensor_type
         for name in _saved_names(grad_fn):
@@ -158,14 +160,14 @@ class _SavedReader:
                 saved[name] = {"freed": str(err).split(". ")[0]}
                 continue
             if isinstance(value, tensor_type):
-                saved[name] = self.tensor(value)
+                saved[name] = self._tensor(value)
             elif isinstance(value, (list, tuple)) and any(isinstance(v, tensor_type) for v in value):
-                saved[name] = [self.tensor(v) if isinstance(v, tensor_type) else plain_scalar(v) for v in value]
+                saved[name] = [self._tensor(v) if isinstance(v, tensor_type) else plain_scalar(v) for v in value]
             else:
                 saved[name] = plain_scalar(value)
         return saved
 
-    def tensor(self, value: Any) -> dict[str, Any]:
+    def _tensor(self, value: Any) -> dict[str, Any]:
         data = summary(value)
         # A saved input that is a leaf (or an assigned intermediate) is that very tensor: say
         # which, rather than merge them (torchviz merges a saved leaf into the leaf).
