@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
 from gradcli.verify.gradchecks import SLOW_MODE_MAX_ELEMENTS, run_gradcheck
+from gradcli.verify.userfile import load_function
+
+SIN_FLIPPED = load_function(f"{Path(__file__).parent / 'fixtures' / 'functions.py'}:SinFlipped")
 
 
 class RecordingSin(torch.autograd.Function):
@@ -22,20 +27,6 @@ class RecordingSin(torch.autograd.Function):
         RecordingSin.seen.append(g.detach().clone())
         (x,) = ctx.saved_tensors
         return g * torch.cos(x)
-
-
-class ScaledSin(torch.autograd.Function):
-    """sin with a backward 1% too large."""
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return torch.sin(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return 1.01 * g * torch.cos(x)
 
 
 def _inputs() -> list[torch.Tensor]:
@@ -58,7 +49,7 @@ def test_the_seed_decides_gradgradchecks_random_output_gradients():
 
 
 def test_a_wrong_backward_fails_in_fast_mode():
-    verdict = run_gradcheck(ScaledSin.apply, _inputs(), seed=0)
+    verdict = run_gradcheck(SIN_FLIPPED.apply, _inputs(), seed=0)
     assert verdict.fast_mode and verdict.ok is False
     assert "Jacobian mismatch" in verdict.message
 
@@ -67,7 +58,7 @@ def test_the_callers_random_stream_is_left_as_it_was():
     torch.manual_seed(11)
     expected = torch.rand(3)
     torch.manual_seed(11)
-    run_gradcheck(ScaledSin.apply, _inputs(), seed=5, second=True)
+    run_gradcheck(SIN_FLIPPED.apply, _inputs(), seed=5, second=True)
     assert torch.equal(torch.rand(3), expected)
 
 
