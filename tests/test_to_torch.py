@@ -239,6 +239,18 @@ def test_plain_numbers_become_tensors_of_the_leaves_dtype_where_torch_needs_one(
 
 
 @pytest.mark.parametrize(
+    ("text", "receiver", "method"), [("(2).pow(x)", 2.0, "pow"), ("(2.0).maximum(x)", 2.0, "maximum")]
+)
+def test_a_number_receiver_of_a_method_becomes_a_tensor(text, receiver, method):
+    # Python numbers have no such methods: (2).pow(x) once raised AttributeError in the builder.
+    x = torch.tensor([0.5, 3.0], dtype=torch.float64, requires_grad=True)
+    out = build(parse(text), {"x": x}).output
+    expected = getattr(torch.tensor(receiver, dtype=torch.float64), method)(x)
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+    assert out.grad_fn.name() == expected.grad_fn.name()
+
+
+@pytest.mark.parametrize(
     ("text", "shapes", "message"),
     [
         ("x + y", {"x": (3,), "y": (4,)}, "shapes [3] and [4] cannot be broadcast together"),

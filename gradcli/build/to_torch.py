@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import operator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from .. import limits
 from .._deep import run_deep
@@ -46,13 +46,22 @@ class Built:
     bindings: list[tuple[str, Any]]  # (name, value) for each assignment, in order
 
 
+#: Called before each operation is applied: (its name as written, e.g. "maximum" or "<",
+#: its evaluated positional arguments, its keyword arguments).
+Observer = Callable[[str, tuple[Any, ...], dict[str, Any]], None]
+
+
 def build(
     program: n.Program,
     leaves: Mapping[str, "torch.Tensor"],
     *,
     library: "Library | None" = None,
+    observe: Observer | None = None,
 ) -> Built:
-    """Evaluate `program` with torch, the variables bound to `leaves` (tensors)."""
+    """Evaluate `program` with torch, the variables bound to `leaves` (tensors).
+
+    `observe`, when given, sees every operation's arguments before it is applied (the
+    checker measures from them how close points are to a branch boundary or a kink)."""
     if library is None:
         from ..library import default_library
 
@@ -60,7 +69,7 @@ def build(
     missing = [v for v in program.variables if v not in leaves]
     if missing:
         raise UnknownNameError(f"no value for the variable '{missing[0]}'", hint=f"give one with --var {missing[0]}=...")
-    builder = _TorchBuilder(dict(leaves), library)
+    builder = _TorchBuilder(dict(leaves), library, observe)
     try:
         with paused_gc():  # a long program allocates many objects and no cycles
             return run_deep(builder.program, program)
@@ -71,10 +80,11 @@ def build(
 class _TorchBuilder(Interpreter):
     what = "torch builder"
 
-    def __init__(self, env: dict[str, Any], library: "Library") -> None:
+    def __init__(self, env: dict[str, Any], library: "Library", observe: Observer | None = None) -> None:
         import torch
 
         self.torch = torch
+        self.observe = observe
         self.leaves = dict(env)
         self.env = env
         self.library = library
@@ -139,6 +149,8 @@ class _TorchBuilder(Interpreter):
         if node.kwargs:
             kinds = {p.name: p.kind for p in op.params}
             kwargs = {key: self._argument(kinds[key], self.visit(value)) for key, value in node.kwargs}
+        if node.method and not isinstance(args[0], tensor):
+            args[0] = self._argument("tensor", args[0])  # (2).pow(x): a method is a tensor's
         tensors = [v for v in (*args, *kwargs.values()) if isinstance(v, tensor)]
         if not any(t.is_floating_point() for t in tensors):
             # Plain numbers only (pow(2, 3), (2).pow(3), where(c, 0.1, 0.2)): torch refuses them
@@ -152,11 +164,9 @@ class _TorchBuilder(Interpreter):
             self._check_matmul(*args, *kwargs.values(), node.span)
         elif len(tensors) > 1:
             self._check_broadcast(tensors, node.span)
-        if node.method:
-            receiver, *rest = args
-            fn = getattr(receiver, op.name)
-            return self._apply(fn, tuple(rest), node.span, op.name, kwargs)
-        return self._apply(resolve_torch(op.torch), tuple(args), node.span, op.name, kwargs)
+        # A method is called through its class, receiver first: x.pow(2) is Tensor.pow(x, 2).
+        fn = getattr(type(args[0]), op.name) if node.method else resolve_torch(op.torch)
+        return self._apply(fn, tuple(args), node.span, op.name, kwargs)
 
     def _argument(self, kind: str, value: Any) -> Any:
         if kind == "tensor" and isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -167,6 +177,8 @@ class _TorchBuilder(Interpreter):
     def _apply(
         self, fn: Any, args: tuple[Any, ...], span: Span | None, name: str, kwargs: dict[str, Any] | None = None
     ) -> Any:
+        if self.observe is not None:
+            self.observe(name, args, kwargs or {})
         try:
             result = fn(*args, **(kwargs or {}))
         except (RuntimeError, IndexError, TypeError, ValueError) as err:
