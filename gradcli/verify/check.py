@@ -29,6 +29,7 @@ from ..library import Library
 from ..pipeline import load
 from ..variables import default_spec, make_leaves, resolve_dtype
 from . import elementwise as ew
+from .boundaries import any_near_boundary, near_boundaries
 from .compare import Target, compare
 from .exact import exact_autograd, exact_formulas, exact_targets
 from .gradchecks import GradcheckVerdict, run_gradcheck, spaced
@@ -193,7 +194,13 @@ def _check_elementwise(
         for t in first:
             keep &= ~t.undefined & torch.isfinite(t.reference)
     else:
-        keep = torch.ones(size, dtype=torch.bool)
+        near = near_boundaries(program, library, rounded, size)
+        if bool(near.any()):
+            result.notes.append(
+                f"{int(near.sum()):,} of {size:,} points are at or next to a branch boundary or a kink "
+                "(found with torch, the symbolic side being skipped): kept out of finite differences"
+            )
+        keep = ~near
     _gradchecks_elementwise(result, program, library, names, rounded, keep)
 
 
@@ -278,7 +285,7 @@ def _check_small(
             f"element, which is done up to {EXACT_MAX_ELEMENTS} elements; the variables have {total:,} "
             "(give smaller --var values for the exact comparison); gradcheck still runs"
         )
-        _gradchecks(result, program, library, names, [values[n] for n in names], None)
+        _gradchecks(result, program, library, names, [values[n] for n in names], _boundary_reason(program, library, values))
         return
     torch_dtype = resolve_dtype(result.dtype)
     rounded = {n: v.detach().to(torch_dtype).to(torch.float64).clone() for n, v in values.items()}
@@ -295,8 +302,10 @@ def _check_small(
         targets = exact_targets(forms, rounded)
     except (SymbolicTimeout, Unsupported) as err:
         result.symbolic_skipped = f"{err}; gradcheck still runs"
+        reason = _boundary_reason(program, library, rounded)
     except ShapeError as err:
         result.symbolic_skipped = f"sympy could not translate it ({err.message}); gradcheck still runs"
+        reason = _boundary_reason(program, library, rounded)
     else:
         result.notes.append(
             f"{coupling} couple the elements: the gradient of sum(w*y) with distinct weights w is compared, "
@@ -309,6 +318,13 @@ def _check_small(
         if any(t.near is not None and bool(t.near.any()) for t in targets.values()):
             reason = "the values are at or next to a kink, where finite differences mislead"
     _gradchecks(result, program, library, names, [rounded[n] for n in names], reason)
+
+
+def _boundary_reason(program: Any, library: Library, values: Mapping[str, torch.Tensor]) -> str | None:
+    """Why gradcheck cannot judge these values, found with torch (the symbolic side was skipped)."""
+    if any_near_boundary(program, library, values):
+        return "the values are at or next to a branch boundary or a kink, where finite differences mislead"
+    return None
 
 
 def check_all(**options: Any) -> list[CheckResult]:
