@@ -44,12 +44,8 @@ class _Walker:
     def walk(self, expr: Any, active: torch.Tensor | None = None) -> None:
         import sympy
 
-        if not expr.free_symbols:
+        if not expr.free_symbols or not self._first_visit("walk", expr, active):
             return
-        key = (expr, None if active is None else id(active))
-        if key in self.seen:
-            return
-        self.seen.add(key)
         if isinstance(expr, sympy.Piecewise):
             self._piecewise(expr, active)
             return
@@ -57,6 +53,18 @@ class _Walker:
         self._kinks(expr, active)
         for arg in expr.args:
             self.walk(arg, active)
+
+    def _first_visit(self, kind: str, expr: Any, active: torch.Tensor | None) -> bool:
+        """Whether `expr` under the branch mask `active` is new to this walker.
+
+        Masks are compared by content: nested where(...) conditions build equal masks anew
+        at every level, and walking a shared subexpression once per mask object made the
+        walk exponential in the nesting (a generated program hung here)."""
+        key = (kind, expr, None if active is None else active.numpy().tobytes())
+        if key in self.seen:
+            return False
+        self.seen.add(key)
+        return True
 
     def _mark(self, mask: torch.Tensor, where: torch.Tensor, active: torch.Tensor | None) -> None:
         mask |= where if active is None else (where & active)
@@ -112,6 +120,8 @@ class _Walker:
     def _condition_kinks(self, cond: Any, active: torch.Tensor) -> None:
         import sympy
 
+        if not self._first_visit("condition", cond, active):
+            return
         if isinstance(cond, sympy.core.relational.Relational):
             self._boundary(self.value(cond.lhs), self.value(cond.rhs), active)
             self.walk(cond.lhs, active)
