@@ -5,9 +5,16 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import settings
 from typer.testing import CliRunner
 
 from gradcli.cli import app
+
+# The everyday suite (and CI) draws the same hypothesis examples on every run, so a result is
+# reproducible and a slow example cannot appear by chance; GRADCLI_SLOW=1 explores afresh.
+settings.register_profile("everyday", derandomize=True, print_blob=True)
+settings.register_profile("explore", print_blob=True)
+settings.load_profile("explore" if os.environ.get("GRADCLI_SLOW", "") not in ("", "0") else "everyday")
 
 os.environ.setdefault("COLUMNS", "120")
 os.environ["NO_COLOR"] = "1"
