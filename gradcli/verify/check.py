@@ -285,7 +285,8 @@ def _check_small(
             f"element, which is done up to {EXACT_MAX_ELEMENTS} elements; the variables have {total:,} "
             "(give smaller --var values for the exact comparison); gradcheck still runs"
         )
-        _gradchecks(result, program, library, names, [values[n] for n in names], _boundary_reason(program, library, values))
+        reason = _boundary_reason(program, library, values)
+        _gradchecks(result, program, library, names, [values[n] for n in names], reason)
         return
     torch_dtype = resolve_dtype(result.dtype)
     rounded = {n: v.detach().to(torch_dtype).to(torch.float64).clone() for n, v in values.items()}
