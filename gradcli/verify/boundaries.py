@@ -21,7 +21,7 @@ import torch
 
 from ..build.to_torch import build
 from ..language.ops import OPS
-from .regions import NEAR_KINK
+from .regions import near_each_other
 
 _COMPARISONS = {">", ">=", "<", "<="}
 _TIES = {"maximum", "minimum"}
@@ -49,9 +49,7 @@ class _Margins:
     def _gap(self, a: Any, b: Any) -> None:
         if b is None or not (isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor)):
             return
-        a, b = torch.as_tensor(a, dtype=torch.float64), torch.as_tensor(b, dtype=torch.float64)
-        scale = torch.maximum(a.abs(), b.abs()).clamp(min=1.0)
-        self.near.append((a - b).abs() <= NEAR_KINK * scale)
+        self.near.append(near_each_other(torch.as_tensor(a, dtype=torch.float64), torch.as_tensor(b, dtype=torch.float64)))
 
 
 def near_boundaries(program: Any, library: Any, points: Mapping[str, torch.Tensor], size: int) -> torch.Tensor:

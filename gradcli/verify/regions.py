@@ -139,10 +139,15 @@ class _Walker:
                 self._condition_kinks(arg, active)
 
     def _boundary(self, a: torch.Tensor, b: torch.Tensor, active: torch.Tensor | None) -> None:
-        gap = (a - b).abs()
-        self._mark(self.kink, gap == 0, active)
-        scale = torch.maximum(a.abs(), torch.as_tensor(b).abs()).clamp(min=1.0)
-        self._mark(self.near, gap <= NEAR_KINK * scale, active)
+        b = torch.as_tensor(b)
+        self._mark(self.kink, (a - b).abs() == 0, active)
+        self._mark(self.near, near_each_other(a, b), active)
+
+
+def near_each_other(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Where `a` and `b` are within NEAR_KINK of each other, relative to their size (at least 1)."""
+    scale = torch.maximum(a.abs(), b.abs()).clamp(min=1.0)
+    return (a - b).abs() <= NEAR_KINK * scale
 
 
 def regions(
