@@ -30,23 +30,21 @@ def full_value(tensor: Any) -> Any:
     return tensor.detach().cpu().tolist()
 
 
-def preview(tensor: Any, count: int = PREVIEW) -> list[Any]:
-    """The first `count` elements, flattened."""
-    if tensor.numel() == 1:  # the common case in long chains of scalars: 10x cheaper
+def preview(tensor: Any, count: int = PREVIEW, numel: int | None = None) -> list[Any]:
+    """The first `count` elements, flattened (`numel`, when the caller knows it, saves asking)."""
+    if (tensor.numel() if numel is None else numel) == 1:  # long chains of scalars: 10x cheaper
         return [tensor.item()]
     return tensor.detach().reshape(-1)[:count].cpu().tolist()
 
 
 def summary(tensor: Any) -> dict[str, Any]:
-    """Shape, dtype and a flat preview: enough to recognise a tensor without all of it.
-
-    Called for every saved tensor of a graph walk, so the one-element case is inline."""
-    numel = tensor.numel()
+    """Shape, dtype and a flat preview: enough to recognise a tensor without all of it."""
+    numel = tensor.numel()  # a graph walk summarises every saved tensor: asked once
     return {
         "shape": list(tensor.shape),
         "dtype": dtype_name(tensor),
         "numel": numel,
-        "preview": [tensor.item()] if numel == 1 else preview(tensor),
+        "preview": preview(tensor, numel=numel),
     }
 
 
