@@ -303,10 +303,8 @@ def _check_small(
         targets = exact_targets(forms, rounded)
     except (SymbolicTimeout, Unsupported) as err:
         result.symbolic_skipped = f"{err}; gradcheck still runs"
-        reason = _boundary_reason(program, library, rounded)
     except ShapeError as err:
         result.symbolic_skipped = f"sympy could not translate it ({err.message}); gradcheck still runs"
-        reason = _boundary_reason(program, library, rounded)
     else:
         result.notes.append(
             f"{coupling} couple the elements: the gradient of sum(w*y) with distinct weights w is compared, "
@@ -318,6 +316,8 @@ def _check_small(
         _compare_all(result, auto, targets, names, torch_dtype)
         if any(t.near is not None and bool(t.near.any()) for t in targets.values()):
             reason = "the values are at or next to a kink, where finite differences mislead"
+    if result.symbolic_skipped:
+        reason = _boundary_reason(program, library, rounded)
     _gradchecks(result, program, library, names, [rounded[n] for n in names], reason)
 
 
