@@ -98,7 +98,7 @@ def simplify_all(exprs: dict[Any, Any], budget: float | None = None) -> dict[Any
     try:
         within(SIMPLIFY_BUDGET if budget is None else budget, work)
     except SymbolicTimeout:
-        pass
+        pass  # out of budget: what was not simplified yet is shown as differentiated, below
     return {key: shown.get(key, expr) for key, expr in exprs.items()}
 
 
