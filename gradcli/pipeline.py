@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 from .language.nodes import Program
 from .language.parser import parse
 from .library import Library, library_folders, load_library
-from .variables import Leaves, make_leaves
+from .build.variables import Leaves, make_leaves
 
 
 def load(expression: str, library_dirs: Sequence[str | Path] = ()) -> tuple[Program, Library]:

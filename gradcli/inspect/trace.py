@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 from ..errors import LimitError, UsageError
 from ..pipeline import build_prepared, prepare
-from ..variables import make_tensor, parse_spec
+from ..build.variables import make_tensor, parse_spec
 from .explain import PassError, nonleaf_note
 from .flow import FlowRecorder, FlowStep, plain_steps
 from .graph import Graph, Labels, leaf_ids, walk_graph

@@ -27,7 +27,7 @@ from .._deep import run_deep
 from ..errors import DomainError, LimitError, ShapeError, UsageError, VariableError
 from ..library import Library
 from ..pipeline import load
-from ..variables import default_spec, make_leaves, resolve_dtype
+from ..build.variables import default_spec, make_leaves, resolve_dtype
 from . import elementwise as ew
 from .boundaries import any_near_boundary, near_boundaries
 from .compare import Target, compare

@@ -15,8 +15,8 @@ import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from . import limits
-from .errors import GradcliError, LimitError, Span, VariableError
+from .. import limits
+from ..errors import GradcliError, LimitError, Span, VariableError
 
 if TYPE_CHECKING:
     import torch
