@@ -24,10 +24,9 @@ from .explain import PassError, nonleaf_note
 from .flow import FlowRecorder, FlowStep, plain_steps
 from .graph import Graph, Labels, leaf_ids, walk_graph
 from .._quiet_gc import paused_gc
-from .passes import PassPlan, current_grad, names_with_grad, run_passes, second_derivative
+from .passes import MODES, PassMode, PassPlan, current_grad, names_with_grad, run_passes, second_derivative
 from .values import described, dtype_name, full_value
 
-MODES = ("backward", "grad")
 #: Passes in one trace (each is a full backward).
 MAX_REPEAT = 1000
 
@@ -62,7 +61,7 @@ class Pass:
     """One pass as plain data."""
 
     index: int
-    mode: str
+    mode: PassMode
     retain_graph: bool
     create_graph: bool
     grads: dict[str, Any]
@@ -116,7 +115,7 @@ def _first_sentence(message: str) -> str:
 class TraceOptions:
     """How to run the passes: the options of `gradcli trace`, as `trace()` takes them."""
 
-    mode: str = "backward"
+    mode: PassMode = "backward"
     wrt: tuple[str, ...] = ()
     grad_output: str | None = None
     retain_graph: bool = False
