@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 
 from .language.nodes import Program
 from .language.parser import parse
-from .library import Library, library_folders, load_library
+from .language.library import Library, library_folders, load_library
 from .build.variables import Leaves, make_leaves
 
 

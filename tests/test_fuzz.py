@@ -27,7 +27,7 @@ from gradcli.cli import app
 from gradcli.errors import GradcliError
 from gradcli.language.ops import OPS
 from gradcli.language.parser import parse
-from gradcli.library import default_library
+from gradcli.language.library import default_library
 from gradcli.build.variables import CONSTRUCTORS, make_leaves, parse_var
 from strategies import examples
 

@@ -51,7 +51,7 @@ def parse(
     (a library body may only use its parameters).
     """
     if functions is None:
-        from ..library import default_library
+        from .library import default_library
 
         functions = default_library().functions
     try:

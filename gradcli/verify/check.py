@@ -25,7 +25,7 @@ import torch
 from .. import limits
 from .._deep import run_deep
 from ..errors import DomainError, LimitError, ShapeError, UsageError, VariableError
-from ..library import Library
+from ..language.library import Library
 from ..pipeline import load
 from ..build.variables import default_spec, make_leaves, parse_var, resolve_dtype
 from . import elementwise as ew
@@ -352,7 +352,7 @@ def _boundary_reason(program: Any, library: Library, values: Mapping[str, torch.
 
 def check_all(**options: Any) -> list[CheckResult]:
     """`check` of every library entry, on its first parameter with the others at defaults."""
-    from ..library import library_folders, load_library
+    from ..language.library import library_folders, load_library
 
     library = load_library(library_folders(options.get("library_dirs", ())))
     results = []

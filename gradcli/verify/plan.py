@@ -18,7 +18,7 @@ from typing import Literal
 
 from ..language import nodes as n
 from ..language.ops import OPS
-from ..library import Library, LibraryFunction
+from ..language.library import Library, LibraryFunction
 
 #: How `check` compares an expression's derivative (see the module docstring); "skipped" is
 #: decided later, with the sizes of the values.
