@@ -32,6 +32,7 @@ from .. import limits
 from ..errors import GradcliError, LibraryError
 from . import nodes as n
 from .ops import OPS, Param
+from .parser import parse
 
 try:  # Python 3.11+
     import tomllib
@@ -242,8 +243,6 @@ def _function(
     params: tuple[Param, ...],
     stubs: dict[str, _Stub],
 ) -> LibraryFunction:
-    from .parser import parse
-
     names = tuple(p.name for p in params)
     programs: dict[str, n.Program | None] = {}
     for key in ("body", "derivative"):
