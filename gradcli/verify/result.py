@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,7 +86,7 @@ class CheckResult:
         compared = sum(c.points for c in self.variables)
         parts = []
         if self.variables:
-            worst = max(c.max_rel_err if isinstance(c.max_rel_err, float) else 0.0 for c in self.comparisons)
+            worst = max(c.max_rel_err if math.isfinite(c.max_rel_err) else 0.0 for c in self.comparisons)
             parts.append(f"autograd agrees with the exact derivative ({compared:,} values, max rel err {worst:.2g})")
         if self.second:
             parts.append("second derivatives agree")
