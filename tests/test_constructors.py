@@ -93,6 +93,19 @@ def test_huge_randint_is_refused_before_any_allocation(text, monkeypatch):
         make_leaves(("t",), [f"t={text}"], seed=0)
 
 
+def test_the_total_limit_counts_integer_data_before_any_allocation(monkeypatch):
+    def forbidden(*args, **kwargs):
+        raise AssertionError("allocated")
+
+    monkeypatch.setattr(torch, "randint", forbidden)
+    monkeypatch.setattr(torch, "randn", forbidden)
+    each = limits.MAX_TOTAL_ELEMENTS // 3 + 1  # within the per-tensor limit; three are beyond the total
+    assert each <= limits.MAX_ELEMENTS
+    with pytest.raises(LimitError, match="the variables have .* elements in all"):
+        make_leaves(("t", "u", "x"), [f"t=randint(0, 5, {each})", f"u=randint(0, 5, (1, {each}))", f"x=randn({each})"],
+                    seed=0)
+
+
 def test_too_many_dimensions_is_a_limit():
     with pytest.raises(LimitError, match=r"randint\(\): at most 8 dimensions"):
         parse_var("t=randint(0, 2, (1, 1, 1, 1, 1, 1, 1, 1, 1))")
