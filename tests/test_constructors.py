@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -218,3 +219,10 @@ def test_check_refuses_integer_variables(cli, expr, var, message):
 def test_check_ignores_an_integer_variable_the_output_does_not_use(cli):
     result = cli("check", "t = t * 2; sin(x)", "--var", "x=[0.5, 1.0]", "--var", "t=randint(0, 10, 2)")
     assert result.exit_code == 0, result.output
+
+
+def test_check_function_refuses_an_integer_input(cli):
+    swish = Path(__file__).parent / "fixtures" / "functions.py"
+    result = cli("check-function", f"{swish}:Swish", "--var", "x=randint(0, 5, 4)")
+    assert result.exit_code == 2
+    assert "--var x: check-function differentiates every tensor input" in result.stderr
