@@ -229,7 +229,8 @@ def make_leaves(
     seed: int | None = None,
     default: Any = None,
 ) -> Leaves:
-    """Leaf tensors (requires_grad=True) for a program's `variables` from `--var` options.
+    """Leaf tensors for a program's `variables` from `--var` options: float leaves require
+    grad, integer data (randint) does not.
 
     `default(name, index)` gives the spec text for a variable without --var (by default the
     DEFAULT_SCALARS in order). Without `seed`, random values draw a fresh seed, reported in
