@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gradcli.library import default_library
+from gradcli.language.library import default_library
 
 FUNCTIONS = Path(__file__).parent / "fixtures" / "functions.py"
 
@@ -102,3 +102,22 @@ def test_check_function_bad_input_exits_2(cli):
         result = cli("check-function", target)
         assert result.exit_code == 2, target
         assert result.stderr.startswith("error: ") and "Traceback" not in result.stderr
+
+
+def test_nonfinite_numbers_are_floats_in_the_data_and_strings_in_the_json(cli):
+    """nan and inf stay floats in a Comparison; only the JSON edge writes them as strings.
+    The document is pinned byte for byte: it was produced before the strings moved out of
+    verify/compare.py, and must not change."""
+    import math
+
+    import gradcli
+
+    result = gradcli.check("log(1+exp(x))", {"x": "[0.0, 1.0, 800.0]"}, seed=0)
+    comparison = result.variables[0]
+    assert comparison.max_abs_err == math.inf and comparison.max_rel_err == math.inf
+    assert math.isnan(comparison.worst_at["autograd"]) and comparison.worst_at["exact"] == 1.0
+    assert comparison.wrong_ranges[0]["where"] == {"x": [800.0, 800.0]}
+    run = cli("check", "log(1+exp(x))", "--var", "x=[0.0, 1.0, 800.0]", "--json", "--seed", "0")
+    assert run.exit_code == 1
+    pinned = (Path(__file__).parent / "fixtures" / "check_nonfinite.json").read_text(encoding="utf-8")
+    assert run.stdout == pinned

@@ -6,6 +6,7 @@ Pure: a result in, text out (on the console `make_console` gives). JSON goes thr
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 from .console import make_console, print_json
@@ -33,7 +34,7 @@ def render_check_all(results: Sequence[Any], *, as_json: bool) -> None:
         table.add_column(column, no_wrap=column != "verdict")
     for r in results:
         compared = sum(c.points for c in r.variables)
-        worst = max((c.max_rel_err for c in r.comparisons if isinstance(c.max_rel_err, float)), default=0.0)
+        worst = max((c.max_rel_err for c in r.comparisons if math.isfinite(c.max_rel_err)), default=0.0)
         checks = [v for v in (r.gradcheck, r.gradgradcheck) if v is not None]
         passed = "passed" if all(v.ok for v in checks) else "FAILED" if any(v.ok is False for v in checks) else "not run"
         verdict = "ok" if r.ok else r.verdict()

@@ -32,7 +32,10 @@ def make_console(*, stderr: bool = False) -> Any:
 
 
 def print_json(document: Any) -> None:
-    """One JSON document on stdout (nothing else), NaN/inf written as strings."""
+    """One JSON document on stdout (nothing else), NaN/inf written as strings: the data keeps
+    them as floats, and this edge is where JSON's lack of them is dealt with."""
     import json
 
-    sys.stdout.write(json.dumps(document, indent=2, allow_nan=False, default=str) + "\n")
+    from .json import finite_safe
+
+    sys.stdout.write(json.dumps(finite_safe(document), indent=2, allow_nan=False, default=str) + "\n")

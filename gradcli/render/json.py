@@ -33,7 +33,7 @@ def finite_safe(value: Any) -> Any:
     kind = type(value)
     if kind is float:
         return value if value - value == 0 else _number(value)  # inf - inf and nan - nan are nan
-    if kind is list:
+    if kind is list or kind is tuple:
         return [finite_safe(item) for item in value]
     if kind is dict:
         return {key: finite_safe(item) for key, item in value.items()}

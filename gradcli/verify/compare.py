@@ -40,7 +40,8 @@ class Target:
 
 @dataclass
 class Comparison:
-    """The outcome for one quantity (a table row)."""
+    """The outcome for one quantity (a table row). Numbers stay floats, nan and inf included:
+    only the JSON edge (render/json.py's finite_safe) writes those as strings."""
 
     name: str
     candidate: str  # "autograd" | "published"
@@ -83,7 +84,7 @@ def compare(
     kinks = (target.kink & ~target.undefined).nonzero().flatten().tolist()
     result.kinks = len(kinks)
     result.kink_examples = [
-        {**target.point(i), candidate_name: _plain(got[i].item())} for i in kinks[:KINK_EXAMPLES]
+        {**target.point(i), candidate_name: got[i].item()} for i in kinks[:KINK_EXAMPLES]
     ]
 
     # float64 symbolic values that are finite and within the candidate's range are trusted
@@ -143,11 +144,10 @@ def compare(
     result.points = int(counted.sum())
     if result.points:
         max_abs, max_rel, worst = _errors(got, ref, counted, overrides, atol, rtol, chunk_errors)
-        result.max_abs_err = _plain(max_abs)
-        result.max_rel_err = _plain(max_rel)
+        result.max_abs_err = max_abs
+        result.max_rel_err = max_rel
         truth = overrides.get(worst, ref[worst].item())
-        result.worst_at = {**target.point(worst), candidate_name: _plain(got[worst].item()),
-                           "exact": _plain(truth)}
+        result.worst_at = {**target.point(worst), candidate_name: got[worst].item(), "exact": truth}
     result.wrong_ranges = _ranges(decided_idx, decided_exact, verdicts, got, target, disputed)
     return result
 
@@ -228,7 +228,7 @@ def _ranges(
         where = {}
         for name, values in target.coords.items():
             picked = values[torch.tensor([indices[k] for k in run])]
-            where[name] = [_plain(float(picked.min())), _plain(float(picked.max()))]
+            where[name] = [float(picked.min()), float(picked.max())]
         if not where:
             where = {"at": [target.point(first), target.point(last)]}
         described.append({
@@ -258,8 +258,3 @@ def _span(values: list[float]) -> str:
 
 def _fmt(value: float) -> str:
     return f"{value:.6g}"
-
-
-def _plain(value: float) -> float | str:
-    """A float for JSON: nan and inf become strings."""
-    return value if math.isfinite(value) else str(value)

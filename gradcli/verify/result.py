@@ -8,11 +8,13 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from .compare import Comparison
 from .gradchecks import GradcheckVerdict
+from .plan import CheckMode
 
 
 @dataclass
@@ -22,7 +24,7 @@ class CheckResult:
     expression: str
     order: int
     dtype: str
-    mode: str  # elementwise | reduced | exact | skipped
+    mode: CheckMode
     points_source: str
     tolerances: dict[str, float]
     symbolic: dict[str, str] = field(default_factory=dict)  # d/dx as sympy prints it
@@ -84,7 +86,7 @@ class CheckResult:
         compared = sum(c.points for c in self.variables)
         parts = []
         if self.variables:
-            worst = max(c.max_rel_err if isinstance(c.max_rel_err, float) else 0.0 for c in self.comparisons)
+            worst = max(c.max_rel_err if math.isfinite(c.max_rel_err) else 0.0 for c in self.comparisons)
             parts.append(f"autograd agrees with the exact derivative ({compared:,} values, max rel err {worst:.2g})")
         if self.second:
             parts.append("second derivatives agree")

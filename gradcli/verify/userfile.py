@@ -21,7 +21,7 @@ from typing import Any, Sequence
 import torch
 
 from ..errors import UsageError, UserCodeError
-from ..variables import make_tensor, parse_var
+from ..build.variables import make_tensor, parse_var
 
 #: Default tensor input: 8 values in [-3, 3], both signs, +-1 included, 0 avoided (a kink
 #: of relu-like functions, where finite differences mislead).
@@ -136,6 +136,10 @@ def make_inputs(cls: type, options: Sequence[str], seed: int) -> Inputs:
             values.append(spec.args[0] if spec is not None else p.default)
             tensor.append(False)
         elif spec is not None:
+            if spec.integer:
+                raise UsageError(f"--var {p.name}: check-function differentiates every tensor input, and "
+                                 f"{spec.text} gives integers (randint), data without a gradient",
+                                 hint="give float values, e.g. uniform(0, 5, 4)")
             values.append(make_tensor(spec, dtype=torch.float64, device="cpu", generator=generator))
             tensor.append(True)
         elif p.default is not inspect.Parameter.empty:
