@@ -49,8 +49,9 @@ def trace_command(
 
     Sections: Leaves, Graph (grad_fn.name(), saved tensors, assigned names), Passes,
     Gradients, Flow (--flow). A variable without --var gets a default value (0.5, 1.5,
-    -0.75, 2.0, ... in order of appearance), printed with the seed. Exit status 1 when a
-    pass raised an autograd error or produced a nan/inf gradient; 2 for bad input.
+    -0.75, 2.0, ... in order of appearance), printed; the seed is printed when something
+    random was drawn. Exit status 1 when a pass raised an autograd error or produced a
+    nan/inf gradient; 2 for bad input.
 
     Examples:
 

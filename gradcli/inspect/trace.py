@@ -90,7 +90,7 @@ class TraceResult:
     graph: Graph
     passes: list[Pass]
     intermediates: list[Intermediate]
-    seed: int
+    seed: int | None  # None when nothing random was drawn (no seed to repeat)
     options: dict[str, Any]
     skipped_passes: int = 0
     flow: list[FlowStep] | None = None
@@ -190,7 +190,7 @@ def _run(expression: str, prepared: Any, options: TraceOptions) -> TraceResult:
         graph=graph,
         passes=[_plain_pass(r) for r in records],
         intermediates=[_intermediate(name, t, node_of, kept.get(name)) for name, t in intermediates.items()],
-        seed=leaves.seed,
+        seed=leaves.seed if _drew_random([*leaves.specs.values()], options.grad_output) else None,
         options={**asdict(options), "wrt": list(targets), "retain_grad": list(options.retain_grad)},
         skipped_passes=options.repeat - len(records),
     )
@@ -234,6 +234,17 @@ def _known(name: str, tensors: dict[str, Any], option: str, what: str) -> Any:
             hint="names here: " + (", ".join(tensors) or "(none)"),
         )
     return tensors[name]
+
+
+#: The --var constructors that draw random numbers (their values depend on the seed).
+RANDOM_KINDS = frozenset({"randn", "rand", "uniform"})
+
+
+def _drew_random(specs: list[Any], grad_output: str | None) -> bool:
+    """Whether a leaf or the starting gradient drew random numbers, so the seed matters."""
+    if grad_output is not None and grad_output.strip() != "ones":
+        specs = [*specs, parse_spec("grad-output", grad_output)]
+    return any(spec.kind in RANDOM_KINDS for spec in specs)
 
 
 def _grad_output(spec: str | None, output: Any, seed: int) -> Any:

@@ -4,7 +4,7 @@ JSON has no NaN or infinity, and gradients that are nan or inf are exactly what 
 for, so non-finite numbers are written as the strings "nan", "inf" and "-inf" (the output
 stays valid JSON for every parser; `float("nan")` reads them back in Python).
 
-Beyond CLI.md's keys the document carries: `root` (the output's grad_fn node), `seed`,
+Beyond CLI.md's keys the document carries: `root` (the output's grad_fn node), `seed` (null when nothing random was drawn),
 per node `span` (where the operation is written) and `same_as`, per saved tensor `shape`,
 `dtype`, `numel`, a flat `preview` and `variable` (a saved leaf) or `bound` (a saved
 assigned intermediate); per leaf `dtype`, `spec`, `defaulted`, `requires_grad`; per pass

@@ -27,6 +27,7 @@ from . import diagnose
 from .gradchecks import GradcheckVerdict, run_gradcheck
 from .jacobian import JACOBIAN_MAX, InputCheck, analytical, backward_of, compare_blocks, flat_output, numerical
 from .reference import ForwardCheck, reference_checks
+from .evaluation import check_order
 from .result import FiniteDifferences, finite_difference_checks
 from .userfile import Inputs, check_class, describe_exception, load_function, make_inputs
 
@@ -133,8 +134,7 @@ def check_function(
     library_dirs: Sequence[Any] = (),
 ) -> FunctionResult:
     """Check a torch.autograd.Function (a class, or "PATH.py:NAME"); see the module docstring."""
-    if order not in (1, 2):
-        raise UsageError(f"--order must be 1 or 2, not {order}")
+    check_order(order)
     if isinstance(function, str):
         cls, label = load_function(function), function
     else:
