@@ -126,6 +126,20 @@ def input_value(value: Any) -> Any:
     return [round(v, 6) for v in value.detach().reshape(-1).tolist()] if hasattr(value, "detach") else value
 
 
+def pass_error_problem(index: int, error_type: str, message: str) -> str:
+    """A trace pass that raised: its number, torch's error type and first sentence."""
+    first = message.strip().splitlines()[0] if message.strip() else ""
+    return f"pass {index + 1}: {error_type}: {first.split('. ')[0].rstrip('.')}"
+
+
+def nonfinite_problem(index: int, name: str) -> str:
+    return f"pass {index + 1}: the gradient of {name} is not finite"
+
+
+def nonfinite_origin_problem(node: str) -> str:
+    return f"the first non-finite gradient comes out of {node}"
+
+
 def overall(ok: bool, problems: Sequence[str], agreed: Iterable[str]) -> str:
     """The one-line verdict: OK: what agreed; or PROBLEM: the first problem (and how many more)."""
     if not ok:

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from .. import words
 from ..errors import LimitError, UsageError
 from ..pipeline import build_prepared, prepare
 from ..variables import make_tensor, parse_spec
@@ -100,16 +101,11 @@ class TraceResult:
     @property
     def problems(self) -> list[str]:
         """What makes the exit status 1: autograd errors and non-finite gradients."""
-        found = [f"pass {p.index + 1}: {p.error.type}: {_first_sentence(p.error.message)}" for p in self.passes if p.error]
-        found += [f"pass {p.index + 1}: the gradient of {name} is not finite" for p in self.passes for name in p.nonfinite]
+        found = [words.pass_error_problem(p.index, p.error.type, p.error.message) for p in self.passes if p.error]
+        found += [words.nonfinite_problem(p.index, name) for p in self.passes for name in p.nonfinite]
         if self.nonfinite_origin is not None:
-            found.append(f"the first non-finite gradient comes out of {self.nonfinite_origin}")
+            found.append(words.nonfinite_origin_problem(self.nonfinite_origin))
         return found
-
-
-def _first_sentence(message: str) -> str:
-    first = message.strip().splitlines()[0] if message.strip() else ""
-    return first.split(". ")[0].rstrip(".")
 
 
 @dataclass(frozen=True)
