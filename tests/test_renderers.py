@@ -260,6 +260,15 @@ def test_demo_blocks():
     assert lines == DEMO_BLOCKS
 
 
+def test_listing_text_is_never_read_as_markup():
+    # rich markup used to swallow "[min, max]" from clamp's line of `gradcli list`.
+    from gradcli.render.listing import Listing
+
+    listing = Listing([], [{"signature": "clamp(input, min=None, max=None)", "doc": "limit to [min, max]",
+                            "method": True}])
+    assert any("limit to [min, max]" in line for line in text(listing))
+
+
 # --- json and the contract ----------------------------------------------------------------
 
 

@@ -15,7 +15,7 @@ Adding an output format is one module with one `Format` subclass, and one row in
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Union
+from typing import Any, Callable, Union
 
 
 @dataclass(frozen=True)
@@ -34,8 +34,6 @@ class Line:
 
 #: What a renderer returns: a text written as it is, or lines for a console.
 Output = Union[str, list[Line]]
-
-Justify = Literal["left", "right"]
 
 
 class Format:
@@ -61,6 +59,3 @@ class Format:
             if method is not None:
                 return method
         raise TypeError(f"the {self.name} format has no renderer for {type(result).__name__}")
-
-    def accepts(self, result: Any) -> bool:
-        return any(hasattr(self, f"_render_{cls.__name__}") for cls in type(result).__mro__)
