@@ -24,20 +24,19 @@ import torch
 
 from .. import limits
 from .._deep import run_deep
-from ..errors import DomainError, LimitError, ShapeError, UsageError, VariableError
+from ..errors import DomainError, LimitError, UsageError, VariableError
 from ..library import Library
 from ..pipeline import load
 from ..seeds import draw_seed
 from ..variables import default_spec, make_leaves, resolve_dtype
-from . import elementwise as ew
 from .boundaries import any_near_boundary, near_boundaries
 from .compare import Target, compare
+from .evaluation import TOLERANCES, check_order, evaluate, symbolic_side
 from .exact import exact_autograd, exact_formulas, exact_targets
 from .gradchecks import GradcheckVerdict, run_gradcheck, spaced
 from .plan import EXACT_MAX_ELEMENTS, Plan, make_plan
 from .points import DEFAULT_POINTS, Points, domain_points, drawn_points
 from .published import published_values
-from .evaluation import TOLERANCES, check_order, evaluate, symbolic_side
 from .result import CheckResult
 from .symbolic import simplify_all
 
