@@ -207,14 +207,16 @@ def test_terminal_rendering_highlights_code_without_trailing_blanks():
 
     from rich.console import Console
 
-    from gradcli.render.demo import DemoPrinter
+    from gradcli.cli.output import show, write
+    from gradcli.render.demo import spacing
 
     out = StringIO()
     console = Console(file=out, force_terminal=True, color_system="standard", width=60)
-    printer = DemoPrinter(console)
-    printer(Heading("1. Title"))
-    printer(Code("import torch\n\nx = 1", "#> not really"))
-    printer(Verdict(True, "fine"))
+    previous = None
+    for block in (Heading("1. Title"), Code("import torch\n\nx = 1", "#> not really"), Verdict(True, "fine")):
+        write(spacing(previous, block), console)
+        show(block, "text", console)
+        previous = block
     text = out.getvalue()
     assert "\x1b[" in text  # coloured
     plain = re.sub(r"\x1b\[[0-9;]*m", "", text).splitlines()

@@ -260,7 +260,9 @@ def make_leaves(
     import torch
 
     if seed is None:
-        seed = int(torch.randint(0, 2**31 - 1, ()).item())
+        from ..seeds import draw_seed
+
+        seed = draw_seed()
     generator = torch.Generator().manual_seed(seed)
     tensors = {
         name: make_tensor(specs[name], dtype=torch_dtype, device=torch_device, generator=generator)

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
 from .app import (
-    EXIT_OK,
-    EXIT_PROBLEM,
     DeviceOption,
     DtypeOption,
     JsonOption,
@@ -52,23 +50,23 @@ def check_command(
     Example:  gradcli check "log(1+exp(x))" --var "x=linspace(-1000,1000,100001)"   # exit 1
     """
     from ..errors import UsageError
-    from ..render.check import render_check, render_check_all
     from ..verify.check import check, check_all
+    from ..verify.result import LibraryCheck
+    from .output import exit_status, show
 
     options = dict(points=points, order=order, atol=atol, rtol=rtol, dtype=dtype, device=device, seed=seed,
                    library_dirs=tuple(library or ()))
     if all_entries:
         if expr is not None or var:
             raise UsageError("--all checks the library entries: give no EXPR and no --var with it")
-        results = check_all(**options)
-        render_check_all(results, as_json=json)
-        raise typer.Exit(EXIT_OK if all(r.ok for r in results) else EXIT_PROBLEM)
-    if expr is None:
+        result: Any = LibraryCheck(check_all(**options))
+    elif expr is None:
         raise UsageError("give an expression to check (or --all)", hint='e.g. gradcli check "x*sigmoid(x)"')
-    # JSON is for programs: the derivative as differentiated, without simplify's cost.
-    result = check(read_expression(expr), var or (), simplify=not json, **options)
-    render_check(result, as_json=json)
-    raise typer.Exit(EXIT_OK if result.ok else EXIT_PROBLEM)
+    else:
+        # JSON is for programs: the derivative as differentiated, without simplify's cost.
+        result = check(read_expression(expr), var or (), simplify=not json, **options)
+    show(result, "json" if json else "text")
+    raise typer.Exit(exit_status(result.ok))
 
 
 @app.command("check-function")
@@ -93,12 +91,12 @@ def check_function_command(
 
     Example:  gradcli check-function examples/swish.py:Swish --ref "x*sigmoid(x)" --order 2
     """
-    from ..render.function import render_function
     from ..verify.function import check_function
+    from .output import exit_status, show
 
     result = check_function(
         target, var or (), ref=read_expression(ref) if ref is not None else None, order=order, seed=seed,
         library_dirs=tuple(library or ()),
     )
-    render_function(result, as_json=json)
-    raise typer.Exit(EXIT_OK if result.ok else EXIT_PROBLEM)
+    show(result, "json" if json else "text")
+    raise typer.Exit(exit_status(result.ok))

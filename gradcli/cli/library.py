@@ -13,7 +13,7 @@ def list_command(library: LibraryOption = None, json: JsonOption = False) -> Non
     Example:  gradcli list --json
     """
     from ..language.library import library_folders, load_library
-    from ..render.listing import listing_data, render_listing
+    from ..render.listing import listing_data
+    from .output import show
 
-    data = listing_data(load_library(library_folders(library or ())))
-    render_listing(data, as_json=json)
+    show(listing_data(load_library(library_folders(library or ()))), "json" if json else "text")

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 
 from ..errors import UsageError
 from .app import (
-    EXIT_OK,
-    EXIT_PROBLEM,
     DtypeOption,
     LibraryOption,
     SeedOption,
@@ -19,14 +17,6 @@ from .app import (
     read_expression,
     reports_errors,
 )
-
-#: Terminal colour per role of a character cell (plot/terminal.py); none with NO_COLOR or a pipe.
-STYLES = {
-    "title": "bold", "axis": "dim", "f": "bold", "exact": "cyan", "autograd": "blue", "both": "bold blue",
-    "unstable": "bold white on red", "nonfinite": "bold white on dark_orange", "overflow": "bold white on purple",
-    "undefined": "black on grey70",
-}
-
 
 @app.command("plot")
 @reports_errors
@@ -64,55 +54,15 @@ def plot_command(
         require_matplotlib()
     from ..plot.data import plot_data
 
+    from .output import exit_status, say, show
+
     data = plot_data(read_expression(expr), var or (), order=order, dtype=dtype, seed=seed,
                      library_dirs=library or ())
     if output is not None:
         from ..plot.mpl import save
 
         save(data, output)
-    _report(data, output, terminal)
-    raise typer.Exit(EXIT_OK if data.ok else EXIT_PROBLEM)
-
-
-def _report(data: Any, output: Optional[Path], terminal: bool) -> None:
-    from rich.text import Text
-
-    from ..plot.shades import derivative_label
-    from ..plot.terminal import terminal_plot
-    from ..render.console import make_console
-
-    console = make_console()
-    if terminal:
-        for line in terminal_plot(data, width=console.width):
-            text = Text()
-            for segment, role in line:
-                text.append(segment, style=STYLES.get(role, ""))
-            console.print(text, overflow="crop", no_wrap=True)
-        console.print()
-    fixed = "".join(f", {k} = {v:g}" for k, v in data.fixed.items())
-    console.print(f"{data.axis_source}: {data.x.size:,} points{fixed}, {data.dtype}")
-    for curve in data.curves:
-        label = derivative_label(curve.order, data.variable)
-        if curve.formula is not None:
-            console.print(f"{label} exact: {curve.formula}")
-        c = curve.comparison
-        if c is not None and c.ok:
-            console.print(f"{label}: autograd agrees with the exact derivative at {c.points:,} points "
-                          f"(max abs err {c.max_abs_err:.3g})")
-    for shade in data.shades:
-        where = f"{data.variable} = {shade.first:.6g}" if shade.points == 1 else (
-            f"{data.variable} from {shade.first:.6g} to {shade.last:.6g}")
-        if shade.kind == "unstable":
-            label = derivative_label(shade.order, data.variable)
-            console.print(f"{label}: autograd gives {shade.got} for {where} where the exact value is "
-                          f"{shade.exact} ({shade.points:,} points)")
-        else:
-            from ..plot.shades import shade_label
-
-            console.print(f"shaded, {shade_label(shade.kind, shade.order, data.variable)}: {where} ({shade.points:,} points)")
-    if data.kinks:
-        console.print("kinks at " + ", ".join(f"{data.variable} = {k:g}" for k in data.kinks[:10]))
-    for note in data.notes:
-        console.print(f"note: {note}")
+    show(data, "text", terminal=terminal)
     if output is not None:
-        console.print(f"picture written to {output}")
+        say(f"picture written to {output}")
+    raise typer.Exit(exit_status(data.ok))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated, List, Optional
 
@@ -10,8 +9,6 @@ import typer
 
 from ..errors import UsageError
 from .app import (
-    EXIT_OK,
-    EXIT_PROBLEM,
     DeviceOption,
     DtypeOption,
     JsonOption,
@@ -52,8 +49,9 @@ def trace_command(
 
     Sections: Leaves, Graph (grad_fn.name(), saved tensors, assigned names), Passes,
     Gradients, Flow (--flow). A variable without --var gets a default value (0.5, 1.5,
-    -0.75, 2.0, ... in order of appearance), printed with the seed. Exit status 1 when a
-    pass raised an autograd error or produced a nan/inf gradient; 2 for bad input.
+    -0.75, 2.0, ... in order of appearance), printed; the seed is printed when something
+    random was drawn. Exit status 1 when a pass raised an autograd error or produced a
+    nan/inf gradient; 2 for bad input.
 
     Examples:
 
@@ -69,43 +67,38 @@ def trace_command(
       gradcli trace "h = x*x + x; h.sum()" --dot graph.svg
     """
     from ..inspect.trace import trace
-    from ..render.console import make_console
-    from ..render.dot import trace_dot
-    from ..render.json import trace_json
-    from ..render.trace import trace_renderables
+    from ..render import graphviz
+    from ..render.formats import render
+    from .output import exit_status, make_console, say, show
 
     if json and dot == "-":
         raise UsageError("--json and --dot - both want stdout", hint="write the DOT to a file: --dot graph.dot")
     if max_nodes < 1:
         raise UsageError("--max-nodes must be at least 1")
-    from ..render import graphviz
-
     picture = dot is not None and dot != "-" and graphviz.is_picture(dot)
     if picture:
         graphviz.dot_program()  # missing Graphviz is a usage error before any work
-    text = read_expression(expr)
     result = trace(
-        text, var or (), mode=mode, wrt=wrt or (), grad_output=grad_output, retain_graph=retain_graph,
-        create_graph=create_graph, repeat=repeat, zero_grad=zero_grad, retain_grad=retain_grad or (),
-        flow=flow, dtype=dtype, device=device, seed=seed, library_dirs=library or (),
+        read_expression(expr), var or (), mode=mode, wrt=wrt or (), grad_output=grad_output,
+        retain_graph=retain_graph, create_graph=create_graph, repeat=repeat, zero_grad=zero_grad,
+        retain_grad=retain_grad or (), flow=flow, dtype=dtype, device=device, seed=seed, library_dirs=library or (),
     )
     if dot == "-":
-        sys.stdout.write(trace_dot(result))
+        show(result, "dot")
     elif picture:
-        graphviz.render(trace_dot(result), dot)
+        graphviz.render(render(result, "dot"), dot)
     elif dot is not None:
-        _write(Path(dot), trace_dot(result))
+        _write(Path(dot), render(result, "dot"))
     if json:
-        sys.stdout.write(trace_json(result) + "\n")
+        show(result, "json")
     elif dot != "-":
         console = make_console()
-        for renderable in trace_renderables(result, max_nodes=max_nodes):
-            console.print(renderable)
+        show(result, "text", console, max_nodes=max_nodes)
         if picture:
-            console.print(f"\nGraph drawn to {dot} by Graphviz")
+            say(f"\nGraph drawn to {dot} by Graphviz", console)
         elif dot is not None:
-            console.print(f"\nDOT written to {dot} (render it: dot -Tsvg {dot} -o graph.svg)")
-    raise typer.Exit(EXIT_PROBLEM if result.problems else EXIT_OK)
+            say(f"\nDOT written to {dot} (render it: dot -Tsvg {dot} -o graph.svg)", console)
+    raise typer.Exit(exit_status(not result.problems))
 
 
 def _write(path: Path, text: str) -> None:

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from .. import words
 from ..errors import LimitError, UsageError
 from ..pipeline import build_prepared, prepare
 from ..build.variables import make_tensor, parse_spec
@@ -89,7 +90,7 @@ class TraceResult:
     graph: Graph
     passes: list[Pass]
     intermediates: list[Intermediate]
-    seed: int
+    seed: int | None  # None when nothing random was drawn (no seed to repeat)
     options: dict[str, Any]
     skipped_passes: int = 0
     flow: list[FlowStep] | None = None
@@ -99,16 +100,11 @@ class TraceResult:
     @property
     def problems(self) -> list[str]:
         """What makes the exit status 1: autograd errors and non-finite gradients."""
-        found = [f"pass {p.index + 1}: {p.error.type}: {_first_sentence(p.error.message)}" for p in self.passes if p.error]
-        found += [f"pass {p.index + 1}: the gradient of {name} is not finite" for p in self.passes for name in p.nonfinite]
+        found = [words.pass_error_problem(p.index, p.error.type, p.error.message) for p in self.passes if p.error]
+        found += [words.nonfinite_problem(p.index, name) for p in self.passes for name in p.nonfinite]
         if self.nonfinite_origin is not None:
-            found.append(f"the first non-finite gradient comes out of {self.nonfinite_origin}")
+            found.append(words.nonfinite_origin_problem(self.nonfinite_origin))
         return found
-
-
-def _first_sentence(message: str) -> str:
-    first = message.strip().splitlines()[0] if message.strip() else ""
-    return first.split(". ")[0].rstrip(".")
 
 
 @dataclass(frozen=True)
@@ -190,7 +186,7 @@ def _run(expression: str, prepared: Any, options: TraceOptions) -> TraceResult:
         graph=graph,
         passes=[_plain_pass(r) for r in records],
         intermediates=[_intermediate(name, t, node_of, kept.get(name)) for name, t in intermediates.items()],
-        seed=leaves.seed,
+        seed=leaves.seed if _drew_random([*leaves.specs.values()], options.grad_output) else None,
         options={**asdict(options), "wrt": list(targets), "retain_grad": list(options.retain_grad)},
         skipped_passes=options.repeat - len(records),
     )
@@ -251,6 +247,13 @@ def _known(name: str, tensors: dict[str, Any], option: str, what: str) -> Any:
             hint="names here: " + (", ".join(tensors) or "(none)"),
         )
     return tensors[name]
+
+
+def _drew_random(specs: list[Any], grad_output: str | None) -> bool:
+    """Whether a leaf or the starting gradient drew random numbers, so the seed matters."""
+    if grad_output is not None and grad_output.strip() != "ones":
+        specs = [*specs, parse_spec("grad-output", grad_output)]
+    return any(spec.random for spec in specs)
 
 
 def _grad_output(spec: str | None, output: Any, seed: int) -> Any:

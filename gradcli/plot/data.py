@@ -1,9 +1,9 @@
 """The curves of `gradcli plot` as plain data: f, autograd's and the exact derivatives, their gap.
 
-Everything is computed by the check machinery (gradcli.verify): autograd per element
-(`elementwise.autograd`), sympy's derivative of the same AST evaluated on every point
-(`elementwise.formulas` / `targets`), the domain and kink masks (`regions`), and the
-comparison that arbitrates doubtful points at 50 digits (`compare`). What this module adds
+Everything is computed by the check machinery, through its one public function
+`gradcli.verify.evaluation.evaluate`: autograd per element, sympy's derivative of the same
+AST evaluated on every point, the domain and kink masks, and the comparison that arbitrates
+doubtful points at 50 digits. What this module adds
 is the per-point "exact" curve a picture needs: the float64 value of the formula, replaced
 by the 50-digit value wherever the comparison had to arbitrate (log(1+exp(x)) at x > 709.78,
 where the float64 formula is nan too but the derivative is 1), and the masks turned into
@@ -26,12 +26,10 @@ import torch
 from ..errors import LimitError, UsageError
 from ..pipeline import load
 from ..build.variables import default_spec, make_leaves, parse_var, resolve_dtype
-from ..verify import elementwise as ew
 from ..verify.arbitrate import UNDEFINED, sample
-from ..verify.check import TOLERANCES
-from ..verify.compare import Comparison, Target, compare
+from ..verify.compare import Comparison, Target
+from ..verify.evaluation import TOLERANCES, check_order, evaluate
 from ..verify.plan import Plan, make_plan
-from ..verify.symbolic import SymbolicTimeout, Unsupported
 from .shades import Shade, describe_values, shades
 
 #: The x axis when no --var gives one (a library call uses its entry's domain instead).
@@ -87,8 +85,7 @@ def plot_data(
     library_dirs: Sequence[Any] = (),
 ) -> PlotData:
     """The plot of `expression` over its one varying variable (see the module docstring)."""
-    if order not in (1, 2):
-        raise UsageError(f"--order must be 1 or 2, not {order}")
+    check_order(order)
     torch_dtype = resolve_dtype(dtype)
     program, library = load(expression, library_dirs)
     plan = make_plan(program, library)
@@ -155,68 +152,50 @@ def _function(plan: Plan, library: Any, points: dict[str, torch.Tensor], dtype: 
 
 def _fill(data: PlotData, program: Any, plan: Plan, library: Any, points: dict[str, torch.Tensor],
           order: int, dtype: Any) -> None:
-    axis, size = data.variable, data.x.size
-    leaves = {n: v.to(dtype).clone().requires_grad_(True) for n, v in points.items()}
-    try:
-        auto, _ = ew.autograd(program, library, leaves, order)
-    except RuntimeError as err:
-        raise UsageError(f"autograd raised: {str(err).strip().splitlines()[0]}",
-                         hint="`gradcli trace ... --flow` shows where") from None
+    axis = data.variable
+    ev = evaluate(program, plan, library, points, order=order, dtype=data.dtype)
+    if ev.autograd_error is not None:
+        raise UsageError(f"autograd raised: {ev.autograd_error}", hint="`gradcli trace ... --flow` shows where")
     keys: list[Any] = [axis] + ([(axis, axis)] if order == 2 else [])
-    try:
-        forms = ew.formulas(plan, library, order, size)
-        found = ew.targets(forms, points, size)  # (targets, outside the domain, ...)
-        targets, outside = found[0], found[1]
-    except (SymbolicTimeout, Unsupported) as err:
-        data.notes.append(f"the symbolic derivative was skipped: {err}")
+    if ev.targets is None or ev.formulas is None or ev.outside is None:
+        data.notes.append(f"the symbolic derivative was skipped: {ev.symbolic_skipped}")
         for k, key in enumerate(keys, start=1):
-            got = auto[key].detach().to(torch.float64).cpu().numpy()
+            got = ev.autograd[key].detach().to(torch.float64).numpy()
             data.curves.append(Curve(k, None, got, None, None, None, None))
             data.shades += shades(data.x, ~np.isfinite(got), "nonfinite", k)
         data.shades += shades(data.x, ~np.isfinite(data.f), "nonfinite", 0)
         return
     import sympy
 
-    data.shades += shades(data.x, outside.numpy(), "undefined", 0)
-    data.shades += shades(data.x, ~np.isfinite(data.f) & ~outside.numpy(), "nonfinite", 0)
+    outside = ev.outside.numpy()
+    data.shades += shades(data.x, outside, "undefined", 0)
+    data.shades += shades(data.x, ~np.isfinite(data.f) & ~outside, "nonfinite", 0)
     rtol, atol = TOLERANCES[data.dtype]
     largest = float(torch.finfo(dtype).max)
     for k, key in enumerate(keys, start=1):
-        formula = forms.first[axis] if k == 1 else forms.second[key]
-        curve = _curve(k, sympy.sstr(formula), auto[key], targets[key], atol, rtol, largest)
+        formula = ev.formulas.first[axis] if k == 1 else ev.formulas.second[key]
+        target = ev.targets[key]
+        curve = _curve(k, sympy.sstr(formula), ev.autograd[key], target, ev.comparisons[key], atol, rtol)
         data.curves.append(curve)
-        target = targets[key]
-        undefined = (target.undefined & ~outside).numpy()
+        undefined = (target.undefined & ~ev.outside).numpy()
         data.shades += shades(data.x, undefined, "undefined", k)
         data.shades += _wrong(data.x, curve, target, atol, rtol, largest, k)
         kinks = data.x[(target.kink & ~target.undefined).numpy()]
         data.kinks = sorted(set(data.kinks) | {float(v) for v in kinks[:MAX_KINK_LINES]})
 
 
-def _curve(order: int, formula: str, got: torch.Tensor, target: Target, atol: float, rtol: float,
-           largest: float) -> Curve:
-    # The comparison arbitrates doubtful points at 50 digits; remembering those values lets
-    # the exact curve reuse them instead of paying mpmath twice.
-    remembered: dict[int, Any] = {}
-    exact_values = target.exact
-
-    def exact(indices: list[int]) -> list[Any]:
-        missing = [i for i in indices if i not in remembered]
-        if missing:
-            remembered.update(zip(missing, exact_values(missing)))
-        return [remembered[i] for i in indices]
-
-    target = dataclasses.replace(target, exact=exact)
+def _curve(order: int, formula: str, got: torch.Tensor, target: Target, comparison: Comparison, atol: float,
+           rtol: float) -> Curve:
+    """The exact curve: float64 values, replaced by 50-digit ones wherever they are in doubt
+    (the target remembers those the comparison already computed)."""
     got64 = got.detach().to(torch.float64).reshape(-1).cpu()
-    comparison = compare(got, target, candidate_name="autograd",
-                         atol=atol, rtol=rtol, largest=largest)
     truth = target.reference.clone()
     valid = ~target.undefined & ~target.kink
     tol = atol + rtol * truth.abs()
     close = valid & torch.isfinite(truth) & torch.isfinite(got64) & ((got64 - truth).abs() <= tol)
     doubtful = (valid & ~close).nonzero().flatten().tolist()
     chosen = sample(doubtful)
-    for index, value in zip(chosen, exact(chosen)):
+    for index, value in zip(chosen, target.exact(chosen)):
         truth[index] = float("nan") if value is UNDEFINED else value
     truth[target.undefined] = float("nan")
     difference = (got64 - truth).abs()

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import words
+
 #: What each kind of shaded range means (legend text).
 KINDS = {
     "undefined": "outside the domain",
@@ -30,7 +32,8 @@ def shade_label(kind: str, order: int, variable: str) -> str:
 
 
 def derivative_label(order: int, variable: str) -> str:
-    return f"d/d{variable}" if order == 1 else f"d²/d{variable}²"
+    """d/dx, d²/dx²: gradcli.words' label, with the superscripts a picture has room for."""
+    return words.derivative_label([variable] * order, superscript=True)
 
 
 @dataclass(frozen=True)

@@ -1,1 +1,2 @@
-"""Renderers: plain result data in, text out (rich for people, JSON and DOT for programs)."""
+"""Renderers: plain result data in, what to print out (rich lines for people, JSON and DOT text
+for programs). They never print; `gradcli/cli/output.py` does. See contract.py and formats.py."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..inspect.graph import ACCUMULATE_GRAD
+from .contract import Format
 
 _HEADER = (
     "digraph autograd {\n"
@@ -72,3 +73,12 @@ def _saved(node: Any, key: str, value: Any) -> list[str]:
 
 def _output_label(result: Any) -> str:
     return f"output {result.result.get('shape')}"
+
+
+class DotFormat(Format):
+    """`--dot`: a trace's graph as Graphviz DOT text."""
+
+    name = "dot"
+
+    def _render_TraceResult(self, result: Any) -> str:
+        return trace_dot(result)

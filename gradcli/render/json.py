@@ -4,7 +4,7 @@ JSON has no NaN or infinity, and gradients that are nan or inf are exactly what 
 for, so non-finite numbers are written as the strings "nan", "inf" and "-inf" (the output
 stays valid JSON for every parser; `float("nan")` reads them back in Python).
 
-Beyond CLI.md's keys the document carries: `root` (the output's grad_fn node), `seed`,
+Beyond CLI.md's keys the document carries: `root` (the output's grad_fn node), `seed` (null when nothing random was drawn),
 per node `span` (where the operation is written) and `same_as`, per saved tensor `shape`,
 `dtype`, `numel`, a flat `preview` and `variable` (a saved leaf) or `bound` (a saved
 assigned intermediate); per leaf `dtype`, `spec`, `defaulted`, `requires_grad`; per pass
@@ -23,6 +23,7 @@ from typing import Any
 
 from ..errors import Span
 from .._quiet_gc import paused_gc
+from .contract import Format
 
 
 def finite_safe(value: Any) -> Any:
@@ -146,3 +147,22 @@ def _dumps(value: Any) -> str:
         return _ENCODER.encode(value)
     except ValueError:
         return _ENCODER.encode(finite_safe(value))
+
+
+class JsonFormat(Format):
+    """`--json`: one JSON document per result, for programs (see each result's as_dict)."""
+
+    name = "json"
+
+    def _render_TraceResult(self, result: Any) -> str:
+        return trace_json(result) + "\n"
+
+    def _render_CheckResult(self, result: Any) -> str:
+        return document_json(result.as_dict())
+
+    _render_LibraryCheck = _render_FunctionResult = _render_Listing = _render_CheckResult
+
+
+def document_json(document: Any) -> str:
+    """A document as indented JSON text; a non-finite number is written as a string."""
+    return json.dumps(finite_safe(document), indent=2, allow_nan=False, default=str) + "\n"

@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from ..language.ops import OPS_LIST
 from ..language.library import Library
-from .console import make_console, print_json
+from .contract import Line
 
 
-def listing_data(library: Library) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Listing:
+    """What `gradcli list` shows: the library's functions and the operations, as plain data."""
+
+    functions: list[dict[str, Any]]
+    operations: list[dict[str, Any]]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"functions": self.functions, "operations": self.operations}
+
+
+def listing_data(library: Library) -> Listing:
     functions = [
         {
             "name": f.name,
@@ -29,30 +41,25 @@ def listing_data(library: Library) -> dict[str, Any]:
         {"name": op.name, "signature": op.signature(), "doc": op.doc, "method": op.method, "kind": op.kind}
         for op in OPS_LIST
     ]
-    return {"functions": functions, "operations": operations}
+    return Listing(functions, operations)
 
 
-def render_listing(data: dict[str, Any], *, as_json: bool) -> None:
-    if as_json:
-        print_json(data)
-        return
+def listing_lines(data: Listing) -> list[Line]:
     from rich.table import Table
 
-    console = make_console()
     table = Table(title="Expression library", title_justify="left", show_lines=False)
     table.add_column("function", no_wrap=True)
     table.add_column("what it is")
     table.add_column("source")
-    for f in data["functions"]:
+    for f in data.functions:
         doc = f["doc"] + (" (the built-in operation)" if f["builtin"] else "")
         source = f["source"] + (f"\n{f['link']}" if f["link"] else "")
         table.add_row(f["signature"], doc, source)
-    console.print(table)
     ops = Table(title="Operations (also as methods: x.exp(), x.pow(2).sum())", title_justify="left")
     ops.add_column("operation", no_wrap=True)
     ops.add_column("what it is")
     ops.add_column("method", justify="center")
-    for op in data["operations"]:
+    for op in data.operations:
         ops.add_row(op["signature"], op["doc"], "yes" if op["method"] else "")
-    console.print(ops)
-    console.print("Operators: + - * / ** @, unary -, and > >= < <= inside where(...). Constants: pi, e.")
+    return [Line(table), Line(ops),
+            Line("Operators: + - * / ** @, unary -, and > >= < <= inside where(...). Constants: pi, e.")]

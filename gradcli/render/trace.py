@@ -67,7 +67,8 @@ def _leaves(result: Any) -> list[Any]:
             f"  {leaf.name}  shape {leaf.shape} {leaf.dtype} requires_grad={leaf.requires_grad}  "
             f"from {how}  value {fmt_value(leaf.value)}"
         ))
-    lines.append(Text(f"  seed {result.seed} (--seed {result.seed} repeats random values)", style="dim"))
+    if result.seed is not None:  # only when something random was drawn
+        lines.append(Text(f"  seed {result.seed} (--seed {result.seed} repeats random values)", style="dim"))
     return lines
 
 

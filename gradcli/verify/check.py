@@ -24,28 +24,22 @@ import torch
 
 from .. import limits
 from .._deep import run_deep
-from ..errors import DomainError, LimitError, ShapeError, UsageError, VariableError
+from ..build.variables import default_spec, make_leaves, parse_var, resolve_dtype
+from ..errors import DomainError, LimitError, UsageError, VariableError
 from ..language.library import Library
 from ..pipeline import load
-from ..build.variables import default_spec, make_leaves, parse_var, resolve_dtype
-from . import elementwise as ew
+from ..seeds import draw_seed
 from .boundaries import any_near_boundary, near_boundaries
 from .compare import Target, compare
+from .evaluation import TOLERANCES, check_order, evaluate, symbolic_side
 from .exact import exact_autograd, exact_formulas, exact_targets
 from .gradchecks import GradcheckVerdict, run_gradcheck, spaced
 from .plan import EXACT_MAX_ELEMENTS, Plan, make_plan
 from .points import DEFAULT_POINTS, Points, domain_points, drawn_points
 from .published import published_values
 from .result import CheckResult
-from .symbolic import SymbolicTimeout, Unsupported, simplify_all
+from .symbolic import simplify_all
 
-#: (rtol, atol) per dtype: autograd at that precision against the exact value.
-TOLERANCES = {
-    "float64": (1e-7, 1e-10),
-    "float32": (1e-4, 1e-6),
-    "float16": (5e-3, 1e-3),
-    "bfloat16": (5e-2, 1e-2),
-}
 #: Default values of variables without --var in the exact (small tensor) mode.
 EXACT_DEFAULT = "randn(4)"
 
@@ -72,8 +66,7 @@ def check(
     `simplify=False` shows the derivatives as differentiated (saves up to SIMPLIFY_BUDGET s).
     Raises GradcliError for bad input (exit 2 on the command line).
     """
-    if order not in (1, 2):
-        raise UsageError(f"--order must be 1 or 2, not {order}")
+    check_order(order)
     if points is not None and points < 1:
         raise UsageError("--points must be at least 1")
     if points is not None and points > limits.MAX_ELEMENTS:  # refused before any allocation
@@ -86,7 +79,7 @@ def check(
     _refuse_integers(options, program.variables)
     default_rtol, default_atol = TOLERANCES[dtype]
     tol = {"rtol": default_rtol if rtol is None else rtol, "atol": default_atol if atol is None else atol}
-    seed = int(torch.randint(0, 2**31 - 1, ()).item()) if seed is None else seed
+    seed = draw_seed() if seed is None else seed
     result = CheckResult(expression, order, dtype, plan.mode, "", tol, seed=seed)
     unused = [v for v in every_variable if v not in program.variables]
     if unused:
@@ -178,41 +171,32 @@ def _check_elementwise(
     result: CheckResult, program: Any, plan: Plan, library: Library, pts: dict[str, torch.Tensor], device: str,
     simplify: bool,
 ) -> None:
-    torch_dtype = resolve_dtype(result.dtype)
     names = list(program.variables)
     size = next(iter(pts.values())).numel() if pts else 1
-    rounded = {n: v.detach().to(torch_dtype).to(torch.float64).clone() for n, v in pts.items()}
-    leaves = {n: v.to(torch_dtype).to(device).clone().requires_grad_(True) for n, v in pts.items()}
-    try:
-        auto, _ = ew.autograd(program, library, leaves, result.order)
-    except RuntimeError as err:
-        result.autograd_error = str(err).strip().splitlines()[0]
+    ev = evaluate(program, plan, library, pts, order=result.order, dtype=result.dtype, device=device, **_tol(result))
+    if ev.autograd_error is not None:
+        result.autograd_error = ev.autograd_error
         return
-    auto = {k: v.cpu() for k, v in auto.items()}
-    del leaves
-    targets = None
-    try:
-        forms = ew.formulas(plan, library, result.order, size)
-        targets, outside, near_kink = ew.targets(forms, rounded, size)
-    except (SymbolicTimeout, Unsupported) as err:
-        result.symbolic_skipped = f"{err}; gradcheck still runs"
-    except ShapeError as err:  # torch took the program, so this is a limit of the translation
-        result.symbolic_skipped = f"sympy could not translate it ({err.message}); gradcheck still runs"
-    if targets is not None:
-        _show(result, forms.first, forms.second, simplify)
+    rounded = {n: v.detach().to(resolve_dtype(result.dtype)).to(torch.float64).clone() for n, v in pts.items()}
+    if ev.symbolic_skipped is not None:
+        result.symbolic_skipped = f"{ev.symbolic_skipped}; gradcheck still runs"
+    if ev.targets is not None and ev.formulas is not None:
+        targets = ev.targets
+        _show(result, ev.formulas.first, ev.formulas.second, simplify)
         first = [targets[n] for n in names]
         if names and all(bool(t.undefined.all()) for t in first):
             raise DomainError(
                 f"the derivative is undefined at every one of the {size:,} points (outside the domain)",
                 hint="give values inside the domain with --var, e.g. --var 'x=uniform(0.1, 5, 1000)'",
             )
-        _compare_all(result, auto, targets, names, torch_dtype)
+        for key, comparison in ev.comparisons.items():
+            (result.variables if isinstance(key, str) else result.second).append(comparison)
         if plan.entry is not None and plan.entry.derivative is not None and result.order >= 1:
             value = published_values(plan.entry, plan.entry_call, rounded[names[0]], library)
             result.published.append(
                 compare(value, targets[names[0]], candidate_name="published", largest=_largest(torch.float64), **_tol(result))
             )
-        keep = ~outside & ~near_kink
+        keep = ~ev.outside & ~ev.near_kink
         for t in first:
             keep &= ~t.undefined & torch.isfinite(t.reference)
     else:
@@ -319,14 +303,10 @@ def _check_small(
         result.autograd_error = str(err).strip().splitlines()[0]
         return
     reason = None
-    try:
-        shapes = {n: tuple(v.shape) for n, v in values.items()}
-        forms = exact_formulas(program, library, shapes, result.order)
-        targets = exact_targets(forms, rounded)
-    except (SymbolicTimeout, Unsupported) as err:
-        result.symbolic_skipped = f"{err}; gradcheck still runs"
-    except ShapeError as err:
-        result.symbolic_skipped = f"sympy could not translate it ({err.message}); gradcheck still runs"
+    shapes = {n: tuple(v.shape) for n, v in values.items()}
+    targets, skipped = symbolic_side(lambda: exact_targets(exact_formulas(program, library, shapes, result.order), rounded))
+    if targets is None:
+        result.symbolic_skipped = f"{skipped}; gradcheck still runs"
     else:
         result.notes.append(
             f"{coupling} couple the elements: the gradient of sum(w*y) with distinct weights w is compared, "

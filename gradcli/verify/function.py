@@ -21,11 +21,14 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
+from .. import words
 from ..errors import UsageError, UserCodeError
 from . import diagnose
 from .gradchecks import GradcheckVerdict, run_gradcheck
 from .jacobian import JACOBIAN_MAX, InputCheck, analytical, backward_of, compare_blocks, flat_output, numerical
 from .reference import ForwardCheck, reference_checks
+from .evaluation import check_order
+from .result import FiniteDifferences, finite_difference_checks
 from .userfile import Inputs, check_class, describe_exception, load_function, make_inputs
 
 
@@ -48,10 +51,14 @@ class FunctionResult:
     notes: list[str] = field(default_factory=list)
 
     @property
+    def checks(self) -> list[FiniteDifferences]:
+        """gradcheck (and gradgradcheck at order 2) as uniform records."""
+        return list(finite_difference_checks(self.gradcheck, self.gradgradcheck))
+
+    @property
     def ok(self) -> bool:
         checks = [*self.first, *self.second, *self.ref_first, *self.ref_second]
-        verdicts = [v for v in (self.gradcheck, self.gradgradcheck) if v is not None]
-        return (all(c.ok for c in checks) and all(v.ok is not False for v in verdicts)
+        return (all(c.ok for c in checks) and all(check.verdict.ok is not False for check in self.checks)
                 and (self.ref_forward is None or self.ref_forward.ok))
 
     def sections(self) -> list[tuple[str, list[InputCheck]]]:
@@ -64,7 +71,7 @@ class FunctionResult:
 
     def verdict(self) -> str:
         if self.ok:
-            done = ["gradcheck"] + (["gradgradcheck"] if self.gradgradcheck else []) + ([f"the reference {self.ref}"] if self.ref else [])
+            done = [check.label for check in self.checks] + ([f"the reference {self.ref}"] if self.ref else [])
             return f"OK: {self.function} agrees with " + ", ".join(done)
         return "PROBLEM: " + (self.causes[0] if self.causes else _first_problem(self))
 
@@ -89,20 +96,14 @@ class FunctionResult:
 
     def __str__(self) -> str:
         lines = [f"check-function {self.function} (order {self.order}): {'ok' if self.ok else 'PROBLEM'}"]
-        for name, value in zip(self.inputs.names, self.inputs.values):
-            shown = [round(v, 6) for v in value.detach().reshape(-1).tolist()] if isinstance(value, torch.Tensor) else value
-            lines.append(f"  {name} = {shown}")
+        lines += [f"  {name} = {words.input_value(value)}" for name, value in zip(self.inputs.names, self.inputs.values)]
         if self.ref_forward is not None:
             lines.append(f"  forward vs {self.ref}: {self.ref_forward}")
         for title, checks in self.sections():
             for c in checks:
-                state = "ok" if c.ok else f"{c.count} wrong entries"
-                lines.append(f"  {title} [{c.name}]: {state}")
+                lines.append("  " + words.input_check_line(title, c))
                 lines.extend(f"    {m}" for m in c.mismatches)
-        for label, v in (("gradcheck", self.gradcheck), ("gradgradcheck", self.gradgradcheck)):
-            if v is not None:
-                lines.append(f"  {label}: {'passed' if v.ok else 'not run' if v.ok is None else 'FAILED'}"
-                             + (f" ({v.message})" if v.message else ""))
+        lines += [f"  {check.label}: {words.describe_gradcheck(check.verdict)}" for check in self.checks]
         lines.extend(f"  likely cause: {c}" for c in self.causes)
         lines.extend(f"  note: {n}" for n in self.notes)
         lines.append(self.verdict())
@@ -117,9 +118,9 @@ def _first_problem(result: FunctionResult) -> str:
             if not c.ok:
                 first = f": {c.mismatches[0]}" if c.mismatches else ""
                 return f"{title} disagree for {c.name}{first}"
-    for label, v in (("gradcheck", result.gradcheck), ("gradgradcheck", result.gradgradcheck)):
-        if v is not None and v.ok is False:
-            return f"{label} failed: {v.message}"
+    for check in result.checks:
+        if check.verdict.ok is False:
+            return words.gradcheck_problem(check.label, check.verdict)
     return "a check failed"
 
 
@@ -133,8 +134,7 @@ def check_function(
     library_dirs: Sequence[Any] = (),
 ) -> FunctionResult:
     """Check a torch.autograd.Function (a class, or "PATH.py:NAME"); see the module docstring."""
-    if order not in (1, 2):
-        raise UsageError(f"--order must be 1 or 2, not {order}")
+    check_order(order)
     if isinstance(function, str):
         cls, label = load_function(function), function
     else:

@@ -10,11 +10,31 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator, Literal
 
+from .. import words
 from .compare import Comparison
 from .gradchecks import GradcheckVerdict
 from .plan import CheckMode
+
+
+
+@dataclass(frozen=True)
+class FiniteDifferences:
+    """One run of torch's finite-difference check: which one, and its verdict."""
+
+    label: Literal["gradcheck", "gradgradcheck"]
+    verdict: GradcheckVerdict
+
+
+def finite_difference_checks(
+    gradcheck: GradcheckVerdict | None, gradgradcheck: GradcheckVerdict | None
+) -> Iterator[FiniteDifferences]:
+    """gradcheck then gradgradcheck, each that was asked for (run or not)."""
+    if gradcheck is not None:
+        yield FiniteDifferences("gradcheck", gradcheck)
+    if gradgradcheck is not None:
+        yield FiniteDifferences("gradgradcheck", gradgradcheck)
 
 
 @dataclass
@@ -45,12 +65,16 @@ class CheckResult:
         return [*self.variables, *self.second, *self.published]
 
     @property
+    def checks(self) -> list[FiniteDifferences]:
+        """gradcheck (and gradgradcheck at order 2) as uniform records."""
+        return list(finite_difference_checks(self.gradcheck, self.gradgradcheck))
+
+    @property
     def ok(self) -> bool:
-        checks = [self.gradcheck, self.gradgradcheck]
         return (
             self.autograd_error is None
             and all(c.ok for c in self.comparisons)
-            and all(v is None or v.ok is not False for v in checks)
+            and all(check.verdict.ok is not False for check in self.checks)
         )
 
     def problems(self) -> list[str]:
@@ -61,54 +85,41 @@ class CheckResult:
         for c in self.comparisons:
             if c.ok:
                 continue
-            who = "autograd" if c.candidate == "autograd" else "the library's published derivative"
-            what = f"d/d{c.name}" if "," not in c.name else f"d2/d{c.name.replace(',', ' d')}"
-            for r in c.wrong_ranges:
-                found.append(
-                    f"{who} gives {r['got']} for {describe_where(r['where'])} where the true {what} "
-                    f"is {r['exact']} ({r['points']:,} point{'s' if r['points'] != 1 else ''})"
-                )
+            found += [words.wrong_range_problem(c, r) for r in c.wrong_ranges]
             if c.not_arbitrated:
-                found.append(
-                    f"{c.arbitrated:,} of the {c.disagreeing:,} disagreeing points of {what} were "
-                    "arbitrated at 50 digits (evenly spaced); the ranges are from those"
-                )
-        for label, verdict in (("gradcheck", self.gradcheck), ("gradgradcheck", self.gradgradcheck)):
-            if verdict is not None and verdict.ok is False:
-                found.append(f"{label} failed: {verdict.message}")
+                found.append(words.sampled_problem(c))
+        found += [words.gradcheck_problem(check.label, check.verdict) for check in self.checks
+                  if check.verdict.ok is False]
         return found
 
-    def verdict(self) -> str:
-        """The one-line verdict."""
-        if not self.ok:
-            problems = self.problems()
-            return "PROBLEM: " + problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
-        compared = sum(c.points for c in self.variables)
+    def agreed(self) -> list[str]:
+        """What agreed, one phrase each (the OK verdict lists them)."""
         parts = []
         if self.variables:
+            compared = sum(c.points for c in self.variables)
             worst = max(c.max_rel_err if math.isfinite(c.max_rel_err) else 0.0 for c in self.comparisons)
             parts.append(f"autograd agrees with the exact derivative ({compared:,} values, max rel err {worst:.2g})")
         if self.second:
             parts.append("second derivatives agree")
         if self.published:
             parts.append("the published derivative agrees")
-        for label, verdict in (("gradcheck", self.gradcheck), ("gradgradcheck", self.gradgradcheck)):
-            if verdict is not None and verdict.ok:
-                parts.append(f"{label} passed")
-        return "OK: " + ("; ".join(parts) if parts else "nothing disagreed")
+        parts += [f"{check.label} passed" for check in self.checks if check.verdict.ok]
+        return parts
+
+    def verdict(self) -> str:
+        """The one-line verdict."""
+        return words.overall(self.ok, self.problems() if not self.ok else [], self.agreed())
 
     def as_dict(self) -> dict[str, Any]:
-        """The `check --json` document (CLI.md), with extra keys after the contract's."""
+        """The `check --json` document, with extra keys after the contract's."""
         data: dict[str, Any] = {
             "expression": self.expression,
             "ok": self.ok,
             "order": self.order,
             "symbolic": self.symbolic,
             "variables": [c.as_dict() for c in self.variables],
-            "gradcheck": self.gradcheck.as_dict(),
         }
-        if self.gradgradcheck is not None:
-            data["gradgradcheck"] = self.gradgradcheck.as_dict()
+        data.update({check.label: check.verdict.as_dict() for check in self.checks})
         data.update({
             "dtype": self.dtype,
             "mode": self.mode,
@@ -128,61 +139,27 @@ class CheckResult:
     def __str__(self) -> str:
         lines = [f"check {self.expression} ({self.dtype}, order {self.order}): {'ok' if self.ok else 'PROBLEM'}"]
         lines.append(f"  points: {self.points_source}")
-        for name, text in self.symbolic.items():
-            lines.append(f"  d/d{name} = {text}")
-        for name, text in self.symbolic_second.items():
-            lines.append(f"  d2/d{name.replace(',', ' d')} = {text}")
+        for name, text in {**self.symbolic, **self.symbolic_second}.items():
+            lines.append(f"  {words.derivative_label(name)} = {text}")
         if self.symbolic_skipped:
             lines.append(f"  symbolic comparison skipped: {self.symbolic_skipped}")
-        for c in self.comparisons:
-            lines.append("  " + describe_comparison(c))
-        for label, verdict in (("gradcheck", self.gradcheck), ("gradgradcheck", self.gradgradcheck)):
-            if verdict is not None:
-                lines.append(f"  {label}: {describe_gradcheck(verdict)}")
+        lines += ["  " + words.describe_comparison(c) for c in self.comparisons]
+        lines += [f"  {check.label}: {words.describe_gradcheck(check.verdict)}" for check in self.checks]
         lines.extend(f"  note: {note}" for note in self.notes)
         lines.extend(f"  problem: {p}" for p in self.problems())
         lines.append(self.verdict())
         return "\n".join(lines)
 
 
-def describe_where(where: dict[str, Any]) -> str:
-    if "at" in where:
-        first, last = where["at"]
-        a, b = first.get("element", first), last.get("element", last)
-        return str(a) if a == b else f"{a} to {b}"
-    parts = []
-    for name, (low, high) in where.items():
-        parts.append(f"{name} = {low:.6g}" if low == high else f"{name} from {low:.6g} to {high:.6g}")
-    return ", ".join(parts)
+@dataclass
+class LibraryCheck:
+    """`check --all`: one CheckResult per library entry."""
 
+    results: list[CheckResult]
 
-def describe_comparison(c: Comparison) -> str:
-    label = f"{c.name} ({c.candidate})"
-    text = (
-        f"{label}: {c.points:,} compared, max abs err {_num(c.max_abs_err)}, max rel err {_num(c.max_rel_err)}"
-    )
-    extras = []
-    if c.skipped_outside_domain:
-        extras.append(f"{c.skipped_outside_domain:,} outside the domain")
-    if c.kinks:
-        extras.append(f"{c.kinks:,} at kinks")
-    if c.beyond_range:
-        extras.append(f"{c.beyond_range:,} beyond the dtype's range")
-    if c.float64_formula_wrong:
-        extras.append(f"{c.float64_formula_wrong:,} where only the float64 formula was off")
-    if c.wrong:
-        extras.append(f"{c.wrong:,} WRONG")
-    return text + (f" ({'; '.join(extras)})" if extras else "")
+    @property
+    def ok(self) -> bool:
+        return all(r.ok for r in self.results)
 
-
-def describe_gradcheck(verdict: GradcheckVerdict) -> str:
-    if verdict.ok is None:
-        return f"not run ({verdict.message})"
-    mode = "fast mode" if verdict.fast_mode else "slow mode"
-    if verdict.ok:
-        return f"passed ({mode}, {verdict.points:,} input elements)"
-    return f"FAILED ({mode}): {verdict.message}"
-
-
-def _num(value: Any) -> str:
-    return f"{value:.3g}" if isinstance(value, float) else str(value)
+    def as_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "results": [r.as_dict() for r in self.results]}

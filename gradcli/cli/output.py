@@ -1,0 +1,75 @@
+"""Where output is printed: the only place in gradcli that writes a result to stdout.
+
+Commands hand a result and a format name to `show`; the format's renderer (gradcli.render)
+returns text or `Line`s, and this module writes them. Colour only on a terminal and never
+with NO_COLOR set; on a pipe or file the text is plain and stable (a fixed width unless
+COLUMNS says otherwise), so output can be diffed and grepped.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from .app import EXIT_OK, EXIT_PROBLEM
+
+PLAIN_WIDTH = 100
+
+
+def make_console(*, stderr: bool = False) -> Any:
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    terminal = stream.isatty()
+    columns = os.environ.get("COLUMNS", "")
+    # COLUMNS=wide (or empty) is the environment's mistake, not the user's: keep the default.
+    width = None if terminal else (int(columns) if columns.isdigit() and int(columns) > 0 else PLAIN_WIDTH)
+    return Console(
+        file=stream,
+        no_color=bool(os.environ.get("NO_COLOR")) or not terminal,
+        highlight=False,
+        width=width,
+        soft_wrap=False,
+        emoji=False,
+    )
+
+
+def render_for(result: Any, fmt: str = "text", console: Any = None, **options: Any) -> Any:
+    """`result` rendered in `fmt` for `console` (its width and whether it shows colour)."""
+    from ..render.formats import render
+
+    if fmt != "text":
+        return render(result, fmt, **options)
+    console = console or make_console()
+    return render(result, fmt, width=console.width, color=console.is_terminal and not console.no_color, **options)
+
+
+def write(output: Any, console: Any = None) -> None:
+    """Print a renderer's output: text as it is, `Line`s on the console."""
+    if isinstance(output, str):
+        (console.file if console is not None else sys.stdout).write(output)
+        return
+    console = console or make_console()
+    for line in output:
+        console.print(
+            line.item, style=line.style, soft_wrap=line.soft_wrap, markup=False,
+            **({"overflow": "crop", "no_wrap": True} if line.crop else {}),
+        )
+
+
+def show(result: Any, fmt: str = "text", console: Any = None, **options: Any) -> None:
+    """Render `result` in `fmt` and print it."""
+    console = console or (make_console() if fmt == "text" else None)
+    write(render_for(result, fmt, console, **options), console)
+
+
+def exit_status(ok: bool) -> int:
+    return EXIT_OK if ok else EXIT_PROBLEM
+
+
+def say(text: str, console: Any = None) -> None:
+    """One line of the command's own (not a result's), e.g. where a file was written."""
+    from ..render.contract import Line
+
+    write([Line(text)], console)

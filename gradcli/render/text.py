@@ -1,0 +1,59 @@
+"""The text format: results for people, as rich `Line`s (tables, trees, styled lines).
+
+One `_render_<Class>` method per kind of result (contract.Format); each hands over to the
+module that knows that result. Colour is decided by the console that prints the lines.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .contract import Format, Line
+
+
+class TextFormat(Format):
+    name = "text"
+
+    def _render_CheckResult(self, result: Any) -> list[Line]:
+        from .check import check_lines
+
+        return check_lines(result)
+
+    def _render_LibraryCheck(self, result: Any) -> list[Line]:
+        from .check import library_check_lines
+
+        return library_check_lines(result)
+
+    def _render_FunctionResult(self, result: Any) -> list[Line]:
+        from .function import function_lines
+
+        return function_lines(result)
+
+    def _render_TraceResult(self, result: Any) -> list[Line]:
+        from .trace import DEFAULT_MAX_NODES, trace_renderables
+
+        return [Line(r) for r in trace_renderables(result, max_nodes=self.options.get("max_nodes", DEFAULT_MAX_NODES))]
+
+    def _render_Listing(self, result: Any) -> list[Line]:
+        from .listing import listing_lines
+
+        return listing_lines(result)
+
+    def _render_PlotData(self, result: Any) -> list[Line]:
+        from .plot import plot_lines
+
+        return plot_lines(result, width=self.width, terminal=self.options.get("terminal", False))
+
+    # The demos' blocks, shown one by one as a demo runs (render/demo.py).
+    def _render_Heading(self, block: Any) -> list[Line]:
+        from .demo import block_lines
+
+        return block_lines(block, width=self.width, color=self.color)
+
+    _render_Prose = _render_Code = _render_Verdict = _render_GraphDrawing = _render_Shell = _render_Heading
+
+    def _render_DemoRun(self, run: Any) -> list[Line]:
+        """A finished demo: its blocks were shown as they ran; this is the closing summary."""
+        from .demo import summary_lines
+
+        return summary_lines(run.verdicts)

@@ -1,0 +1,154 @@
+"""The words results are described with, chosen once.
+
+`str(result)`, the JSON `problems`, the console tables and the plot report all describe
+the same checks; when each wrote its own sentence they drifted apart. They all take their
+labels and phrases from here. Plain Python on plain values: no torch, no rich.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+
+def derivative_label(names: str | Sequence[str], *, superscript: bool = False) -> str:
+    """d/dx for "x"; d2/dx dy for "x,y" or ("x", "y"); d²/dx² with `superscript` (pictures)."""
+    parts = names.split(",") if isinstance(names, str) else list(names)
+    if len(parts) == 1:
+        return f"d/d{parts[0]}"
+    if superscript and len(set(parts)) == 1:
+        return f"d²/d{parts[0]}²"
+    return "d2/" + " ".join(f"d{p}" for p in parts)
+
+
+def plural(count: int, noun: str) -> str:
+    """'1 point', '2 points', '1,011 points'."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
+def describe_where(where: dict[str, Any]) -> str:
+    """Where a wrong range lies: 'x from 709.8 to 1000', or the first and last element."""
+    if "at" in where:
+        first, last = where["at"]
+        a, b = first.get("element", first), last.get("element", last)
+        return str(a) if a == b else f"{a} to {b}"
+    parts = []
+    for name, (low, high) in where.items():
+        parts.append(f"{name} = {low:.6g}" if low == high else f"{name} from {low:.6g} to {high:.6g}")
+    return ", ".join(parts)
+
+
+def candidate_name(candidate: str) -> str:
+    """Who gave a compared value, as a sentence's subject."""
+    return "autograd" if candidate == "autograd" else "the library's published derivative"
+
+
+def comparison_skipped(c: Any) -> list[str]:
+    """The console table's 'skipped' column: points set aside, not compared."""
+    return [p for p in (
+        f"{c.skipped_outside_domain:,} outside domain" if c.skipped_outside_domain else "",
+        f"{c.kinks:,} kink{'s' if c.kinks != 1 else ''}" if c.kinks else "",
+    ) if p]
+
+
+def comparison_findings(c: Any) -> list[str]:
+    """What a comparison found beyond its agreeing points, one phrase each."""
+    return [p for p in (
+        f"{c.beyond_range:,} beyond the dtype's range" if c.beyond_range else "",
+        f"{c.float64_formula_wrong:,} where only the float64 formula was off" if c.float64_formula_wrong else "",
+        f"{c.wrong:,} WRONG" if c.wrong else "",
+    ) if p]
+
+
+def comparison_notes(c: Any) -> list[str]:
+    """The console table's 'notes' column: the findings, and how many points went unarbitrated."""
+    return comparison_findings(c) + ([f"{c.not_arbitrated:,} not arbitrated"] if c.not_arbitrated else [])
+
+
+def describe_comparison(c: Any) -> str:
+    """One line for a compared derivative: points, errors and the counts beside them."""
+    text = f"{c.name} ({c.candidate}): {c.points:,} compared, max abs err {number(c.max_abs_err)}, " \
+           f"max rel err {number(c.max_rel_err)}"
+    extras = [p for p in (
+        f"{c.skipped_outside_domain:,} outside the domain" if c.skipped_outside_domain else "",
+        f"{c.kinks:,} at kinks" if c.kinks else "",
+    ) if p] + comparison_findings(c)
+    return text + (f" ({'; '.join(extras)})" if extras else "")
+
+
+def wrong_range_problem(c: Any, r: dict[str, Any]) -> str:
+    """A wrong range as the sentence of a problem."""
+    return (f"{candidate_name(c.candidate)} gives {r['got']} for {describe_where(r['where'])} where the true "
+            f"{derivative_label(c.name)} is {r['exact']} ({plural(r['points'], 'point')})")
+
+
+def wrong_range_line(c: Any, r: dict[str, Any]) -> str:
+    """A wrong range under the console table (the table row names the derivative)."""
+    return (f"{c.name}: {c.candidate} gives {r['got']} for {describe_where(r['where'])}, exact {r['exact']} "
+            f"({r['points']:,} points)")
+
+
+def sampled_problem(c: Any) -> str:
+    return (f"{c.arbitrated:,} of the {c.disagreeing:,} disagreeing points of {derivative_label(c.name)} were "
+            "arbitrated at 50 digits (evenly spaced); the ranges are from those")
+
+
+def gradcheck_state(verdict: Any) -> str:
+    """passed | FAILED | not run."""
+    return "passed" if verdict.ok else "not run" if verdict.ok is None else "FAILED"
+
+
+def gradcheck_mode(verdict: Any) -> str:
+    return "fast mode" if verdict.fast_mode else "slow mode"
+
+
+def describe_gradcheck(verdict: Any) -> str:
+    """How gradcheck went: 'passed (fast mode, 1,010 input elements)', 'FAILED (slow mode): ...'."""
+    if verdict.ok is None:
+        return f"not run ({verdict.message})"
+    if verdict.ok:
+        return f"passed ({gradcheck_mode(verdict)}, {verdict.points:,} input elements)"
+    return f"FAILED ({gradcheck_mode(verdict)}): {verdict.message}"
+
+
+def gradcheck_problem(label: str, verdict: Any) -> str:
+    return f"{label} failed: {verdict.message}"
+
+
+def input_check_line(title: str, c: Any) -> str:
+    """One input's Jacobian block of check-function: ok, or how many entries are wrong."""
+    if c.ok:
+        return f"{title} [{c.name}]: ok (max abs err {c.max_abs_err:.3g})"
+    return f"{title} [{c.name}]: {c.count} of {c.got.numel()} entries wrong"
+
+
+def input_value(value: Any) -> Any:
+    """An input as shown: a tensor's values rounded to 6 digits, flat; a number as it is."""
+    return [round(v, 6) for v in value.detach().reshape(-1).tolist()] if hasattr(value, "detach") else value
+
+
+def pass_error_problem(index: int, error_type: str, message: str) -> str:
+    """A trace pass that raised: its number, torch's error type and first sentence."""
+    first = message.strip().splitlines()[0] if message.strip() else ""
+    return f"pass {index + 1}: {error_type}: {first.split('. ')[0].rstrip('.')}"
+
+
+def nonfinite_problem(index: int, name: str) -> str:
+    return f"pass {index + 1}: the gradient of {name} is not finite"
+
+
+def nonfinite_origin_problem(node: str) -> str:
+    return f"the first non-finite gradient comes out of {node}"
+
+
+def overall(ok: bool, problems: Sequence[str], agreed: Iterable[str]) -> str:
+    """The one-line verdict: OK: what agreed; or PROBLEM: the first problem (and how many more)."""
+    if not ok:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        return "PROBLEM: " + problems[0] + more
+    parts = list(agreed)
+    return "OK: " + ("; ".join(parts) if parts else "nothing disagreed")
+
+
+def number(value: Any, digits: int = 3) -> str:
+    """A float to `digits` significant digits; anything else as it is."""
+    return f"{value:.{digits}g}" if isinstance(value, float) else str(value)
