@@ -21,7 +21,8 @@ def test_check_json_follows_the_contract(cli):
     assert var["name"] == "x" and var["points"] == 61 and var["skipped_outside_domain"] == 0
     assert var["max_abs_err"] < 1e-14 and var["max_rel_err"] < 1e-12
     assert set(var["worst_at"]) == {"x", "autograd", "exact"}
-    assert doc["gradcheck"] == {"ok": True, "fast_mode": False, "message": None, "points": 61}
+    assert doc["gradcheck"] == {"ok": True, "fast_mode": False, "message": None, "points": 61,
+                                "unreliable_points": 0, "unreliable_reasons": {}}
     assert "gradgradcheck" not in doc
 
 

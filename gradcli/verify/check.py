@@ -37,6 +37,7 @@ from .plan import EXACT_MAX_ELEMENTS, Plan, make_plan
 from .points import DEFAULT_POINTS, Points, domain_points, drawn_points
 from .published import published_values
 from .result import CheckResult
+from .settle import settle_elementwise, settle_exact
 from .symbolic import SymbolicTimeout, Unsupported, simplify_all
 
 #: (rtol, atol) per dtype: autograd at that precision against the exact value.
@@ -193,15 +194,15 @@ def _check_elementwise(
         keep = ~outside & ~near_kink
         for t in first:
             keep &= ~t.undefined & torch.isfinite(t.reference)
-    else:
-        near = near_boundaries(program, library, rounded, size)
-        if bool(near.any()):
-            result.notes.append(
-                f"{int(near.sum()):,} of {size:,} points are at or next to a branch boundary or a kink "
-                "(found with torch, the symbolic side being skipped): kept out of finite differences"
-            )
-        keep = ~near
-    _gradchecks_elementwise(result, program, library, names, rounded, keep)
+        _gradchecks_elementwise(result, program, library, names, rounded, keep, (plan, targets, size))
+        return
+    near = near_boundaries(program, library, rounded, size)
+    if bool(near.any()):
+        result.notes.append(
+            f"{int(near.sum()):,} of {size:,} points are at or next to a branch boundary or a kink "
+            "(found with torch, the symbolic side being skipped): kept out of finite differences"
+        )
+    _gradchecks_elementwise(result, program, library, names, rounded, ~near)
 
 
 def _show(result: CheckResult, first: dict[Any, Any], second: dict[Any, Any], simplify: bool) -> None:
@@ -237,23 +238,30 @@ def _largest(dtype: Any) -> float:
 
 def _gradchecks_elementwise(
     result: CheckResult, program: Any, library: Library, names: list[str], rounded: dict[str, torch.Tensor],
-    keep: torch.Tensor,
+    keep: torch.Tensor, exact: tuple[Plan, dict[Any, Target], int] | None = None,
 ) -> None:
+    """gradcheck on the kept points; with `exact` (plan, targets, size) a failure is settled
+    with the exact derivative (settle.py)."""
     index = keep.nonzero().flatten()
     index = index[spaced(index.numel())]
     inputs = [rounded[n][index] for n in names]
     _gradchecks(result, program, library, names, inputs, "no point is left for finite differences" if not index.numel() else None)
+    if exact is not None and index.numel():
+        plan, targets, size = exact
+
+        def rerun(kept: torch.Tensor, second: bool) -> GradcheckVerdict:
+            return run_gradcheck(_torch_fn(program, library, names), [x[kept] for x in inputs], seed=result.seed,
+                                 second=second)
+
+        settle_elementwise(result, plan, library, names, {n: x for n, x in zip(names, inputs)}, index, targets,
+                           size, rerun)
 
 
 def _gradchecks(
     result: CheckResult, program: Any, library: Library, names: list[str], inputs: list[torch.Tensor],
     reason: str | None,
 ) -> None:
-    from ..build.to_torch import build
-
-    def fn(*xs: torch.Tensor) -> Any:
-        return build(program, dict(zip(names, xs)), library=library).output
-
+    fn = _torch_fn(program, library, names)
     if reason is None and not names:
         reason = "the expression has no variables"
     if reason is None:
@@ -270,6 +278,15 @@ def _gradchecks(
     result.gradcheck = run_gradcheck(fn, inputs, seed=result.seed)
     if result.order == 2:
         result.gradgradcheck = run_gradcheck(fn, inputs, seed=result.seed, second=True)
+
+
+def _torch_fn(program: Any, library: Library, names: list[str]) -> Any:
+    from ..build.to_torch import build
+
+    def fn(*xs: torch.Tensor) -> Any:
+        return build(program, dict(zip(names, xs)), library=library).output
+
+    return fn
 
 
 def _check_small(
@@ -319,6 +336,8 @@ def _check_small(
     if result.symbolic_skipped:
         reason = _boundary_reason(program, library, rounded)
     _gradchecks(result, program, library, names, [rounded[n] for n in names], reason)
+    if not result.symbolic_skipped and reason is None:
+        settle_exact(result, program, library, names, rounded, targets)
 
 
 def _boundary_reason(program: Any, library: Library, values: Mapping[str, torch.Tensor]) -> str | None:
