@@ -189,7 +189,7 @@ def _check_elementwise(
         if plan.entry is not None and plan.entry.derivative is not None and result.order >= 1:
             value = published_values(plan.entry, plan.entry_call, rounded[names[0]], library)
             result.published.append(
-                compare(value, targets[names[0]], candidate_name="published", largest=_largest(torch.float64), **_tol(result))
+                compare(value, targets[names[0]], candidate_name="published", largest=_largest(torch.float64), seed=result.seed or 0, **_tol(result))
             )
         keep = ~outside & ~near_kink
         for t in first:
@@ -224,7 +224,7 @@ def _compare_all(
     result: CheckResult, auto: dict[Any, torch.Tensor], targets: dict[Any, Target], names: list[str], dtype: Any
 ) -> None:
     for key, target in targets.items():
-        comparison = compare(auto[key], target, candidate_name="autograd", largest=_largest(dtype), **_tol(result))
+        comparison = compare(auto[key], target, candidate_name="autograd", largest=_largest(dtype), seed=result.seed or 0, **_tol(result))
         (result.variables if isinstance(key, str) else result.second).append(comparison)
 
 

@@ -22,6 +22,11 @@ from .symbolic import CHUNK
 KINK_EXAMPLES = 3
 #: Ranges of wrong values listed in a report.
 RANGES_SHOWN = 5
+#: Agreeing points looked up at 50 digits all the same: a share of them, at least SAMPLE_MIN
+#: and at most SAMPLE_MAX, plus (at most FORCED_MAX) every point where the formula cancels
+#: or an input or the derivative is extreme (|v| >= EXTREME_* or 0 < |v| <= 1/EXTREME_*).
+SAMPLE_SHARE, SAMPLE_MIN, SAMPLE_MAX, FORCED_MAX = 0.01, 8, 200, 2_000
+EXTREME_INPUT, EXTREME_VALUE = 1e6, 1e100
 
 
 @dataclass
@@ -36,6 +41,7 @@ class Target:
     point: Callable[[int], dict[str, Any]]  # {"x": 0.5} or {"element": "x[1]"}
     coords: dict[str, torch.Tensor] = field(default_factory=dict)  # per variable (P,), if elementwise
     near: torch.Tensor | None = None  # bool (P,): too close to a kink for finite differences
+    suspect: torch.Tensor | None = None  # bool (P,): the formula cancels there (regions.py)
 
 
 @dataclass
@@ -56,6 +62,7 @@ class Comparison:
     arbitrated: int = 0
     float64_formula_wrong: int = 0
     not_arbitrated: int = 0
+    sampled_exact: int = 0  # agreeing points checked at 50 digits all the same (`_sampled`)
     wrong: int = 0
     wrong_ranges: list[dict[str, Any]] = field(default_factory=list)
     note: str | None = None
@@ -71,7 +78,8 @@ class Comparison:
 
 
 def compare(
-    candidate: torch.Tensor, target: Target, *, candidate_name: str, atol: float, rtol: float, largest: float
+    candidate: torch.Tensor, target: Target, *, candidate_name: str, atol: float, rtol: float, largest: float,
+    seed: int = 0,
 ) -> Comparison:
     """Compare `candidate` (any float dtype, P values) with `target`; `largest` is the
     candidate dtype's largest finite value (exact values beyond it are set aside)."""
@@ -117,6 +125,13 @@ def compare(
     chosen = sample(disputed, ARBITRATE_LIMIT)
     result.arbitrated = len(chosen)
     result.not_arbitrated = len(disputed) - len(chosen)
+    # Two float64 computations that agree may share an error (both cancel the same way):
+    # some agreeing points are looked up at 50 digits too.
+    extra = _sampled(close, got, target, largest, seed)
+    result.sampled_exact = len(extra)
+    arbitrated = set(chosen)
+    chosen = sorted(arbitrated | set(extra))
+    disputed = sorted(set(disputed) | set(extra))
     exact = target.exact(chosen) if chosen else []
 
     decided_idx, decided_exact, verdicts = [], [], []
@@ -130,7 +145,7 @@ def compare(
             decided_idx.append(index)
             decided_exact.append(value)
             verdicts.append(good)
-            if good:
+            if good and index in arbitrated:
                 result.float64_formula_wrong += 1
     result.wrong = verdicts.count(False)
 
@@ -150,6 +165,28 @@ def compare(
                            "exact": _plain(truth)}
     result.wrong_ranges = _ranges(decided_idx, decided_exact, verdicts, got, target, disputed)
     return result
+
+
+def _sampled(close: torch.Tensor, got: torch.Tensor, target: Target, largest: float, seed: int) -> list[int]:
+    """Agreeing points to look up at 50 digits anyway: every point (at most FORCED_MAX,
+    evenly spaced) where the formula cancels or a value is extreme, and a share of the rest
+    (SAMPLE_SHARE, between SAMPLE_MIN and SAMPLE_MAX points) drawn with `seed`."""
+    forced = torch.zeros_like(close)
+    if target.suspect is not None:
+        forced |= target.suspect
+    for values in target.coords.values():
+        size = values.abs()
+        forced |= (size >= EXTREME_INPUT) | ((size > 0) & (size <= 1 / EXTREME_INPUT))
+    size = got.abs()
+    forced |= (size >= EXTREME_VALUE) | ((size > 0) & (size <= 1 / EXTREME_VALUE))
+    forced &= close
+    picked = set(sample(forced.nonzero().flatten().tolist(), FORCED_MAX))
+    rest = (close & ~forced).nonzero().flatten()
+    share = min(SAMPLE_MAX, max(SAMPLE_MIN, math.ceil(SAMPLE_SHARE * close.numel())), rest.numel())
+    if share:
+        generator = torch.Generator().manual_seed(seed)
+        picked |= set(rest[torch.randperm(rest.numel(), generator=generator)[:share]].tolist())
+    return sorted(picked)
 
 
 def _errors(

@@ -73,7 +73,7 @@ def targets(
         return {name: points[name][i].item() for name in order}
 
     exprs = [*forms.first.items(), *forms.second.items()]
-    outside, analysed = analyse_all(forms.function, [expr for _, expr in exprs], env, size)
+    outside, analysed, cancel = analyse_all(forms.function, [expr for _, expr in exprs], env, size)
     found: dict[Any, Target] = {}
     for (key, expr), (undefined, kink, near, reference) in zip(exprs, analysed):
         if isinstance(key, str):
@@ -87,6 +87,7 @@ def targets(
             point=point,
             coords=points,
             near=near,
+            suspect=cancel,
         )
     return found, outside, near_kink
 

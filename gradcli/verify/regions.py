@@ -21,6 +21,9 @@ from .symbolic import CHUNK, _Evaluator
 
 #: Relative distance to a kink below which a point is kept out of finite differences.
 NEAR_KINK = 1e-4
+#: A sum smaller than this share of its largest term lost most of its digits to cancellation:
+#: float64 agreement there proves nothing (`1e20*(sqrt(x**2+1) - x)` at 1e8 is 0 on both sides).
+CANCELLATION = 1e-8
 
 
 class _Walker:
@@ -36,6 +39,7 @@ class _Walker:
         if masks is None:
             masks = tuple(torch.zeros(size, dtype=torch.bool) for _ in range(3))  # type: ignore[assignment]
         self.undefined, self.kink, self.near = masks  # type: ignore[misc]
+        self.cancel: torch.Tensor | None = None  # set by the caller to also mark cancellations
         self.seen: set[Any] = set()
 
     def value(self, expr: Any) -> torch.Tensor:
@@ -51,6 +55,8 @@ class _Walker:
             return
         self._domain(expr, active)
         self._kinks(expr, active)
+        if self.cancel is not None and expr.is_Add:
+            self._cancellation(expr, active)
         for arg in expr.args:
             self.walk(arg, active)
 
@@ -95,6 +101,15 @@ class _Walker:
         if base.free_symbols:
             return self.value(base) <= 0  # d/d(exponent) needs log(base)
         return None
+
+    def _cancellation(self, expr: Any, active: torch.Tensor | None) -> None:
+        terms = [self.value(a) for a in expr.args if a.free_symbols]
+        if not terms:
+            return
+        largest = torch.stack([t.abs() for t in terms]).amax(0)
+        total = self.value(expr).abs()
+        self._mark(self.cancel, torch.isfinite(largest) & (largest > 0) & (total <= CANCELLATION * largest),  # type: ignore[arg-type]
+                   active)
 
     def _kinks(self, expr: Any, active: torch.Tensor | None) -> None:
         import sympy
@@ -164,16 +179,18 @@ def regions(
 
 def analyse_all(
     function: Any, derivatives: list[Any], env: Mapping[Any, torch.Tensor], size: int
-) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]]:
+) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]], torch.Tensor]:
     """The function's `undefined` mask (its own domain), and per derivative its
     (undefined | the function's undefined, kink, near_kink, float64 value): the same masks
-    as `regions(function, [derivative], ...)` and the value of `evaluate(derivative, ...)`.
+    as `regions(function, [derivative], ...)` and the value of `evaluate(derivative, ...)`;
+    last, where the function or a derivative subtracts near-equal terms (CANCELLATION).
 
     One evaluator per chunk serves the function's walk, every derivative's walk and their
     values, so a subexpression they share (sigmoid(x) in x*sigmoid(x) and its derivative)
     is computed once per chunk.
     """
     outside = torch.zeros(size, dtype=torch.bool)
+    cancel = torch.zeros(size, dtype=torch.bool)
     found = [
         (*(torch.zeros(size, dtype=torch.bool) for _ in range(3)), torch.empty(size, dtype=torch.float64))
         for _ in derivatives
@@ -185,15 +202,17 @@ def analyse_all(
         evaluator = _Evaluator(chunk, stop - start)
         unused = (torch.zeros(stop - start, dtype=torch.bool), torch.zeros(stop - start, dtype=torch.bool))
         outer = _Walker(chunk, stop - start, evaluator, (outside[part], *unused))
+        outer.cancel = cancel[part]
         # The function's own domain counts (log(x) at x < 0, where 1/x is finite); its
         # kinks are judged from the derivatives, element by element.
         outer.walk(function)
         for expr, (undefined, kink, near, value) in zip(derivatives, found):
             walker = _Walker(chunk, stop - start, evaluator, (undefined[part], kink[part], near[part]))
+            walker.cancel = cancel[part]
             walker.walk(expr)
             walker.undefined |= outer.undefined
             value[part] = walker.value(expr)
-    return outside, found
+    return outside, found, cancel
 
 
 def _chunked(
