@@ -250,7 +250,7 @@ def clamp(draw: Any, sub: Callable[[], Expr]) -> Expr:
                      (clip(a.lo), clip(a.hi)), a.shape, a, atomic=True)
 
 
-COMPARE = {">": torch.gt, ">=": torch.ge, "<": torch.lt, "<=": torch.le}
+COMPARE = {">": torch.gt, ">=": torch.ge, "<": torch.lt, "<=": torch.le, "==": torch.eq, "!=": torch.ne}
 
 
 def where(draw: Any, sub: Callable[[], Expr]) -> Expr:

@@ -8,6 +8,7 @@ torch directly, never with gradcli.
 from __future__ import annotations
 
 import mpmath
+import pytest
 import torch
 
 import gradcli
@@ -34,3 +35,25 @@ def test_agreeing_points_are_sampled_by_seed_and_bounded():
     again = gradcli.check("sin(x)", points=5000, seed=3).variables[0]
     assert first.ok and first.sampled_exact == again.sampled_exact
     assert 8 <= first.sampled_exact <= 200 + 2000
+
+
+def test_equality_and_inequality_masks_are_part_of_the_language():
+    # sinc written the usual way: its derivative (x cos x - sin x)/x**2, by mpmath
+    result = gradcli.check("where(x != 0, sin(x)/x, 1)", {"x": "[0.5, -2.0, 3.0]"})
+    assert result.ok, str(result)
+    with mpmath.workdps(50):
+        truth = float(mpmath.diff(lambda t: mpmath.sin(t) / t, mpmath.mpf(-2)))
+    assert result.variables[0].points == 3
+    x = torch.tensor([-2.0], dtype=torch.float64, requires_grad=True)
+    (auto,) = torch.autograd.grad(torch.where(x != 0, torch.sin(x) / x, 1.0).sum(), x)
+    assert auto.item() == pytest.approx(truth, rel=1e-14)
+
+
+def test_a_point_where_x_equals_the_mask_exactly_is_a_boundary():
+    result = gradcli.check("where(x == 0, 1, sin(x)/x)", {"x": "[0.0, 0.5, -2.0]"})
+    comparison = result.variables[0]
+    assert comparison.kinks == 1 and comparison.kink_examples[0]["x"] == 0.0
+    assert comparison.points == 2
+    assert result.gradcheck.ok is True and result.gradcheck.points == 2  # the boundary is kept out
+    result = gradcli.check("where(x != 1, x**2, 5*x)", {"x": "[1.0, 3.0]"})
+    assert result.variables[0].kinks == 1

@@ -23,7 +23,7 @@ from ..build.to_torch import build
 from ..language.ops import OPS
 from .regions import near_each_other
 
-_COMPARISONS = {">", ">=", "<", "<="}
+_COMPARISONS = {">", ">=", "<", "<=", "==", "!="}
 _TIES = {"maximum", "minimum"}
 
 
