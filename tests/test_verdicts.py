@@ -57,3 +57,33 @@ def test_a_point_where_x_equals_the_mask_exactly_is_a_boundary():
     assert result.gradcheck.ok is True and result.gradcheck.points == 2  # the boundary is kept out
     result = gradcli.check("where(x != 1, x**2, 5*x)", {"x": "[1.0, 3.0]"})
     assert result.variables[0].kinks == 1
+
+
+TRAP = "sum(softmax(where(x > 0, x, 0.1*x), dim=0) * where(x > 0, sqrt(x), 0))"
+
+
+def _trap_gradient(values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    x = values.clone().requires_grad_(True)
+    y = torch.where(x > 0, x, 0.1 * x)
+    out = (torch.softmax(y, 0) * torch.where(x > 0, torch.sqrt(x), 0.0)).sum()
+    (grad,) = torch.autograd.grad(out, x)
+    return out.detach(), grad
+
+
+def test_one_kink_does_not_hide_nans_in_the_other_elements():
+    # exact mode (9 elements, 0.0 among them) and the skipped mode past 32 elements (41)
+    for count in (9, 41):
+        values = torch.linspace(-1, 1, count, dtype=torch.float64)
+        out, grad = _trap_gradient(values)
+        assert torch.isfinite(out) and int(torch.isnan(grad).sum()) == count // 2 + 1  # the where trap: 0 * nan, 21 of 41
+        result = gradcli.check(TRAP, {"x": f"linspace(-1, 1, {count})"})
+        assert not result.ok, str(result)
+        assert any("1 of" in note and "held fixed" in note for note in result.notes)
+
+
+def test_a_kink_at_one_element_leaves_the_others_compared():
+    result = gradcli.check("sum(softmax(where(x > 0, x, 0.1*x), dim=0) * x)", {"x": "linspace(-1, 1, 9)"})
+    assert result.ok, str(result)
+    comparison = result.variables[0]
+    assert comparison.kinks == 1 and comparison.points == 8
+    assert result.gradcheck.ok is True and result.gradcheck.points == 8

@@ -31,6 +31,7 @@ from ..variables import default_spec, make_leaves, resolve_dtype
 from . import elementwise as ew
 from .boundaries import any_near_boundary, near_boundaries
 from .compare import Target, compare
+from .coordinates import at_kink, held_fixed
 from .exact import exact_autograd, exact_formulas, exact_targets
 from .gradchecks import GradcheckVerdict, run_gradcheck, spaced
 from .plan import EXACT_MAX_ELEMENTS, Plan, make_plan
@@ -259,9 +260,13 @@ def _gradchecks_elementwise(
 
 def _gradchecks(
     result: CheckResult, program: Any, library: Library, names: list[str], inputs: list[torch.Tensor],
-    reason: str | None,
+    reason: str | None, held: list[torch.Tensor] | None = None,
 ) -> None:
+    """gradcheck (and gradgradcheck) unless `reason` says why not; elements marked in `held`
+    keep their values (coordinates.py)."""
     fn = _torch_fn(program, library, names)
+    if held is not None:
+        fn, inputs = held_fixed(fn, inputs, held)
     if reason is None and not names:
         reason = "the expression has no variables"
     if reason is None:
@@ -302,8 +307,7 @@ def _check_small(
             f"element, which is done up to {EXACT_MAX_ELEMENTS} elements; the variables have {total:,} "
             "(give smaller --var values for the exact comparison); gradcheck still runs"
         )
-        reason = _boundary_reason(program, library, values)
-        _gradchecks(result, program, library, names, [values[n] for n in names], reason)
+        _coupled_gradchecks(result, program, library, names, values, any_near_boundary(program, library, values))
         return
     torch_dtype = resolve_dtype(result.dtype)
     rounded = {n: v.detach().to(torch_dtype).to(torch.float64).clone() for n, v in values.items()}
@@ -331,20 +335,42 @@ def _check_small(
             raise DomainError("the derivative is undefined at the given values (outside the domain)",
                               hint="give values inside the domain with --var")
         _compare_all(result, auto, targets, names, torch_dtype)
-        if any(t.near is not None and bool(t.near.any()) for t in targets.values()):
-            reason = "the values are at or next to a kink, where finite differences mislead"
+        near = any(t.near is not None and bool(t.near.any()) for t in targets.values())
     if result.symbolic_skipped:
-        reason = _boundary_reason(program, library, rounded)
-    _gradchecks(result, program, library, names, [rounded[n] for n in names], reason)
-    if not result.symbolic_skipped and reason is None:
+        near = any_near_boundary(program, library, rounded)
+    if _coupled_gradchecks(result, program, library, names, rounded, near) and not result.symbolic_skipped:
         settle_exact(result, program, library, names, rounded, targets)
 
 
-def _boundary_reason(program: Any, library: Library, values: Mapping[str, torch.Tensor]) -> str | None:
-    """Why gradcheck cannot judge these values, found with torch (the symbolic side was skipped)."""
-    if any_near_boundary(program, library, values):
-        return "the values are at or next to a branch boundary or a kink, where finite differences mislead"
-    return None
+def _coupled_gradchecks(
+    result: CheckResult, program: Any, library: Library, names: list[str], values: Mapping[str, torch.Tensor],
+    near: bool,
+) -> bool:
+    """gradcheck of a program whose operations couple elements. When some element is `near`
+    a kink, the elements whose own move changes a branch are found one by one and held
+    fixed (coordinates.py); the others are still checked. True when every element was."""
+    inputs = [values[n] for n in names]
+    if not near:
+        _gradchecks(result, program, library, names, inputs, None)
+        return True
+    held = at_kink(program, library, {n: values[n] for n in names})
+    if held is None:
+        _gradchecks(result, program, library, names, inputs, KINK_REASON)
+        return False
+    count, total = sum(int(h.sum()) for h in held.values()), sum(h.numel() for h in held.values())
+    if count == total:
+        _gradchecks(result, program, library, names, inputs, KINK_REASON)
+        return False
+    if count:
+        result.notes.append(
+            f"{count:,} of {total:,} elements are at or next to a kink (moving one alone changes a branch): "
+            "held fixed in gradcheck, the other elements checked"
+        )
+    _gradchecks(result, program, library, names, inputs, None, [held[n] for n in names] if count else None)
+    return not count
+
+
+KINK_REASON = "the values are at or next to a branch boundary or a kink, where finite differences mislead"
 
 
 def check_all(**options: Any) -> list[CheckResult]:

@@ -40,6 +40,9 @@ class _Walker:
             masks = tuple(torch.zeros(size, dtype=torch.bool) for _ in range(3))  # type: ignore[assignment]
         self.undefined, self.kink, self.near = masks  # type: ignore[misc]
         self.cancel: torch.Tensor | None = None  # set by the caller to also mark cancellations
+        # The symbols a derivative is taken in (exact mode: one element's): a branch whose
+        # condition none of them moves is no kink of that partial derivative.
+        self.wrt: set[Any] | None = None
         self.seen: set[Any] = set()
 
     def value(self, expr: Any) -> torch.Tensor:
@@ -111,9 +114,14 @@ class _Walker:
         self._mark(self.cancel, torch.isfinite(largest) & (largest > 0) & (total <= CANCELLATION * largest),  # type: ignore[arg-type]
                    active)
 
+    def _moves(self, expr: Any) -> bool:
+        return self.wrt is None or bool(expr.free_symbols & self.wrt)
+
     def _kinks(self, expr: Any, active: torch.Tensor | None) -> None:
         import sympy
 
+        if not self._moves(expr):
+            return
         if isinstance(expr, (sympy.Abs, sympy.sign, sympy.Heaviside)):
             self._boundary(self.value(expr.args[0]), torch.zeros(()), active)
         elif isinstance(expr, (sympy.Max, sympy.Min)) and len(expr.args) == 2:
@@ -138,7 +146,8 @@ class _Walker:
         if not self._first_visit("condition", cond, active):
             return
         if isinstance(cond, sympy.core.relational.Relational):
-            self._boundary(self.value(cond.lhs), self.value(cond.rhs), active)
+            if self._moves(cond):
+                self._boundary(self.value(cond.lhs), self.value(cond.rhs), active)
             self.walk(cond.lhs, active)
             self.walk(cond.rhs, active)
         elif isinstance(cond, sympy.ITE):
@@ -166,15 +175,16 @@ def near_each_other(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def regions(
-    function: Any, derivatives: list[Any], env: Mapping[Any, torch.Tensor], size: int
+    function: Any, derivatives: list[Any], env: Mapping[Any, torch.Tensor], size: int, wrt: set[Any] | None = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(undefined, kink, near_kink) boolean masks over `size` points.
 
     `undefined`: the function or a derivative is outside its domain there. `kink`: a
     derivative changes branch exactly there. `near_kink`: within NEAR_KINK (relative) of a
     branch change, too close for finite differences. Computed in chunks of CHUNK points.
+    With `wrt`, only conditions that move with one of these symbols make kinks.
     """
-    return _chunked(function, derivatives, env, size)  # type: ignore[return-value]
+    return _chunked(function, derivatives, env, size, wrt)  # type: ignore[return-value]
 
 
 def analyse_all(
@@ -216,20 +226,21 @@ def analyse_all(
 
 
 def _chunked(
-    function: Any, derivatives: list[Any], env: Mapping[Any, torch.Tensor], size: int
+    function: Any, derivatives: list[Any], env: Mapping[Any, torch.Tensor], size: int, wrt: set[Any] | None = None
 ) -> tuple[torch.Tensor, ...]:
     parts = []
     for start in range(0, max(size, 1), CHUNK):
         stop = min(start + CHUNK, size)
         chunk = {s: (v[start:stop] if v.dim() else v) for s, v in env.items()}
-        parts.append(_regions(function, derivatives, chunk, stop - start))
+        parts.append(_regions(function, derivatives, chunk, stop - start, wrt))
     return tuple(torch.cat([p[i] for p in parts]) for i in range(3))
 
 
 def _regions(
-    function: Any, derivatives: list[Any], env: Mapping[Any, torch.Tensor], size: int
+    function: Any, derivatives: list[Any], env: Mapping[Any, torch.Tensor], size: int, wrt: set[Any] | None = None
 ) -> tuple[torch.Tensor, ...]:
     walker = _Walker(env, size)
+    walker.wrt = wrt
     for expr in derivatives:
         walker.walk(expr)
     if function is not None:
