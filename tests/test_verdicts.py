@@ -7,6 +7,8 @@ torch directly, never with gradcli.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import mpmath
 import pytest
 import torch
@@ -87,3 +89,39 @@ def test_a_kink_at_one_element_leaves_the_others_compared():
     comparison = result.variables[0]
     assert comparison.kinks == 1 and comparison.points == 8
     assert result.gradcheck.ok is True and result.gradcheck.points == 8
+
+
+def test_float_underflow_is_not_outside_the_domain():
+    # sigmoid(-800) is 0.0 in float64: log(sigmoid(x)) looks like log(0), but its value is
+    # -800 and its derivative 1 - sigmoid(x) ~ 1; autograd gives nan there: wrong.
+    x = torch.tensor([-800.0], dtype=torch.float64, requires_grad=True)
+    (auto,) = torch.autograd.grad(torch.log(torch.sigmoid(x)).sum(), x)
+    assert torch.isnan(auto).all()
+    with mpmath.workdps(50):
+        truth = float(1 - 1 / (1 + mpmath.exp(800)))
+    result = gradcli.check("log(sigmoid(x))", {"x": "[-800.0, -1.0]"})
+    assert not result.ok
+    comparison = result.variables[0]
+    assert comparison.skipped_outside_domain == 0 and comparison.wrong == 1
+    assert comparison.wrong_ranges[0]["got"] == "nan" and float(comparison.wrong_ranges[0]["exact"]) == truth
+
+
+def test_a_rewrite_does_not_move_the_domain():
+    # sympy turns (x**0.5)**2 into x; torch computes the square root of -1: nan, undefined.
+    assert torch.isnan(torch.tensor(-1.0, dtype=torch.float64) ** 0.5)
+    result = gradcli.check("(x**0.5)**2", {"x": "[-1.0, 2.0]"})
+    assert result.ok, str(result)
+    assert result.variables[0].skipped_outside_domain == 1 and result.variables[0].points == 1
+
+
+def test_a_degenerate_parameter_has_no_derivative_to_claim():
+    assert torch.isinf(torch.nn.functional.softplus(torch.tensor([1.0, 2.0]), beta=0)).all()
+    with pytest.raises(gradcli.errors.DomainError, match="no derivative to check"):
+        gradcli.check("softplus(x, beta=0)", {"x": "[1.0, 2.0]"})
+
+
+def test_forward_does_not_differ_where_both_sides_are_nan():
+    fixture = f"{Path(__file__).parent / 'fixtures' / 'identity_functions.py'}:Log"
+    result = gradcli.check_function(fixture, ["x=[-1.0, 2.0]"], ref="log(x)")
+    assert torch.isnan(torch.log(torch.tensor(-1.0)))
+    assert result.ref_forward.ok and result.ref_forward.count == 0
