@@ -36,7 +36,7 @@ def test_agreeing_points_are_sampled_by_seed_and_bounded():
     first = gradcli.check("sin(x)", points=5000, seed=3).variables[0]
     again = gradcli.check("sin(x)", points=5000, seed=3).variables[0]
     assert first.ok and first.sampled_exact == again.sampled_exact
-    assert 8 <= first.sampled_exact <= 200 + 2000
+    assert 8 <= first.sampled_exact <= 200 + 500
 
 
 def test_equality_and_inequality_masks_are_part_of_the_language():
@@ -125,3 +125,22 @@ def test_forward_does_not_differ_where_both_sides_are_nan():
     result = gradcli.check_function(fixture, ["x=[-1.0, 2.0]"], ref="log(x)")
     assert torch.isnan(torch.log(torch.tensor(-1.0)))
     assert result.ref_forward.ok and result.ref_forward.count == 0
+
+
+def test_a_boundary_sympy_rewrites_away_is_still_a_boundary():
+    # Found by the hostile properties: where(x != 0, x/x, 1) is the constant 1 to sympy, but
+    # torch's autograd at x = 0 is 0 * nan = nan from the unselected branch: a boundary.
+    x = torch.tensor([0.0], dtype=torch.float64, requires_grad=True)
+    (auto,) = torch.autograd.grad(torch.where(x != 0, x / x, 1.0).sum(), x)
+    assert torch.isnan(auto).all()
+    result = gradcli.check("where(x != 0.0, (x)/(x - 0.0), 1)", {"x": "[0.0, 1.0]"})
+    assert result.ok, str(result)
+    assert result.variables[0].kinks == 1 and result.variables[0].points == 1
+
+
+def test_infinite_finite_differences_next_to_a_pole_are_unreliable():
+    # Found by the hostile properties: x +- 1e-6 lands on the pole of 1/x, and an infinite
+    # central difference slipped through the |a - n| <= tol test (inf <= inf).
+    result = gradcli.check("1/x", {"x": "[-1e-06, -5e-324, 0.0, 5e-324, 1e-06, 0.25]"})
+    assert result.ok, str(result)
+    assert result.gradcheck.unreliable_points == 2

@@ -25,7 +25,7 @@ RANGES_SHOWN = 5
 #: Agreeing points looked up at 50 digits all the same: a share of them, at least SAMPLE_MIN
 #: and at most SAMPLE_MAX, plus (at most FORCED_MAX) every point where the formula cancels
 #: or an input or the derivative is extreme (|v| >= EXTREME_* or 0 < |v| <= 1/EXTREME_*).
-SAMPLE_SHARE, SAMPLE_MIN, SAMPLE_MAX, FORCED_MAX = 0.01, 8, 200, 2_000
+SAMPLE_SHARE, SAMPLE_MIN, SAMPLE_MAX, FORCED_MAX = 0.01, 8, 200, 500
 EXTREME_INPUT, EXTREME_VALUE = 1e6, 1e100
 
 
@@ -127,7 +127,7 @@ def compare(
     result.not_arbitrated = len(disputed) - len(chosen)
     # Two float64 computations that agree may share an error (both cancel the same way):
     # some agreeing points are looked up at 50 digits too.
-    extra = _sampled(close, got, target, largest, seed)
+    extra = _sampled(close, got, target, seed)
     result.sampled_exact = len(extra)
     arbitrated = set(chosen)
     chosen = sorted(arbitrated | set(extra))
@@ -167,7 +167,7 @@ def compare(
     return result
 
 
-def _sampled(close: torch.Tensor, got: torch.Tensor, target: Target, largest: float, seed: int) -> list[int]:
+def _sampled(close: torch.Tensor, got: torch.Tensor, target: Target, seed: int) -> list[int]:
     """Agreeing points to look up at 50 digits anyway: every point (at most FORCED_MAX,
     evenly spaced) where the formula cancels or a value is extreme, and a share of the rest
     (SAMPLE_SHARE, between SAMPLE_MIN and SAMPLE_MAX points) drawn with `seed`."""
@@ -180,13 +180,28 @@ def _sampled(close: torch.Tensor, got: torch.Tensor, target: Target, largest: fl
     size = got.abs()
     forced |= (size >= EXTREME_VALUE) | ((size > 0) & (size <= 1 / EXTREME_VALUE))
     forced &= close
-    picked = set(sample(forced.nonzero().flatten().tolist(), FORCED_MAX))
-    rest = (close & ~forced).nonzero().flatten()
-    share = min(SAMPLE_MAX, max(SAMPLE_MIN, math.ceil(SAMPLE_SHARE * close.numel())), rest.numel())
-    if share:
+    picked = set(_spaced(forced.nonzero().flatten(), FORCED_MAX))
+    share = min(SAMPLE_MAX, max(SAMPLE_MIN, math.ceil(SAMPLE_SHARE * close.numel())))
+    if share and close.numel():
+        # Random positions among the agreeing, not forced points, without listing them
+        # all (10^7 points): draw positions, keep the eligible ones, draw again if short.
         generator = torch.Generator().manual_seed(seed)
-        picked |= set(rest[torch.randperm(rest.numel(), generator=generator)[:share]].tolist())
+        eligible = close & ~forced
+        found: list[int] = []
+        for _ in range(4):
+            drawn = torch.randint(0, close.numel(), (8 * share,), generator=generator)
+            found = list(dict.fromkeys([*found, *drawn[eligible[drawn]].tolist()]))[:share]
+            if len(found) == share:
+                break
+        picked |= set(found)
     return sorted(picked)
+
+
+def _spaced(indices: torch.Tensor, limit: int) -> list[int]:
+    """At most `limit` of `indices`, evenly spaced, first and last included."""
+    if indices.numel() <= limit:
+        return indices.tolist()
+    return indices[torch.linspace(0, indices.numel() - 1, limit).round().long()].tolist()
 
 
 def _errors(

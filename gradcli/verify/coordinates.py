@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping
 
 import torch
 
+from ..language.nodes import COMPARISONS
 from .boundaries import _measure
 
 #: How far each element is moved: ten times gradcheck's step of 1e-6.
@@ -73,3 +74,29 @@ def held_fixed(
 
     inputs = [value.detach().to(torch.float64).reshape(-1)[keep] for value, keep in zip(values, free) if bool(keep.any())]
     return partial, inputs
+
+
+def where_ties(program: Any, library: Any, points: Mapping[str, torch.Tensor], size: int) -> torch.Tensor:
+    """Points (elementwise mode, P of them) where a where(...) condition compares two equal
+    values, found with torch on the program as written: sympy may rewrite the boundary away
+    (where(x != 0, x/x, 1) becomes the constant 1), yet autograd's value there comes from
+    both branches (0 * nan in the unselected one), so such a point is a boundary."""
+    from ..build.to_torch import build
+
+    found = torch.zeros(size, dtype=torch.bool)
+
+    def observe(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if name not in COMPARISONS or len(args) < 2 or args[1] is args[0]:
+            return
+        a, b = (torch.as_tensor(v, dtype=torch.float64) for v in args[:2])
+        tie = a == b
+        if tie.numel() == size:
+            found.__ior__(tie.reshape(-1))
+        elif tie.numel() == 1:
+            found.__ior__(bool(tie))
+        elif bool(tie.any()):
+            found[:] = True
+
+    with torch.no_grad():
+        build(program, {n: v.detach().to(torch.float64) for n, v in points.items()}, library=library, observe=observe)
+    return found

@@ -20,6 +20,7 @@ from ..build.to_torch import build
 from ..library import Library
 from ..errors import DomainError
 from .arbitrate import UNDEFINED, exact_function
+from .coordinates import where_ties
 from .domain import defined_at, doubtful, forward_nan
 from .compare import Target
 from .plan import Plan
@@ -81,6 +82,10 @@ def targets(
     outside, analysed, cancel = analyse_all(forms.function, [expr for _, expr in exprs], env, size)
     if forms.body is not None:
         _decide_domain(forms, points, size, outside, [(expr, a[0]) for (_, expr), a in zip(exprs, analysed)])
+        ties = where_ties(forms.body, forms.library, points, size)
+        for _, kink, near, _ in analysed:
+            kink |= ties
+            near |= ties
     found: dict[Any, Target] = {}
     for (key, expr), (undefined, kink, near, reference) in zip(exprs, analysed):
         if isinstance(key, str):

@@ -100,8 +100,10 @@ def _flat(out: Any, size: int) -> torch.Tensor:
 
 
 def disagreeing(numerical: torch.Tensor, analytical: torch.Tensor) -> torch.Tensor:
-    """Where gradcheck's test fails for an element (nan anywhere fails)."""
-    return ~((analytical - numerical).abs() <= ATOL + RTOL * numerical.abs())
+    """Where gradcheck's test fails for an element: nan anywhere fails, and an infinity
+    passes only against the same infinity (|inf - a| <= inf would let it through)."""
+    close = ((analytical - numerical).abs() <= ATOL + RTOL * numerical.abs()) & torch.isfinite(numerical)
+    return ~(close | (analytical == numerical))
 
 
 def arbitrate(

@@ -106,13 +106,15 @@ class _Walker:
         return None
 
     def _cancellation(self, expr: Any, active: torch.Tensor | None) -> None:
-        terms = [self.value(a) for a in expr.args if a.free_symbols]
+        terms = [a for a in expr.args if a.free_symbols]
         if not terms:
             return
-        largest = torch.stack([t.abs() for t in terms]).amax(0)
-        total = self.value(expr).abs()
-        self._mark(self.cancel, torch.isfinite(largest) & (largest > 0) & (total <= CANCELLATION * largest),  # type: ignore[arg-type]
-                   active)
+        largest = self.value(terms[0]).abs()
+        for term in terms[1:]:
+            largest = torch.maximum(largest, self.value(term).abs())
+        # largest > 0 and finite, and the sum lost more than 1/CANCELLATION of it
+        lost = (self.value(expr).abs() <= CANCELLATION * largest) & (largest > 0) & (largest < torch.inf)
+        self._mark(self.cancel, lost, active)  # type: ignore[arg-type]
 
     def _moves(self, expr: Any) -> bool:
         return self.wrt is None or bool(expr.free_symbols & self.wrt)
