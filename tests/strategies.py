@@ -503,16 +503,16 @@ def equality_masks(draw: Any) -> Hostile:
     template = draw(st.sampled_from(MASKS))
     if draw(st.booleans()):  # sinc and friends: the branch divides by x - c
         value = _SMOOTH_VALUES[text]
-        fn = lambda x, fn=fn, c=c: fn(x) / (x - c)  # noqa: E731
-        derivative = lambda x, d=derivative, v=value, c=c: d(x) / (x - c) - v(_mp(), x) / (x - c) ** 2  # noqa: E731
+        fn = lambda x, fn=fn, c=c: fn(x) / (x - c)
+        derivative = lambda x, d=derivative, v=value, c=c: d(x) / (x - c) - v(_mp(), x) / (x - c) ** 2
         text = f"({text})/(x - {c})"
     values = tuple(sorted({c, *draw(st.lists(st.floats(-3, 3).filter(lambda v: v != c), min_size=1, max_size=4))}))
     if template.startswith("where(x == "):
-        mask = lambda x, fn=fn, c=c: torch.where(x == c, 1.0, fn(x))  # noqa: E731
+        mask = lambda x, fn=fn, c=c: torch.where(x == c, 1.0, fn(x))
     elif "0.5*x" in template:
-        mask = lambda x, fn=fn, c=c: torch.where(c != x, fn(x), 0.5 * x)  # noqa: E731
+        mask = lambda x, fn=fn, c=c: torch.where(c != x, fn(x), 0.5 * x)
     else:
-        mask = lambda x, fn=fn, c=c: torch.where(x != c, fn(x), 1.0)  # noqa: E731
+        mask = lambda x, fn=fn, c=c: torch.where(x != c, fn(x), 1.0)
     return Hostile(template.format(f=text, c=c), values, mask, derivative, boundary=c)
 
 
@@ -541,5 +541,5 @@ def coupled_kinks(draw: Any) -> Hostile:
     torch_g = {"x": lambda x: x, "sin(x)": torch.sin, "x**2": lambda x: x**2,
                "where(x > 0, sqrt(x), 0)": lambda x: torch.where(x > 0, torch.sqrt(x), 0.0),
                "where(x > 0, log(x), 0)": lambda x: torch.where(x > 0, torch.log(x), 0.0)}[g]
-    fn = lambda x, c=c, tg=torch_g: (torch.softmax(torch.where(x > 0, x, c * x), 0) * tg(x)).sum()  # noqa: E731
+    fn = lambda x, c=c, tg=torch_g: (torch.softmax(torch.where(x > 0, x, c * x), 0) * tg(x)).sum()
     return Hostile(f"sum(softmax(where(x > 0, x, {c}*x), dim=0) * {g})", values, fn, None, boundary=0.0)

@@ -190,7 +190,8 @@ def _check_elementwise(
         if plan.entry is not None and plan.entry.derivative is not None and result.order >= 1:
             value = published_values(plan.entry, plan.entry_call, rounded[names[0]], library)
             result.published.append(
-                compare(value, targets[names[0]], candidate_name="published", largest=_largest(torch.float64), seed=result.seed or 0, **_tol(result))
+                compare(value, targets[names[0]], candidate_name="published", largest=_largest(torch.float64),
+                        seed=result.seed or 0, **_tol(result))
             )
         keep = ~outside & ~near_kink
         for t in first:
@@ -225,7 +226,8 @@ def _compare_all(
     result: CheckResult, auto: dict[Any, torch.Tensor], targets: dict[Any, Target], names: list[str], dtype: Any
 ) -> None:
     for key, target in targets.items():
-        comparison = compare(auto[key], target, candidate_name="autograd", largest=_largest(dtype), seed=result.seed or 0, **_tol(result))
+        comparison = compare(auto[key], target, candidate_name="autograd", largest=_largest(dtype),
+                             seed=result.seed or 0, **_tol(result))
         (result.variables if isinstance(key, str) else result.second).append(comparison)
 
 
@@ -317,7 +319,6 @@ def _check_small(
     except RuntimeError as err:
         result.autograd_error = str(err).strip().splitlines()[0]
         return
-    reason = None
     try:
         shapes = {n: tuple(v.shape) for n, v in values.items()}
         forms = exact_formulas(program, library, shapes, result.order)
