@@ -88,6 +88,12 @@ def test_check_function_still_fails_a_wrong_backward(ref):
     assert result.gradcheck.ok is False
 
 
+def test_check_function_without_a_reference_says_why_finite_differences_failed():
+    result = gradcli.check_function(f"{FIXTURES}:Identity", ["x=[1e20, 1.0]"])
+    assert not result.ok  # no exact derivative to settle it: the failure stands
+    assert any("give --ref" in note and STEP_ROUNDED in note for note in result.notes)
+
+
 def test_a_failing_fast_mode_never_builds_a_dense_jacobian(monkeypatch):
     module = importlib.import_module("torch.autograd.gradcheck")
     calls = []

@@ -23,7 +23,7 @@ import torch
 
 from ..errors import UsageError, UserCodeError
 from . import diagnose
-from .fdarbiter import ATOL, EPS, RTOL, Differences, reason
+from .fdarbiter import ATOL, EPS, FLAT_FORWARD, LEAVES_DOMAIN, RTOL, STEP_ROUNDED, Differences, reason
 from .gradchecks import GradcheckVerdict, run_gradcheck
 from .jacobian import JACOBIAN_MAX, InputCheck, analytical, backward_of, compare_blocks, flat_output, numerical
 from .reference import ForwardCheck, reference_checks
@@ -195,7 +195,26 @@ def check_function(
         result.notes += notes
         if small:
             _settle_with_reference(result, fn, tensors)
+    elif small:
+        _explain_without_reference(result, fn, tensors)
     return result
+
+
+def _explain_without_reference(result: FunctionResult, fn: Any, tensors: dict[str, torch.Tensor]) -> None:
+    """Without a reference there is no exact derivative to settle a disagreement, so it
+    stands; but where the finite differences are plainly broken (the step is lost to
+    rounding, leaves the domain, or the forward does not move) the note says so."""
+    broken: dict[str, int] = {}
+    for check in result.first:
+        bad = ~((check.got - check.expected).abs() <= ATOL + RTOL * check.expected.abs())
+        for i, j in bad.nonzero().tolist():
+            why = _entry_reason(fn, tensors, check.name, i, j, check.got[i, j].item())
+            if why in (STEP_ROUNDED, LEAVES_DOMAIN, FLAT_FORWARD):
+                broken[why] = broken.get(why, 0) + 1
+    if broken:
+        listed = "; ".join(f"{why}: {n:,}" for why, n in sorted(broken.items(), key=lambda item: -item[1]))
+        result.notes.append(f"finite differences are unreliable at {sum(broken.values()):,} of the disagreeing "
+                            f"Jacobian entries ({listed}): give --ref EXPR to decide them with the exact derivative")
 
 
 def _settle_with_reference(result: FunctionResult, fn: Any, tensors: dict[str, torch.Tensor]) -> None:
