@@ -195,7 +195,7 @@ HOSTILE = {"extreme": extreme_magnitudes, "poles": poles_and_edges, "flow": unde
 
 @pytest.mark.parametrize("family", sorted(HOSTILE))
 def test_hostile_values_give_the_true_verdict(family):
-    @settings(max_examples=6, **SETTINGS)
+    @settings(max_examples=10, **SETTINGS)
     @given(HOSTILE[family]())
     def run_family(h: Hostile) -> None:
         assert_hostile_verdict(h)

@@ -26,6 +26,9 @@ RANGES_SHOWN = 5
 #: and at most SAMPLE_MAX, plus (at most FORCED_MAX) every point where the formula cancels
 #: or an input or the derivative is extreme (|v| >= EXTREME_* or 0 < |v| <= 1/EXTREME_*).
 SAMPLE_SHARE, SAMPLE_MIN, SAMPLE_MAX, FORCED_MAX = 0.01, 8, 200, 500
+#: In the exact mode (one symbol per element) each element's formula is compiled for its
+#: 50-digit value (~40 ms), so a quantity there samples this many agreeing elements.
+EXACT_SAMPLE = 2
 EXTREME_INPUT, EXTREME_VALUE = 1e6, 1e100
 
 
@@ -180,8 +183,10 @@ def _sampled(close: torch.Tensor, got: torch.Tensor, target: Target, seed: int) 
     size = got.abs()
     forced |= (size >= EXTREME_VALUE) | ((size > 0) & (size <= 1 / EXTREME_VALUE))
     forced &= close
-    picked = set(_spaced(forced.nonzero().flatten(), FORCED_MAX))
+    picked = set(_spaced(forced.nonzero().flatten(), FORCED_MAX if target.coords else EXACT_SAMPLE))
     share = min(SAMPLE_MAX, max(SAMPLE_MIN, math.ceil(SAMPLE_SHARE * close.numel())))
+    if not target.coords:  # the exact mode
+        share = EXACT_SAMPLE
     if share and close.numel():
         # Random positions among the agreeing, not forced points, without listing them
         # all (10^7 points): draw positions, keep the eligible ones, draw again if short.
