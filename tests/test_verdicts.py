@@ -144,3 +144,12 @@ def test_infinite_finite_differences_next_to_a_pole_are_unreliable():
     result = gradcli.check("1/x", {"x": "[-1e-06, -5e-324, 0.0, 5e-324, 1e-06, 0.25]"})
     assert result.ok, str(result)
     assert result.gradcheck.unreliable_points == 2
+
+
+def test_a_formula_mpmath_cannot_compile_is_not_sampled():
+    # Found by the slow run: lambdify refuses this Piecewise-inside-a-condition; sampling the
+    # agreeing points at 50 digits crashed the check (a traceback) instead of passing it by.
+    program = "h0 = softplus(clamp(x, min=-0.59), 0.5, 1.0); clamp(softplus(softplus(h0)) + pi, min=3.76)"
+    result = gradcli.check(program, {"x": "[[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]"})
+    assert result.ok, str(result)
+    assert result.variables[0].sampled_exact == 0 and result.variables[0].points == 6

@@ -128,17 +128,26 @@ def compare(
     chosen = sample(disputed, ARBITRATE_LIMIT)
     result.arbitrated = len(chosen)
     result.not_arbitrated = len(disputed) - len(chosen)
+    exact = target.exact(chosen) if chosen else []
     # Two float64 computations that agree may share an error (both cancel the same way):
-    # some agreeing points are looked up at 50 digits too.
+    # some agreeing points are looked up at 50 digits too. Where the formula cannot be
+    # compiled for mpmath (lambdify refuses some Piecewise conditions), none are.
     extra = _sampled(close, got, target, seed)
+    try:
+        extra_exact = target.exact(extra) if extra else []
+    except Exception:  # noqa: BLE001 - sympy's printers raise many kinds; sampling is extra
+        extra, extra_exact = [], []
     result.sampled_exact = len(extra)
     arbitrated = set(chosen)
-    chosen = sorted(arbitrated | set(extra))
+    found = dict(zip(extra, extra_exact))
+    found.update(zip(chosen, exact))
     disputed = sorted(set(disputed) | set(extra))
-    exact = target.exact(chosen) if chosen else []
 
     decided_idx, decided_exact, verdicts = [], [], []
-    for index, value in zip(chosen, exact):
+    for index in sorted(found):
+        value = found[index]
+        if index not in arbitrated and (value is UNDEFINED or abs(value) > largest):
+            continue  # a sampled point the float64 values settled: nothing to add
         if value is UNDEFINED:
             result.skipped_outside_domain += 1
         elif abs(value) > largest:
