@@ -118,7 +118,7 @@ class _SympyTranslator(Interpreter):
 
     def visit_Compare(self, node: n.Compare) -> Any:
         left, right = self.visit(node.left), self.visit(node.right)
-        relation = {">": "Gt", ">=": "Ge", "<": "Lt", "<=": "Le"}[node.op]
+        relation = {">": "Gt", ">=": "Ge", "<": "Lt", "<=": "Le", "==": "Eq", "!=": "Ne"}[node.op]
         compare = self.np.frompyfunc(getattr(self.sp, relation), 2, 1)
         return self._array(self._numpy(node, compare, left, right))
 

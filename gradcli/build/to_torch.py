@@ -31,7 +31,8 @@ _BINARY = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
     "**": operator.pow, "@": operator.matmul,
 }
-_COMPARE = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
+_COMPARE = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le, "==": operator.eq,
+            "!=": operator.ne}
 _CONSTANTS = {"pi": math.pi, "e": math.e}
 #: Where a graph node came from in the source; the trace reads it from `grad_fn.metadata`.
 SPAN_KEY = "gradcli_span"

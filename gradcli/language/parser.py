@@ -34,7 +34,7 @@ from .signatures import Signature, bind, is_constant, is_dim, signature_text
 _BINOPS = {
     ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**", ast.MatMult: "@",
 }
-_CMPOPS = {ast.Gt: ">", ast.GtE: ">=", ast.Lt: "<", ast.LtE: "<="}
+_CMPOPS = {ast.Gt: ">", ast.GtE: ">=", ast.Lt: "<", ast.LtE: "<=", ast.Eq: "==", ast.NotEq: "!="}
 _UNARY = {ast.USub: "-", ast.UAdd: "+"}
 
 
@@ -283,7 +283,7 @@ class _Parser:
             raise ParseError(
                 f"the comparison '{op_text(node.ops[0])}' is not part of the language",
                 span=self.span(node),
-                hint="use >, >=, < or <=",
+                hint="use >, >=, <, <=, == or !=",
             )
         return n.Compare(op, self.expr(node.left), self.expr(node.comparators[0]), span=self.span(node))
 

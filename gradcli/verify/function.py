@@ -24,6 +24,7 @@ import torch
 from .. import words
 from ..errors import UsageError, UserCodeError
 from . import diagnose
+from .fdarbiter import ATOL, EPS, FLAT_FORWARD, LEAVES_DOMAIN, RTOL, STEP_ROUNDED, Differences, reason
 from .gradchecks import GradcheckVerdict, run_gradcheck
 from .jacobian import JACOBIAN_MAX, InputCheck, analytical, backward_of, compare_blocks, flat_output, numerical
 from .reference import ForwardCheck, reference_checks
@@ -192,7 +193,69 @@ def check_function(
             ref, inputs, flat_output(fn, tensors).detach(), got_first, got_second, library_dirs
         )
         result.notes += notes
+        if small:
+            _settle_with_reference(result, fn, tensors)
+    elif small:
+        _explain_without_reference(result, fn, tensors)
     return result
+
+
+def _explain_without_reference(result: FunctionResult, fn: Any, tensors: dict[str, torch.Tensor]) -> None:
+    """Without a reference there is no exact derivative to settle a disagreement, so it
+    stands; but where the finite differences are plainly broken (the step is lost to
+    rounding, leaves the domain, or the forward does not move) the note says so."""
+    broken: dict[str, int] = {}
+    for check in result.first:
+        bad = ~((check.got - check.expected).abs() <= ATOL + RTOL * check.expected.abs())
+        for i, j in bad.nonzero().tolist():
+            why = _entry_reason(fn, tensors, check.name, i, j, check.got[i, j].item())
+            if why in (STEP_ROUNDED, LEAVES_DOMAIN, FLAT_FORWARD):
+                broken[why] = broken.get(why, 0) + 1
+    if broken:
+        listed = "; ".join(f"{why}: {n:,}" for why, n in sorted(broken.items(), key=lambda item: -item[1]))
+        result.notes.append(f"finite differences are unreliable at {sum(broken.values()):,} of the disagreeing "
+                            f"Jacobian entries ({listed}): give --ref EXPR to decide them with the exact derivative")
+
+
+def _settle_with_reference(result: FunctionResult, fn: Any, tensors: dict[str, torch.Tensor]) -> None:
+    """Finite differences do not overrule an exact derivative (fdarbiter.py): where they
+    disagree with your backward but the reference's derivative agrees with it everywhere,
+    the disagreeing entries are finite differences' fault, counted with their reason."""
+    failed = result.gradcheck.ok is False or not all(c.ok for c in result.first)
+    reference_agrees = (result.ref_forward is not None and result.ref_forward.ok and result.ref_first
+                        and all(c.ok for c in result.ref_first))
+    if not failed or not reference_agrees:
+        return
+    reasons: dict[str, int] = {}
+    for check in result.first:
+        bad = ~((check.got - check.expected).abs() <= ATOL + RTOL * check.expected.abs())
+        for i, j in bad.nonzero().tolist():
+            why = _entry_reason(fn, tensors, check.name, i, j, check.got[i, j].item())
+            reasons[why] = reasons.get(why, 0) + 1
+        check.count, check.mismatches, check.max_abs_err = 0, [], 0.0
+    count = sum(reasons.values())
+    if count:
+        listed = "; ".join(f"{why}: {n:,}" for why, n in sorted(reasons.items(), key=lambda item: -item[1]))
+        sentence = (f"finite differences are unreliable at {count:,} Jacobian entr{'ies' if count != 1 else 'y'} "
+                    f"({listed}), where your backward agrees with the derivative of {result.ref}")
+        result.notes.append(f"gradcheck: {sentence}")
+    if result.gradcheck.ok is False:
+        result.gradcheck = GradcheckVerdict(True, result.gradcheck.fast_mode, sentence if count else None,
+                                            result.gradcheck.points, count, reasons)
+
+
+def _entry_reason(fn: Any, tensors: dict[str, torch.Tensor], name: str, i: int, j: int, exact: float) -> str:
+    """Why the central difference of output i in element j of `name` misleads."""
+    flat = tensors[name].reshape(-1)
+    outputs = []
+    with torch.no_grad():
+        for sign in (1, -1):
+            moved = flat.clone()
+            moved[j] += sign * EPS
+            outputs.append(flat_output(fn, {**tensors, name: moved.reshape(tensors[name].shape)})[i].to(torch.float64))
+    plus, minus = (torch.stack([o]) for o in outputs)
+    diffs = Differences(flat[j:j + 1].to(torch.float64), plus, minus, (plus - minus) / (2 * EPS))
+    return reason(diffs, 0, exact)
 
 
 def _analytical_second(gradient: Any, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
