@@ -261,10 +261,13 @@ def _function(
     if not (
         isinstance(domain, list)
         and len(domain) == 2
-        and all(_finite_number(v) for v in domain)
+        and all(_finite_number(v) and abs(v) <= limits.MAX_CONSTANT for v in domain)
         and domain[0] < domain[1]
     ):
-        raise LibraryError(f"{path}: [{name}] domain must be [low, high]: finite numbers, low < high")
+        raise LibraryError(
+            f"{path}: [{name}] domain must be [low, high]: numbers up to {limits.MAX_CONSTANT:g} "
+            "in magnitude, low < high"
+        )
     kinks = entry.get("kinks", [])
     if not (isinstance(kinks, list) and all(_finite_number(v) for v in kinks)):
         raise LibraryError(f"{path}: [{name}] kinks must be a list of finite numbers")

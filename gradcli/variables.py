@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from . import limits
 from .errors import GradcliError, LimitError, Span, VariableError
+from .options import checked_seed
 
 if TYPE_CHECKING:
     import torch
@@ -193,6 +194,12 @@ def _shape_of(kind: str, args: tuple[float, ...], call: ast.Call) -> tuple[int, 
 
     if any(not math.isfinite(a) for a in args) and kind not in ("full",):
         raise VariableError(f"{kind}(): arguments must be finite", span=_span(call))
+    if kind in ("uniform", "linspace", "arange") and len(args) >= 2 and not math.isfinite(args[1] - args[0]):
+        # torch would compute the step as inf and fill the tensor with inf and nan
+        raise VariableError(
+            f"{kind}(): the range from {args[0]:g} to {args[1]:g} is wider than a float64 can hold",
+            span=_span(call), hint="keep high - low below 1.7e308",
+        )
     if kind in ("randn", "rand", "ones", "zeros"):
         need(1, 8)
         return _dims(args, call, kind)
@@ -212,6 +219,11 @@ def _shape_of(kind: str, args: tuple[float, ...], call: ast.Call) -> tuple[int, 
     start, end, step = (0.0, args[0], 1.0) if len(args) == 1 else (*args[:2], args[2] if len(args) == 3 else 1.0)
     if step == 0:
         raise VariableError("arange(): the step cannot be 0", span=_span(call))
+    if (end - start) * step < 0:  # torch raises on it; say which way the values would go
+        raise VariableError(
+            f"arange({start:g}, {end:g}, {step:g}): a step of {step:g} never goes from {start:g} to {end:g}",
+            span=_span(call), hint="give the step the sign of end - start",
+        )
     return (max(0, math.ceil((end - start) / step)),)
 
 
@@ -220,6 +232,7 @@ def make_tensor(spec: VarSpec, *, dtype: "torch.dtype", device: Any, generator: 
     import torch
 
     kind, args, shape = spec.kind, spec.args, spec.shape
+    check_range(spec, dtype)
     factory: dict[str, Any] = {"dtype": dtype, "device": device}
     if kind == "number":
         tensor = torch.tensor(args[0], **factory)
@@ -243,6 +256,38 @@ def make_tensor(spec: VarSpec, *, dtype: "torch.dtype", device: Any, generator: 
     else:  # arange
         tensor = torch.arange(*args, **factory)
     return tensor.requires_grad_(True)
+
+
+def _largest(spec: VarSpec) -> float:
+    """The largest magnitude a spec's values reach (random draws are within a few units)."""
+    kind, args = spec.kind, spec.args
+    if kind == "list":
+        rows = args[0]
+        while rows and isinstance(rows[0], list):
+            rows = [item for row in rows for item in row]
+        return max(map(abs, rows), default=0.0)
+    if kind == "arange" and spec.numel:
+        start, step = (0.0, 1.0) if len(args) == 1 else (args[0], args[2] if len(args) == 3 else 1.0)
+        return max(abs(start), abs(start + (spec.numel - 1) * step))
+    if kind in ("number", "full"):
+        return abs(args[-1])
+    if kind in ("linspace", "uniform"):
+        return max(abs(args[0]), abs(args[1]))
+    return 0.0
+
+
+def check_range(spec: VarSpec, dtype: "torch.dtype") -> None:
+    """Refuse values the dtype cannot hold: torch raises for some (full, linspace) and turns
+    others into inf without a word (a list, arange, uniform)."""
+    import torch
+
+    largest, limit = _largest(spec), torch.finfo(dtype).max
+    if math.isfinite(largest) and largest > limit:
+        name = str(dtype).removeprefix("torch.")
+        raise VariableError(
+            f"the values reach {largest:.6g}, beyond {name}'s largest value {limit:.6g}",
+            span=Span(1, 0, 1, len(spec.text)), hint="give smaller values, or a wider --dtype (float64)",
+        ).at(spec.text, f"--var {spec.name}")
 
 
 def check_total(specs: Iterable[VarSpec]) -> None:
@@ -302,7 +347,7 @@ def make_leaves(
     torch_device = resolve_device(device)
     import torch
 
-    if seed is None:
+    if checked_seed(seed) is None:
         seed = int(torch.randint(0, 2**31 - 1, ()).item())
     generator = torch.Generator().manual_seed(seed)
     tensors = {

@@ -224,6 +224,8 @@ class _Parser:
         if isinstance(value, float):
             if not math.isfinite(value):
                 raise LimitError("the number overflows a float64", span=self.span(node))
+            if abs(value) > limits.MAX_CONSTANT:
+                raise LimitError(f"the number is larger than {limits.MAX_CONSTANT:g}", span=self.span(node))
             return n.Num(value, span=self.span(node))
         kind = "complex numbers are" if isinstance(value, complex) else f"'{value!r}' is"
         raise ParseError(f"{kind} not part of the language", span=self.span(node))

@@ -35,4 +35,6 @@ def print_json(document: Any) -> None:
     """One JSON document on stdout (nothing else), NaN/inf written as strings."""
     import json
 
-    sys.stdout.write(json.dumps(document, indent=2, allow_nan=False, default=str) + "\n")
+    from .json import finite_safe
+
+    sys.stdout.write(json.dumps(finite_safe(document), indent=2, allow_nan=False, default=str) + "\n")

@@ -26,6 +26,7 @@ from .. import limits
 from .._deep import run_deep
 from ..errors import DomainError, LimitError, ShapeError, UsageError, VariableError
 from ..library import Library
+from ..options import checked_seed, checked_tolerance
 from ..pipeline import load
 from ..variables import default_spec, make_leaves, resolve_dtype
 from . import elementwise as ew
@@ -34,7 +35,7 @@ from .compare import Target, compare
 from .exact import exact_autograd, exact_formulas, exact_targets
 from .gradchecks import GradcheckVerdict, run_gradcheck, spaced
 from .plan import EXACT_MAX_ELEMENTS, Plan, make_plan
-from .points import DEFAULT_POINTS, Points, domain_points, drawn_points
+from .points import DEFAULT_POINTS, Points, domain_points, drawn_points, refuse_unusable
 from .published import published_values
 from .result import CheckResult
 from .symbolic import SymbolicTimeout, Unsupported, simplify_all
@@ -79,7 +80,11 @@ def check(
     if points is not None and points > limits.MAX_ELEMENTS:  # refused before any allocation
         raise LimitError(f"--points {points:,} is more than the limit of {limits.MAX_ELEMENTS:,}")
     resolve_dtype(dtype)
+    checked_seed(seed)
+    checked_tolerance("atol", atol)
+    checked_tolerance("rtol", rtol)
     options = [f"{k}={v}" for k, v in var.items()] if isinstance(var, Mapping) else list(var)
+    refuse_unusable(options, resolve_dtype(dtype))
     program, library = load(expression, library_dirs)
     plan = run_deep(make_plan, program, library)  # a 20,000-level program recurses as deep
     every_variable, program = program.variables, plan.program  # without dead statements

@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING, Sequence
 
 import torch
 
+from ..errors import VariableError
+from ..variables import check_range, parse_var
+
 if TYPE_CHECKING:
     from ..library import LibraryFunction
 
@@ -23,6 +26,20 @@ DEFAULT_POINTS = 1000
 DRAW_RANGE = (-5.0, 5.0)
 #: Always checked too (without --var): zero, +-1, and large magnitudes.
 SPECIAL = (0.0, 1.0, -1.0, 0.5, -0.5, 10.0, -10.0, 100.0, -100.0, 1000.0, -1000.0)
+
+
+def refuse_unusable(options: Sequence[str], dtype: torch.dtype) -> None:
+    """Refuse --var values a check cannot use. Checks build their points in float64 and round
+    them to `dtype`, where a value beyond its range would become inf without a word; and a
+    --var with no elements leaves nothing to compare (gradcheck would pass vacuously)."""
+    for option in options:
+        spec = parse_var(option)
+        check_range(spec, dtype)
+        if spec.numel == 0:
+            raise VariableError(
+                f"--var {spec.name}={spec.text} has no elements: there is nothing to check",
+                hint="give at least one value, e.g. --var 'x=linspace(-3, 3, 61)'",
+            )
 
 
 @dataclass
