@@ -32,6 +32,7 @@ from . import limits
 from .errors import GradcliError, LibraryError
 from .language import nodes as n
 from .language.ops import OPS, Param
+from .reading import read_file
 
 try:  # Python 3.11+
     import tomllib
@@ -139,11 +140,11 @@ def _load_library(folders: tuple[Path, ...], versions: tuple[Any, ...]) -> Libra
             raise LibraryError(f"the library folder '{folder}' does not exist")
         for path in sorted(folder.glob("*.toml")):
             try:
-                data = tomllib.loads(path.read_text(encoding="utf-8"))
-            except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+                data = tomllib.loads(read_file(path, f"the library file {path}"))
+            except tomllib.TOMLDecodeError as err:
                 raise LibraryError(f"{path}: not valid TOML ({err})") from None
-            except OSError as err:
-                raise LibraryError(f"{path}: cannot be read ({err.strerror or err})") from None
+            except GradcliError as err:
+                raise LibraryError(err.message) from None
             for name, entry in data.items():
                 if name in raw:
                     raise LibraryError(

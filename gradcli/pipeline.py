@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from . import limits
+from .language.expansion import check_expansion, expanded_nodes
 from .language.nodes import Program
 from .language.parser import parse
 from .library import Library, library_folders, load_library
@@ -19,7 +21,9 @@ from .variables import Leaves, make_leaves
 def load(expression: str, library_dirs: Sequence[str | Path] = ()) -> tuple[Program, Library]:
     """Parse `expression` with the library its folders define."""
     library = load_library(library_folders(library_dirs))
-    return parse(expression, library.functions), library
+    program = parse(expression, library.functions)
+    check_expansion(program, library.functions)
+    return program, library
 
 
 @dataclass
@@ -46,6 +50,9 @@ def prepare(
     leaves = make_leaves(
         program.variables, var_options, dtype=dtype, device=device, seed=seed, default=default
     )
+    # The leaves are bounded by MAX_TOTAL_ELEMENTS; the graph built from them, by this.
+    elements = sum(t.numel() for t in leaves.tensors.values())
+    limits.check_work(elements, expanded_nodes(program, library.functions))
     return Prepared(program, library, leaves)
 
 

@@ -18,6 +18,7 @@ symbolic side is skipped, saying why, and gradcheck still runs.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping, Sequence
 
 import torch
@@ -25,6 +26,7 @@ import torch
 from .. import limits
 from .._deep import run_deep
 from ..errors import DomainError, LimitError, ShapeError, UsageError, VariableError
+from ..language.expansion import expanded_nodes
 from ..library import Library
 from ..options import checked_seed, checked_tolerance
 from ..pipeline import load
@@ -35,12 +37,17 @@ from .compare import Target, compare
 from .exact import exact_autograd, exact_formulas, exact_targets
 from .gradchecks import GradcheckVerdict, run_gradcheck, spaced
 from .plan import EXACT_MAX_ELEMENTS, Plan, make_plan
-from .points import DEFAULT_POINTS, Points, domain_points, drawn_points, refuse_unusable
+from .points import (
+    DEFAULT_POINTS, SPECIAL, Points, check_point_total, domain_points, drawn_points, refuse_unusable,
+)
 from .published import published_values
 from .result import CheckResult
 from .symbolic import SymbolicTimeout, Unsupported, simplify_all
 
 #: (rtol, atol) per dtype: autograd at that precision against the exact value.
+#: Most second derivatives (elements squared) compared exactly at order 2 in exact mode.
+EXACT_SECOND_MAX_ENTRIES = 256
+
 TOLERANCES = {
     "float64": (1e-7, 1e-10),
     "float32": (1e-4, 1e-6),
@@ -97,6 +104,7 @@ def check(
         result.notes.append(f"not used by the output, so not checked: {', '.join(unused)}")
     if plan.mode in ("elementwise", "reduced"):
         pts = _elementwise_points(program.variables, every_variable, options, plan, points, seed, result)
+        limits.check_work(sum(t.numel() for t in pts.values()), expanded_nodes(program, library.functions))
         _check_elementwise(result, program, plan, library, pts, device, simplify)
     else:
         leaves = _finite(make_leaves)(every_variable, options, dtype="float64", device="cpu", seed=seed,
@@ -123,10 +131,13 @@ def _elementwise_points(
         _drop(leaves, names)
         if count is not None:
             result.notes.append("--points is ignored: --var gives the values")
+        shape = torch.broadcast_shapes(*(t.shape for t in leaves.tensors.values()))
+        check_point_total(shape.numel(), len(names))  # before broadcasting copies them
         values = torch.broadcast_tensors(*(t.detach() for t in leaves.tensors.values()))
         result.points_source = _describe_leaves(leaves)
         return {name: v.reshape(-1).clone() for name, v in zip(names, values)}
     count = count or DEFAULT_POINTS
+    check_point_total(count + len(SPECIAL), len(names))  # the special points come on top
     if plan.entry is not None:
         found: Points = domain_points(names[0], plan.entry, count)
     else:
@@ -302,9 +313,19 @@ def _check_small(
         result.autograd_error = str(err).strip().splitlines()[0]
         return
     reason = None
+    symbolic_order = result.order
+    if result.order == 2 and total * total > EXACT_SECOND_MAX_ENTRIES:
+        # sympy's second derivatives grow as elements squared, each a large formula to derive and
+        # evaluate at 50 digits: a 32-element softmax took 75 s at order 2 (6 s at order 1).
+        symbolic_order = 1
+        result.notes.append(
+            f"the {total} elements have {total * total:,} second derivatives, more than the "
+            f"{EXACT_SECOND_MAX_ENTRIES} compared exactly: gradgradcheck checks them numerically "
+            f"(give {math.isqrt(EXACT_SECOND_MAX_ENTRIES)} elements or fewer for the exact comparison)"
+        )
     try:
         shapes = {n: tuple(v.shape) for n, v in values.items()}
-        forms = exact_formulas(program, library, shapes, result.order)
+        forms = exact_formulas(program, library, shapes, symbolic_order)
         targets = exact_targets(forms, rounded)
     except (SymbolicTimeout, Unsupported) as err:
         result.symbolic_skipped = f"{err}; gradcheck still runs"

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Sequence
 
 import torch
 
-from ..errors import VariableError
+from .. import limits
+from ..errors import LimitError, VariableError
 from ..variables import check_range, parse_var
 
 if TYPE_CHECKING:
@@ -40,6 +41,19 @@ def refuse_unusable(options: Sequence[str], dtype: torch.dtype) -> None:
                 f"--var {spec.name}={spec.text} has no elements: there is nothing to check",
                 hint="give at least one value, e.g. --var 'x=linspace(-3, 3, 61)'",
             )
+
+
+def check_point_total(points: int, variables: int) -> None:
+    """Refuse `points` per variable beyond the per-tensor limit, or beyond the limit in all
+    once every variable has its own copy (a check holds each variable's values at every point)."""
+    if points > limits.MAX_ELEMENTS:
+        raise LimitError(f"{points:,} points per variable; the limit is {limits.MAX_ELEMENTS:,}")
+    if points * variables > limits.MAX_TOTAL_ELEMENTS:
+        raise LimitError(
+            f"{points:,} points for each of {variables} variables make {points * variables:,} values; "
+            f"the limit is {limits.MAX_TOTAL_ELEMENTS:,} in all",
+            hint="give fewer --points (or smaller --var ranges), or check fewer variables at once",
+        )
 
 
 @dataclass
