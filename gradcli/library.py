@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from . import limits
-from .errors import GradcliError, LibraryError
+from .errors import GradcliError, LibraryError, LimitError, UnreadableError
 from .language import nodes as n
 from .language.ops import OPS, Param
 from .reading import read_file
@@ -143,8 +143,11 @@ def _load_library(folders: tuple[Path, ...], versions: tuple[Any, ...]) -> Libra
                 data = tomllib.loads(read_file(path, f"the library file {path}"))
             except tomllib.TOMLDecodeError as err:
                 raise LibraryError(f"{path}: not valid TOML ({err})") from None
-            except GradcliError as err:
-                raise LibraryError(err.message) from None
+            except UnreadableError as err:
+                what = "not valid TOML" if "UTF-8" in err.reason else "cannot be read"
+                raise LibraryError(f"{path}: {what} ({err.reason})") from None
+            except LimitError as err:
+                raise LibraryError(f"{path}: {err.message}") from None
             for name, entry in data.items():
                 if name in raw:
                     raise LibraryError(

@@ -10,21 +10,25 @@ from __future__ import annotations
 
 import stat
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TextIO
 
-from .errors import LimitError, UsageError
+from .errors import LimitError, UnreadableError
 from .limits import MAX_FILE_BYTES
 
 
-def read_capped(stream: BinaryIO, what: str) -> str:
-    """The text of `stream` (UTF-8), refusing more than MAX_FILE_BYTES."""
+def read_capped(stream: BinaryIO | TextIO, what: str) -> str:
+    """The text of `stream` (bytes as UTF-8, or text: a replaced sys.stdin has no bytes),
+    refusing more than MAX_FILE_BYTES bytes (or characters)."""
     data = stream.read(MAX_FILE_BYTES + 1)
     if len(data) > MAX_FILE_BYTES:
-        raise LimitError(f"{what} is larger than {MAX_FILE_BYTES:,} bytes")
+        unit = "characters" if isinstance(data, str) else "bytes"
+        raise LimitError(f"{what} is larger than {MAX_FILE_BYTES:,} {unit}")
+    if isinstance(data, str):
+        return data
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise UsageError(f"cannot read {what}: it is not UTF-8 text ({err.reason} at byte {err.start})") from None
+        raise UnreadableError(what, f"it is not UTF-8 text ({err.reason} at byte {err.start})") from None
 
 
 def read_file(path: Path, what: str, *, pipes: bool = False) -> str:
@@ -32,8 +36,8 @@ def read_file(path: Path, what: str, *, pipes: bool = False) -> str:
     try:
         mode = path.stat().st_mode  # follows symlinks: a link to /dev/zero is a device
         if not (stat.S_ISREG(mode) or (pipes and stat.S_ISFIFO(mode))):
-            raise UsageError(f"cannot read {what}: it is not a regular file")
+            raise UnreadableError(what, "it is not a regular file")
         with path.open("rb") as stream:
             return read_capped(stream, what)
     except OSError as err:
-        raise UsageError(f"cannot read {what}: {err.strerror or err}") from None
+        raise UnreadableError(what, str(err.strerror or err)) from None

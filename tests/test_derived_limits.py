@@ -34,7 +34,7 @@ def test_an_expression_file_that_is_a_device_is_refused_unread(cli, tmp_path):
 @pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
 def test_a_library_file_that_links_to_a_device_is_refused(cli, tmp_path):
     (tmp_path / "zero.toml").symlink_to("/dev/zero")
-    refused(cli("list", "--library", str(tmp_path)), f"cannot read the library file {tmp_path / 'zero.toml'}: it is not a regular file")
+    refused(cli("list", "--library", str(tmp_path)), f"{tmp_path / 'zero.toml'}: cannot be read (it is not a regular file)")
 
 
 def test_an_expression_file_past_the_cap_is_refused(cli, tmp_path):

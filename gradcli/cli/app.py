@@ -61,7 +61,7 @@ def read_expression(expr: str) -> str:
     from ..reading import read_capped, read_file
 
     if expr == "-":
-        return read_capped(sys.stdin.buffer, "the expression from stdin")
+        return read_capped(getattr(sys.stdin, "buffer", sys.stdin), "the expression from stdin")
     if expr.startswith("@"):
         return read_file(Path(expr[1:]), f"the expression file '{expr[1:]}'", pipes=True)
     return expr
