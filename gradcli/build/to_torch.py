@@ -180,9 +180,13 @@ class _TorchBuilder(Interpreter):
     ) -> Any:
         if self.observe is not None:
             self.observe(name, args, kwargs or {})
+        if any(type(a) is int and not _INT64_MIN <= a <= _INT64_MAX for a in args):
+            # Constants fold exactly as Python ints; torch takes an int only within int64, so a
+            # larger one (2**70, still under MAX_CONSTANT) enters torch as the float it is.
+            args = tuple(float(a) if type(a) is int else a for a in args)
         try:
             result = fn(*args, **(kwargs or {}))
-        except (RuntimeError, IndexError, TypeError, ValueError) as err:
+        except (RuntimeError, IndexError, TypeError, ValueError, OverflowError) as err:
             message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise ShapeError(f"torch refused '{name}': {message}", span=span) from None
         grad_fn = getattr(result, "grad_fn", None)
@@ -251,6 +255,9 @@ def _check_size(shape: tuple[int, ...], span: Span | None) -> None:
             f"{limits.MAX_ELEMENTS:,}",
             span=span,
         )
+
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 def _constant(op: str, left: Any, right: Any, span: Span | None) -> Any:

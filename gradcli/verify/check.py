@@ -18,6 +18,7 @@ symbolic side is skipped, saying why, and gradcheck still runs.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping, Sequence
 
 import torch
@@ -27,6 +28,8 @@ from .._deep import run_deep
 from ..build.variables import default_spec, make_leaves, parse_var, resolve_dtype
 from ..errors import DomainError, LimitError, UsageError, VariableError
 from ..language.library import Library
+from ..language.expansion import expanded_nodes
+from ..options import checked_seed, checked_tolerance
 from ..pipeline import load
 from ..seeds import draw_seed
 from .boundaries import any_near_boundary, near_boundaries
@@ -36,12 +39,16 @@ from .coordinates import at_kink, held_fixed
 from .exact import exact_autograd, exact_formulas, exact_targets
 from .gradchecks import GradcheckVerdict, run_gradcheck, spaced
 from .plan import EXACT_MAX_ELEMENTS, Plan, make_plan
-from .points import DEFAULT_POINTS, Points, domain_points, drawn_points
+from .points import (
+    DEFAULT_POINTS, SPECIAL, Points, check_point_total, domain_points, drawn_points, refuse_unusable,
+)
 from .published import published_values
 from .result import CheckResult
 from .settle import settle_elementwise, settle_exact
 from .symbolic import simplify_all
 
+#: Most second derivatives (elements squared) compared exactly at order 2 in exact mode.
+EXACT_SECOND_MAX_ENTRIES = 256
 #: Default values of variables without --var in the exact (small tensor) mode.
 EXACT_DEFAULT = "randn(4)"
 
@@ -74,7 +81,11 @@ def check(
     if points is not None and points > limits.MAX_ELEMENTS:  # refused before any allocation
         raise LimitError(f"--points {points:,} is more than the limit of {limits.MAX_ELEMENTS:,}")
     resolve_dtype(dtype)
+    checked_seed(seed)
+    checked_tolerance("atol", atol)
+    checked_tolerance("rtol", rtol)
     options = [f"{k}={v}" for k, v in var.items()] if isinstance(var, Mapping) else list(var)
+    refuse_unusable(options, resolve_dtype(dtype))
     program, library = load(expression, library_dirs)
     plan = run_deep(make_plan, program, library)  # a 20,000-level program recurses as deep
     every_variable, program = program.variables, plan.program  # without dead statements
@@ -88,6 +99,7 @@ def check(
         result.notes.append(f"not used by the output, so not checked: {', '.join(unused)}")
     if plan.mode in ("elementwise", "reduced"):
         pts = _elementwise_points(program.variables, every_variable, options, plan, points, seed, result)
+        limits.check_work(sum(t.numel() for t in pts.values()), expanded_nodes(program, library.functions))
         _check_elementwise(result, program, plan, library, pts, device, simplify)
     else:
         leaves = _finite(make_leaves)(every_variable, options, dtype="float64", device="cpu", seed=seed,
@@ -135,10 +147,13 @@ def _elementwise_points(
         _drop(leaves, names)
         if count is not None:
             result.notes.append("--points is ignored: --var gives the values")
+        shape = torch.broadcast_shapes(*(t.shape for t in leaves.tensors.values()))
+        check_point_total(shape.numel(), len(names))  # before broadcasting copies them
         values = torch.broadcast_tensors(*(t.detach() for t in leaves.tensors.values()))
         result.points_source = _describe_leaves(leaves)
         return {name: v.reshape(-1).clone() for name, v in zip(names, values)}
     count = count or DEFAULT_POINTS
+    check_point_total(count + len(SPECIAL), len(names))  # the special points come on top
     if plan.entry is not None:
         found: Points = domain_points(names[0], plan.entry, count)
     else:
@@ -326,8 +341,19 @@ def _check_small(
     except RuntimeError as err:
         result.autograd_error = str(err).strip().splitlines()[0]
         return
+    symbolic_order = result.order
+    if result.order == 2 and total * total > EXACT_SECOND_MAX_ENTRIES:
+        # sympy's second derivatives grow as elements squared, each a large formula to derive and
+        # evaluate at 50 digits: a 32-element softmax took 75 s at order 2 (6 s at order 1).
+        symbolic_order = 1
+        result.notes.append(
+            f"the {total} elements have {total * total:,} second derivatives, more than the "
+            f"{EXACT_SECOND_MAX_ENTRIES} compared exactly: gradgradcheck checks them numerically "
+            f"(give {math.isqrt(EXACT_SECOND_MAX_ENTRIES)} elements or fewer for the exact comparison)"
+        )
     shapes = {n: tuple(v.shape) for n, v in values.items()}
-    targets, skipped = symbolic_side(lambda: exact_targets(exact_formulas(program, library, shapes, result.order), rounded))
+    targets, skipped = symbolic_side(
+        lambda: exact_targets(exact_formulas(program, library, shapes, symbolic_order), rounded))
     if targets is None:
         result.symbolic_skipped = f"{skipped}; gradcheck still runs"
     else:

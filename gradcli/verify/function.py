@@ -23,10 +23,12 @@ import torch
 
 from .. import words
 from ..errors import UsageError, UserCodeError
+from ..options import checked_seed
 from . import diagnose
 from .fdarbiter import ATOL, EPS, FLAT_FORWARD, LEAVES_DOMAIN, RTOL, STEP_ROUNDED, Differences, reason
 from .gradchecks import GradcheckVerdict, run_gradcheck
 from .jacobian import JACOBIAN_MAX, InputCheck, analytical, backward_of, compare_blocks, flat_output, numerical
+from .points import refuse_unusable
 from .reference import ForwardCheck, reference_checks
 from .evaluation import check_order
 from .result import FiniteDifferences, finite_difference_checks
@@ -142,7 +144,8 @@ def check_function(
         cls = check_class(function, getattr(function, "__name__", repr(function)))
         label = cls.__name__
     options = [f"{k}={v}" for k, v in var.items()] if isinstance(var, Mapping) else list(var)
-    seed = 0 if seed is None else seed
+    refuse_unusable(options, torch.float64)
+    seed = 0 if seed is None else checked_seed(seed)
     inputs = make_inputs(cls, options, seed)
     tensors = {n: t.detach().to(torch.float64) for n, t in inputs.tensors().items()}
     if not tensors:
@@ -175,11 +178,14 @@ def check_function(
     else:
         result.notes.append(f"the inputs have {size:,} elements: only gradcheck (fast mode) runs past {JACOBIAN_MAX:,}")
     if order == 2:
-        result.gradgradcheck = run_gradcheck(positional, list(tensors.values()), seed=seed, second=True)
+        result.gradgradcheck = _run_user(
+            lambda: run_gradcheck(positional, list(tensors.values()), seed=seed, second=True), "backward", cls
+        )
         if small:
             gradient = backward_of(fn)
             result.second = compare_blocks(
-                _analytical_second(gradient, tensors), numerical(gradient, tensors), tensors, "grad"
+                _run_user(lambda: _analytical_second(gradient, tensors), "backward", cls),
+                _run_user(lambda: numerical(gradient, tensors), "backward", cls), tensors, "grad",
             )
             result.causes += diagnose.second_order_causes(
                 result.second, first_ok=all(c.ok for c in result.first), saved_intermediates=saved,
@@ -188,7 +194,8 @@ def check_function(
     if ref is not None:
         result.ref = ref
         got_first = _run_user(lambda: analytical(fn, tensors), "backward", cls) if small else None
-        got_second = _analytical_second(backward_of(fn), tensors) if small and order == 2 else None
+        got_second = (_run_user(lambda: _analytical_second(backward_of(fn), tensors), "backward", cls)
+                      if small and order == 2 else None)
         result.ref_forward, result.ref_first, result.ref_second, notes = reference_checks(
             ref, inputs, flat_output(fn, tensors).detach(), got_first, got_second, library_dirs
         )
@@ -274,7 +281,7 @@ def _run_user(call: Any, what: str, cls: type) -> Any:
         return call()
     except UserCodeError:
         raise
-    except Exception as err:
+    except (Exception, SystemExit) as err:  # sys.exit() in a backward is the user's code too
         import inspect
         from pathlib import Path
 

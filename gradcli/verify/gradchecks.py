@@ -105,7 +105,8 @@ def spaced(count: int, limit: int = GRADCHECK_MAX_POINTS) -> torch.Tensor:
     """At most `limit` indices out of range(count), evenly spaced."""
     if count <= limit:
         return torch.arange(count)
-    return torch.linspace(0, count - 1, limit).round().long().unique()
+    # float64: in the default float32, count - 1 rounds up past 2**24 and indexes out of range
+    return torch.linspace(0, count - 1, limit, dtype=torch.float64).round().long().unique()
 
 
 def _first_line(err: Exception) -> str:
