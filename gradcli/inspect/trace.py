@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import LimitError, UsageError
-from ..pipeline import build_prepared, prepare
+from ..targets.base import BuildSettings, Computation, LeafSource, OriginOf
+from ..targets.expression import ExpressionTarget
 from ..variables import make_tensor, parse_spec
 from .explain import PassError, nonleaf_note
 from .flow import FlowRecorder, FlowStep, plain_steps
@@ -130,14 +131,14 @@ class TraceOptions:
 
 
 def trace(
-    expression: str,
-    variables: Sequence[str] = (),
-    *,
+    target: Any,
+    *inputs: Any,
     seed: int | None = None,
     library_dirs: Sequence[str | Path] = (),
     **options: Any,
 ) -> TraceResult:
-    """Trace `expression` with `variables` (`--var` texts); keyword options as in TraceOptions
+    """Trace `target`: an expression's text with its `--var` texts as `inputs` (one list of
+    them, as `trace("x*x", ["x=2.0"])`), or a `Target`. Keyword options as in TraceOptions
     (mode, wrt, grad_output, retain_graph, create_graph, repeat, zero_grad, retain_grad, flow,
     dtype, device); see `gradcli trace --help`."""
     for key in ("wrt", "retain_grad"):
@@ -145,31 +146,36 @@ def trace(
             options[key] = tuple(options[key])
     chosen = TraceOptions(**options)
     _check_options(chosen.mode, chosen.repeat)
+    if isinstance(target, str):
+        variables = [text for group in inputs for text in ([group] if isinstance(group, str) else group)]
+        target = ExpressionTarget(target, variables, library_dirs)
+    settings = BuildSettings(chosen.dtype, chosen.device, seed, chosen.wrt, chosen.flow)
     with paused_gc():
-        prepared = prepare(
-            expression, variables, dtype=chosen.dtype, device=chosen.device, seed=seed, library_dirs=library_dirs
-        )
-        return _run(expression, prepared, chosen)
+        return trace_computation(target.build(settings), chosen)
 
 
-def _run(expression: str, prepared: Any, options: TraceOptions) -> TraceResult:
-    built = build_prepared(prepared)
-    output = _differentiable_output(built.output)
-    leaves = prepared.leaves
-    named = names_with_grad([*leaves.tensors.items(), *built.bindings])
-    intermediates = {name: t for name, t in named.items() if name not in leaves.tensors and not t.is_leaf}
+def trace_computation(computation: Computation, options: TraceOptions) -> TraceResult:
+    """Walk a built computation's graph, run the passes, follow the flow."""
+    output = _differentiable_output(computation.output)
+    leaves = computation.leaves
+    named = names_with_grad([*leaves.items(), *computation.bindings])
+    intermediates = {name: t for name, t in named.items() if name not in leaves and not t.is_leaf}
     for name in options.retain_grad:
         _known(name, intermediates, "--retain-grad", "an assigned intermediate (h = ...)").retain_grad()
-    graph = walk_graph(output.grad_fn, leaf_names=leaf_ids(leaves.tensors), labels=Labels(built.bindings))
+    graph = walk_graph(
+        output.grad_fn, leaf_names=leaf_ids(leaves), labels=Labels(computation.bindings),
+        origin_of=computation.origin_of,
+    )
+    differentiable = {name: t for name, t in leaves.items() if t.requires_grad}
     if options.wrt:
         targets = {name: _known(name, named, "--wrt", "a variable or an assigned name") for name in options.wrt}
     else:
-        used = {node.variable for node in graph.nodes if node.variable} or set(leaves.tensors)
-        targets = {name: t for name, t in leaves.tensors.items() if name in used}
+        used = {node.variable for node in graph.nodes if node.variable} or set(differentiable)
+        targets = {name: t for name, t in differentiable.items() if name in used}
     # .grad is read back from the leaves, the kept intermediates and backward's inputs=.
-    watched = {**leaves.tensors, **{n: intermediates[n] for n in options.retain_grad}, **targets}
+    watched = {**differentiable, **{n: intermediates[n] for n in options.retain_grad}, **targets}
     plan = PassPlan(
-        options.mode, output, _grad_output(options.grad_output, output, leaves.seed), targets, watched,
+        options.mode, output, _grad_output(options.grad_output, output, computation.seed), targets, watched,
         options.retain_graph, options.create_graph, options.repeat, options.zero_grad,
         explicit_targets=bool(options.wrt),
     )
@@ -184,13 +190,13 @@ def _run(expression: str, prepared: Any, options: TraceOptions) -> TraceResult:
     if options.mode == "backward" and options.wrt:
         kept.update({name: "written by backward(inputs=...) for --wrt" for name in targets if name not in kept})
     result = TraceResult(
-        expression=expression,
+        expression=computation.description,
         result=described(output),
-        leaves=[_leaf(name, t, leaves) for name, t in leaves.tensors.items()],
+        leaves=[_leaf(name, t, computation.sources[name]) for name, t in leaves.items()],
         graph=graph,
         passes=[_plain_pass(r) for r in records],
         intermediates=[_intermediate(name, t, node_of, kept.get(name)) for name, t in intermediates.items()],
-        seed=leaves.seed,
+        seed=computation.seed,
         options={**asdict(options), "wrt": list(targets), "retain_grad": list(options.retain_grad)},
         skipped_passes=options.repeat - len(records),
     )
@@ -198,7 +204,7 @@ def _run(expression: str, prepared: Any, options: TraceOptions) -> TraceResult:
         result.flow = plain_steps(recorder.steps)
         result.nonfinite_origin = recorder.origin()
     if options.create_graph:
-        result.gradient_graphs = _gradient_graphs(live, named, leaves.tensors, graph)
+        result.gradient_graphs = _gradient_graphs(live, named, leaves, graph, computation.origin_of)
     return result
 
 
@@ -261,10 +267,10 @@ def _grad_output(spec: str | None, output: Any, seed: int) -> Any:
     return tensor
 
 
-def _leaf(name: str, tensor: Any, leaves: Any) -> Leaf:
+def _leaf(name: str, tensor: Any, source: LeafSource) -> Leaf:
     grad = tensor.grad
     return Leaf(
-        name, leaves.specs[name].text, name in leaves.defaulted, list(tensor.shape), dtype_name(tensor),
+        name, source.spec, source.defaulted, list(tensor.shape), dtype_name(tensor),
         tensor.requires_grad, full_value(tensor), None if grad is None else full_value(grad),
     )
 
@@ -286,13 +292,16 @@ def _plain_pass(record: Any) -> Pass:
 
 
 def _gradient_graphs(
-    live: dict[str, Any], named: dict[str, Any], leaf_tensors: dict[str, Any], traced: Graph
+    live: dict[str, Any], named: dict[str, Any], leaf_tensors: dict[str, Any], traced: Graph, origin_of: OriginOf,
 ) -> list[GradientGraph]:
     graphs = []
     for name, gradient in live.items():
         if gradient is None:
             continue
-        graph = walk_graph(gradient.grad_fn, leaf_names=leaf_ids(leaf_tensors), prefix=f"d{name}_n", known=traced)
+        graph = walk_graph(
+            gradient.grad_fn, leaf_names=leaf_ids(leaf_tensors), prefix=f"d{name}_n", known=traced,
+            origin_of=origin_of,
+        )
         second, note = second_derivative(gradient, named[name])
         graphs.append(GradientGraph(name, graph, None if second is None else full_value(second), note))
     return graphs
