@@ -23,6 +23,8 @@ from .values import plain_scalar, summary
 #: What torch calls the node that writes a leaf's .grad.
 ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
 _SAVED_PREFIX = "_saved_"
+#: In torch's message when a saved tensor was modified in place after it was saved.
+_INPLACE = "modified by an inplace operation"
 
 
 @dataclass
@@ -164,7 +166,9 @@ class _NodeReader:
             try:
                 value = getattr(grad_fn, name)
             except RuntimeError as err:
-                saved[name] = {"freed": str(err).split(". ")[0]}
+                # Freed by an earlier pass, or changed in place since it was saved (user code).
+                message = str(err).split(". ")[0]
+                saved[name] = {"modified" if _INPLACE in message else "freed": message}
                 continue
             if isinstance(value, tensor_type):
                 saved[name] = self._tensor(value)

@@ -57,6 +57,10 @@ class Computation:
     seed: int = 0  # the seed random values were drawn with
     origin_of: OriginOf = lambda grad_fn: None
     found: str | None = None  # code: what the target's NAME turned out to be, in words
+    # Expressions refuse an output that is not a differentiable scalar before any pass; code
+    # lets backward raise, and `explain` says why (the graph was cut, no --loss given).
+    strict_output: bool = True
+    explain: Callable[[Any, Any], Any] | None = None  # (PassError, Graph) -> PassError
     details: dict[str, Any] = field(default_factory=dict)  # kind-specific facts for renderers
     keep_alive: list[Any] = field(default_factory=list, repr=False)  # the model, hooks' data
 
