@@ -25,7 +25,7 @@ from .interpreter import Interpreter
 if TYPE_CHECKING:
     import torch
 
-    from ..library import Library
+    from ..language.library import Library
 
 _BINARY = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
@@ -63,7 +63,7 @@ def build(
     `observe`, when given, sees every operation's arguments before it is applied (the
     checker measures from them how close points are to a branch boundary or a kink)."""
     if library is None:
-        from ..library import default_library
+        from ..language.library import default_library
 
         library = default_library()
     missing = [v for v in program.variables if v not in leaves]

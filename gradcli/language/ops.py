@@ -10,8 +10,10 @@ Adding a function is one `Op(...)` row here and one test. A row names
 - `sympy`: the symbolic meaning. For elementwise rows it maps sympy scalars to a sympy
   scalar (the translator applies it element by element); for the other kinds it maps numpy
   object arrays of sympy scalars to one (reductions, softmax, matmul);
-- `domain` / `kinks`: where the derivative exists (an open interval) and points inside it
-  where it does not (abs at 0). The checker and the property tests read these.
+- `domain` / `kinks` / `meets`: where the derivative exists (an open interval), points inside
+  it where it does not (abs at 0), and the parameters where the input meeting their value is a
+  branch boundary (maximum's `other`, clamp's `min` and `max`). The checker, the torch
+  boundary finder (verify/boundaries.py) and the property tests read these.
 
 Nothing here imports torch, sympy or numpy: the callables receive the modules they need.
 """
@@ -21,7 +23,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 INF = math.inf
 
@@ -34,21 +36,27 @@ class _Required:
 REQUIRED: Any = _Required()
 
 
+#: How the builders pass a parameter:
+#:   tensor  any expression; a plain number is turned into a tensor (torch.exp(2) needs one)
+#:   scalar  any expression; a plain number is passed as a Python number (x.pow(2))
+#:   cond    a comparison or boolean tensor (the condition of where)
+#:   dim     an integer or a tuple of integers, written literally
+#:   bool    True or False, written literally
+#:   number  a constant expression (no variables), passed as a Python number
+ParamKind = Literal["tensor", "scalar", "cond", "dim", "bool", "number"]
+
+#: How an operation treats elements, which decides how `check` compares it (verify/plan.py):
+#: elementwise rows are differentiated with one symbol per variable; the others couple
+#: elements and are compared with one symbol per element.
+OpKind = Literal["elementwise", "reduction", "softmax", "matmul"]
+
+
 @dataclass(frozen=True)
 class Param:
-    """One parameter of an operation.
-
-    kind:
-      tensor  any expression; a plain number is turned into a tensor (torch.exp(2) needs one)
-      scalar  any expression; a plain number is passed as a Python number (x.pow(2))
-      cond    a comparison or boolean tensor (the condition of where)
-      dim     an integer or a tuple of integers, written literally
-      bool    True or False, written literally
-      number  a constant expression (no variables), passed as a Python number
-    """
+    """One parameter of an operation: its name, how it is passed, its default."""
 
     name: str
-    kind: str = "tensor"
+    kind: ParamKind = "tensor"
     default: Any = REQUIRED
 
     @property
@@ -65,10 +73,11 @@ class Op:
     torch: str
     sympy: Callable[..., Any]
     doc: str
-    kind: str = "elementwise"  # elementwise | reduction | softmax | matmul
+    kind: OpKind = "elementwise"
     method: bool = True
     domain: tuple[float, float] = (-INF, INF)
     kinks: tuple[float, ...] = ()
+    meets: tuple[str, ...] = ()  # parameters whose value, met by the input, is a branch boundary
     aliases: tuple[str, ...] = field(default=())
 
     def signature(self) -> str:
@@ -224,7 +233,7 @@ OPS_LIST: tuple[Op, ...] = (
     Op(
         "clamp",
         (Param("input"), Param("min", "scalar", None), Param("max", "scalar", None)),
-        "torch.clamp", _clamp, "limit to [min, max]",
+        "torch.clamp", _clamp, "limit to [min, max]", meets=("min", "max"),
     ),
     Op(
         "where",
@@ -234,9 +243,9 @@ OPS_LIST: tuple[Op, ...] = (
         "input where condition holds, else other", method=False,
     ),
     Op("maximum", (Param("input"), Param("other")), "torch.maximum", _piecewise_max,
-       "elementwise maximum of two tensors"),
+       "elementwise maximum of two tensors", meets=("other",)),
     Op("minimum", (Param("input"), Param("other")), "torch.minimum", _piecewise_min,
-       "elementwise minimum of two tensors"),
+       "elementwise minimum of two tensors", meets=("other",)),
     Op("sum", REDUCE, "torch.sum", _reduce("sum"), "sum of elements (over dim)", kind="reduction"),
     Op("mean", REDUCE, "torch.mean", _mean, "mean of elements (over dim)", kind="reduction"),
     Op("prod", (Param("input"), Param("dim", "dim", None), Param("keepdim", "bool", False)),

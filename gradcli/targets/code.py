@@ -60,7 +60,7 @@ class CodeTarget:
             callee = resolve(obj, where, parse_init(self.init))
             model = callee.model
             if model is not None and settings.dtype is not None:
-                from ..variables import resolve_dtype
+                from ..build.variables import resolve_dtype
 
                 model.to(resolve_dtype(settings.dtype))
             inputs = bind_inputs(

@@ -21,7 +21,7 @@ from typing import Any, Sequence
 import torch
 
 from ..errors import UsageError, UserCodeError
-from ..variables import make_tensor, parse_var
+from ..build.variables import make_tensor, parse_var
 
 #: Default tensor input: 8 values in [-3, 3], both signs, +-1 included, 0 avoided (a kink
 #: of relu-like functions, where finite differences mislead).
