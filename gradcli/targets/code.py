@@ -21,7 +21,7 @@ from .diagnose import CodeExplainer
 from .base import BuildSettings, Computation, LeafSource, Origin
 from .inputs import bind_inputs
 from .load import load_object, user_error
-from .outputs import name_outputs, reduce_output
+from .outputs import loss_variables, name_outputs, reduce_output
 from .record import ForwardRecorder, Recording, origin_of
 
 
@@ -66,7 +66,7 @@ class CodeTarget:
             inputs = bind_inputs(
                 callee.signature_of, where, self.variables, self.values, self.named_values,
                 dtype=_input_dtype(model, settings), device=settings.device, seed=seed,
-                wrt=settings.wrt, data_inputs=model is not None,
+                wrt=settings.wrt, data_inputs=model is not None, loss_names=loss_variables(self.loss, self.library_dirs),
             )
             names = {id(m): path for path, m in model.named_modules()} if model is not None else {}
             recorder = ForwardRecorder(names, watch_nonfinite=settings.watch_forward)
@@ -78,7 +78,8 @@ class CodeTarget:
             except (Exception, SystemExit) as err:  # the user's forward raised: their frames only
                 raise user_error(f"{where} raised", err) from None
         outputs = name_outputs(output, where)
-        loss_value, loss_bindings = reduce_output(outputs, inputs.tensors, self.loss, self.library_dirs)
+        loss_inputs = {name: t for name, t in inputs.tensors.items()}
+        loss_value, loss_bindings = reduce_output(outputs, loss_inputs, self.loss, self.library_dirs)
         parameters = dict(model.named_parameters()) if model is not None else {}
         clash = set(parameters) & set(inputs.tensors)
         if clash:

@@ -42,8 +42,10 @@ def bind_inputs(
     seed: int | None,
     wrt: Sequence[str] = (),
     data_inputs: bool,
+    loss_names: Sequence[str] = (),
 ) -> BoundInputs:
-    """Arguments for `fn` from Python `values` and `--var` texts (`variables`)."""
+    """Arguments for `fn` from Python `values` and `--var` texts (`variables`); a --var that
+    names no parameter but a variable of --loss (`loss_names`: labels, targets) is made too."""
     import torch
 
     signature = _signature(fn, where)
@@ -56,8 +58,11 @@ def bind_inputs(
     specs: dict[str, VarSpec] = {}
     for option in variables:
         spec = parse_var(option)
-        if spec.name not in names:
-            raise VariableError(f"--var {spec.name}: {where} has no input '{spec.name}'", hint=f"its signature: {signature}")
+        if spec.name not in names and spec.name not in loss_names:
+            raise VariableError(
+                f"--var {spec.name}: {where} has no input '{spec.name}', and --loss does not use it",
+                hint=f"its signature: {signature}",
+            )
         if spec.name in specs or spec.name in given:
             raise VariableError(f"the input '{spec.name}' is given twice")
         specs[spec.name] = spec
@@ -95,6 +100,11 @@ def bind_inputs(
             bound.args.append(value)
         else:
             bound.kwargs[p.name] = value
+    for name, spec in specs.items():
+        if name not in names:  # for --loss only
+            tensor = make_tensor(spec, dtype=torch_dtype, device=torch_device, generator=generator)
+            bound.tensors[name] = _leaf(tensor, wants_grad=name in wrt, given=False)
+            bound.specs[name] = spec.text
     return bound
 
 
