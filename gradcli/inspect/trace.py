@@ -101,6 +101,30 @@ class TraceResult:
     modules: list[dict[str, Any]] | None = None  # path, class, parameters, inputs, output shapes
     forward_nonfinite: dict[str, Any] | None = None  # --flow: the first forward call with nan/inf
 
+    # What a Python user or a notebook asks of a result; the renderers do the work (imported
+    # here, on use, so that inspect/ does not depend on render/ otherwise).
+    def to_json(self) -> str:
+        """The JSON document `gradcli trace --json` prints."""
+        from ..render.json import trace_json
+
+        return trace_json(self)
+
+    def to_dot(self) -> str:
+        """The Graphviz DOT text `gradcli trace --dot -` prints."""
+        from ..render.dot import trace_dot
+
+        return trace_dot(self)
+
+    def _repr_html_(self) -> str:
+        from ..render.notebook import trace_html
+
+        return trace_html(self)
+
+    def __str__(self) -> str:
+        from ..render.notebook import trace_text
+
+        return trace_text(self)
+
     @property
     def problems(self) -> list[str]:
         """What makes the exit status 1: autograd errors and non-finite gradients."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import linecache
 import re
 import sys
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,8 @@ from .load import is_user_file
 
 #: A trailing comment, written PEP 8's way (two spaces, then #): left out of a node's code.
 _COMMENT = re.compile(r"\s{2,}#.*$")
+#: gradcli's own folder: frames from here are the recorder's, or gradcli calling the model.
+_HERE = str(Path(__file__).resolve().parent.parent) + "/"
 #: Where the recorder writes a node's Origin in `grad_fn.metadata`.
 ORIGIN_KEY = "gradcli_origin"
 
@@ -115,7 +118,12 @@ class ForwardRecorder:
     def origin(self) -> Origin:
         """The innermost running module and the nearest frame in the user's own files."""
         frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_filename.startswith(_HERE):  # the recorder
+            frame = frame.f_back  # type: ignore[assignment]
         while frame is not None and not is_user_file(frame.f_code.co_filename):
+            if frame.f_code.co_filename.startswith(_HERE):
+                frame = None  # back in gradcli, which called the model: no user line in between
+                break
             frame = frame.f_back  # type: ignore[assignment]
         module, cls = self._stack[-1] if self._stack else (None, None)
         file, line = (frame.f_code.co_filename, frame.f_lineno) if frame is not None else (None, None)
