@@ -147,9 +147,10 @@ class ForwardRecorder:
         if before is not None:  # an in-place call on a tensor that had a graph node
             origin = origin or self.origin()
             self.recording.inplace.append(Event(name, origin, before))
-        inputs_need_grad = any(isinstance(a, self._tensor) and a.requires_grad for a in _flat(args))
-        if inputs_need_grad and not any(t.requires_grad for t in tensors):
-            self._cut(func, name, tensors, result, origin)
+        if (tensors or name in _TO_PYTHON) and not any(t.requires_grad for t in tensors):
+            if any(isinstance(a, self._tensor) and a.requires_grad for a in _flat(args)):
+                if func is self._data_get or not name.startswith("__") or name in _TO_PYTHON:
+                    self._cut(func, name, tensors, result, origin)
         if self.watch_nonfinite and self.recording.nonfinite is None:
             self._check_finite(name, tensors, origin)
 
@@ -192,6 +193,10 @@ class ForwardRecorder:
             "shape": list(target.shape),
             "version": target._version + 1,
         }
+
+
+#: Calls that turn a tensor into Python values: the graph cannot follow them.
+_TO_PYTHON = frozenset({"item", "tolist", "numpy", "__float__", "__int__", "__index__"})
 
 
 def _tag(grad_fn: Any, origin: Origin) -> None:
