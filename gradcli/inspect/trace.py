@@ -174,19 +174,25 @@ def trace(
     `target` is an expression's text with its `--var` texts as `inputs` (one list of them:
     `trace("x*x", ["x=2.0"])`); code named as `"model.py:NAME"` or `"package.module:NAME"`
     (inputs: `--var` texts; `init`: `--init KEY=VALUE` texts); an nn.Module, a function or an
-    autograd.Function called with `inputs` (tensors); or a `Target`. `loss` reduces a code
+    autograd.Function called with `inputs` (tensors; other keywords are inputs by name, for
+    forward or for `loss`); or a `Target`. `loss` reduces a code
     target's output (`"cross_entropy(out, labels)"`). Keyword options as in TraceOptions
     (mode, wrt, grad_output, retain_graph, create_graph, repeat, zero_grad, retain_grad, flow,
     dtype, device); see `gradcli trace --help`."""
     for key in ("wrt", "retain_grad"):
         if key in options:
             options[key] = tuple(options[key])
+    # Other keywords name a code target's inputs (forward's, or --loss's: labels=...).
+    named = {key: options.pop(key) for key in list(options) if key not in _OPTION_NAMES}
     chosen = TraceOptions(**options)
     _check_options(chosen.mode, chosen.repeat)
-    target = as_target(target, inputs, loss=loss, init=init, library_dirs=library_dirs)
+    target = as_target(target, inputs, named, loss=loss, init=init, library_dirs=library_dirs)
     settings = BuildSettings(chosen.dtype, chosen.device, seed, chosen.wrt, chosen.flow)
     with paused_gc():
         return trace_computation(target.build(settings), chosen)
+
+
+_OPTION_NAMES = frozenset(TraceOptions.__dataclass_fields__)
 
 
 def trace_computation(computation: Computation, options: TraceOptions) -> TraceResult:

@@ -51,6 +51,8 @@ def bind_inputs(
     signature = _signature(fn, where)
     params = [p for p in signature.parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     names = [p.name for p in params]
+    for_loss = {name: v for name, v in named_values.items() if name not in names and name in loss_names}
+    named_values = {name: v for name, v in named_values.items() if name not in for_loss}
     try:
         given = signature.bind_partial(*values, **named_values).arguments
     except TypeError as err:
@@ -100,6 +102,10 @@ def bind_inputs(
             bound.args.append(value)
         else:
             bound.kwargs[p.name] = value
+    for name, value in for_loss.items():
+        if isinstance(value, torch.Tensor):
+            bound.tensors[name] = _leaf(value, wants_grad=name in wrt, given=True)
+            bound.specs[name] = "given from Python"
     for name, spec in specs.items():
         if name not in names:  # for --loss only
             tensor = make_tensor(spec, dtype=torch_dtype, device=torch_device, generator=generator)
