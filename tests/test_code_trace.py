@@ -392,3 +392,28 @@ def test_python_api_takes_a_module_and_tensors_and_renders_itself():
     assert html.startswith("<div><?xml") or html.startswith("<pre>")
     expected = (1 - torch.tanh(model[0](x)) ** 2).detach()  # d/dbias of sum(tanh(Wx + b))
     assert torch.allclose(model[0].bias.grad, expected[0])
+
+
+def test_importable_module_targets_for_trace_and_check_function(cli, tmp_path, monkeypatch):
+    (tmp_path / "user_ops_for_gradcli.py").write_text(
+        "import torch\n\n\n"
+        "class Holder:\n"
+        "    class Cube(torch.autograd.Function):\n"
+        "        @staticmethod\n"
+        "        def forward(ctx, x):\n"
+        "            ctx.save_for_backward(x)\n"
+        "            return x**3\n\n"
+        "        @staticmethod\n"
+        "        def backward(ctx, grad):\n"
+        "            (x,) = ctx.saved_tensors\n"
+        "            return grad * 3 * x**2\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    checked = cli("check-function", "user_ops_for_gradcli:Holder.Cube", "--ref", "x**3")
+    assert checked.exit_code == 0, checked.stdout + checked.stderr
+    traced = cli("trace", "user_ops_for_gradcli:Holder.Cube", "--var", "x=[1.0, 2.0]", "--loss", "out.sum()", "--json")
+    assert traced.exit_code == 0, traced.stderr
+    document = json.loads(traced.stdout)
+    assert document["target"]["found"] == "torch.autograd.Function Cube, called through .apply"
+    assert document["leaves"][0]["grad"] == [3.0, 12.0]
+    assert [n["name"] for n in document["nodes"]][:2] == ["SumBackward0", "CubeBackward"]
