@@ -363,11 +363,14 @@ def test_flow_on_a_healthy_model_says_forward_was_finite(cli):
 
 def test_depth_folds_deeper_modules_into_one_line(cli):
     deep = f"{NETS}:Deep"
-    folded = cli("trace", deep, "--var", "x=randn(2,4)", "--loss", "out.sum()", "--depth", "1")
+    folded = cli("trace", deep, "--var", "x=randn(2,4)", "--loss", "out.sum()", "--depth", "0")
     assert folded.exit_code == 0
     assert "▸ blocks (Sequential)  15 nodes, 60 parameters, in [2, 4] → out [2, 4]" in folded.stdout
     opened = cli("trace", deep, "--var", "x=randn(2,4)", "--loss", "out.sum()", "--depth", "3")
     assert "▸" not in opened.stdout and "blocks.2.1 (Tanh)" in opened.stdout
+    middle = cli("trace", deep, "--var", "x=randn(2,4)", "--loss", "out.sum()")  # --depth 1
+    assert "▸ blocks.2 (Sequential)  5 nodes, 20 parameters, in [2, 4] → out [2, 4]" in middle.stdout
+    assert "stem (Linear)" in middle.stdout and "▸ stem" not in middle.stdout
 
 
 def test_dot_draws_modules_as_clusters(cli):
