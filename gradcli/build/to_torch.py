@@ -163,7 +163,7 @@ class _TorchBuilder(Interpreter):
                 tensors = [v for v in (*args, *kwargs.values()) if isinstance(v, tensor)]
         if op.kind == "matmul" and len(args) + len(kwargs) == 2:
             self._check_matmul(*args, *kwargs.values(), node.span)
-        elif len(tensors) > 1:
+        elif len(tensors) > 1 and op.kind != "loss":  # scores [N, C] and labels [N] do not broadcast
             self._check_broadcast(tensors, node.span)
         # A method is called through its class, receiver first: x.pow(2) is Tensor.pow(x, 2).
         fn = getattr(type(args[0]), op.name) if node.method else resolve_torch(op.torch)

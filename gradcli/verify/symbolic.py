@@ -44,6 +44,8 @@ def within(budget: float, fn: Callable[..., T], *args: Any) -> T:
     everything after it 5-50x."""
     from .._deep import run_deep
 
+    if budget <= 0:  # no time at all: not even a fast (or cached) result may slip through
+        raise SymbolicTimeout(f"the symbolic work took longer than {budget:g} s")
     outcome: dict[str, Any] = {}
     workers: list[int] = []
 
