@@ -1,0 +1,60 @@
+"""The flags on each parameter, from its numbers and the thresholds (thresholds.py).
+
+NO GRAD and ZERO reasons come from reasons.py; here the numbers speak: NONFINITE, and
+VANISHING/EXPLODING against absolute bounds and against the model's median ratio.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+from .result import Finding, NonfiniteOrigin, ParamHealth
+from .thresholds import Thresholds
+
+#: The relative check needs a median that means something.
+MIN_FOR_MEDIAN = 3
+
+
+def median_ratio(params: list[ParamHealth]) -> float | None:
+    """The median ‖grad‖/‖param‖ over parameters with a finite, non-zero gradient."""
+    ratios = [r for p in params if (r := p.ratio) is not None and math.isfinite(r) and r > 0]
+    return statistics.median(ratios) if len(ratios) >= MIN_FOR_MEDIAN else None
+
+
+def size_findings(param: ParamHealth, thresholds: Thresholds, median: float | None) -> list[Finding]:
+    """VANISHING or EXPLODING for one parameter with a finite, non-zero gradient."""
+    r = param.ratio
+    if r is None or not math.isfinite(r) or r == 0:
+        return []
+    shown = f"‖grad‖/‖param‖ = {r:.2g}"
+    if r < thresholds.vanish:
+        return [Finding("VANISHING", f"{shown}, below {thresholds.vanish:g}: an SGD step cannot change it")]
+    if r > thresholds.explode:
+        return [Finding("EXPLODING", f"{shown}, above {thresholds.explode:g}: one SGD step would dwarf the weights")]
+    if median is not None and r < median / thresholds.spread:
+        return [Finding("VANISHING", f"{shown}, {median / r:.2g}x below the model's median {median:.2g}")]
+    if median is not None and r > median * thresholds.spread:
+        return [Finding("EXPLODING", f"{shown}, {r / median:.2g}x above the model's median {median:.2g}")]
+    return []
+
+
+def nonfinite_finding(param: ParamHealth, origin: NonfiniteOrigin | None) -> Finding:
+    kind = "nan" if param.grad_norm is not None and math.isnan(param.grad_norm) else "inf"
+    words = f"{kind} in its gradient"
+    source = None
+    if origin is not None and origin.backward_node is not None:
+        words += f"; the first non-finite gradient came from {origin.backward_node}"
+        source = origin.backward_source
+        if source is not None:
+            words += f" at {source}"
+        elif origin.backward_in_loss:
+            words += " in the loss"
+    if origin is not None and origin.forward_op is not None:
+        words += f"; forward first produced nan/inf in {origin.forward_op}"
+        if origin.forward_source is not None:
+            words += f" at {origin.forward_source}"
+            source = source or origin.forward_source
+        elif origin.forward_in_loss:
+            words += " in the loss"
+    return Finding("NONFINITE", words, source)
