@@ -94,18 +94,15 @@ def zero_finding(param: ParamHealth, record: ForwardRecord) -> Finding:
     after = [a for a in record.activations if a.index > run.last]
     dead_after = next((a for a in after if a.dead), None)
     if dead_after is not None:
-        if after[0] is dead_after:
-            words = f"the {dead_after.op} right after it outputs only zeros (dead), so no gradient comes back"
-        else:
-            words = f"a {dead_after.op} after it outputs only zeros (dead), so no gradient comes back"
-        return Finding("ZERO", _at(f"{plain}: {words}", dead_after), dead_after.source)
+        where = "right after it" if after[0] is dead_after else "after it"
+        words = f"the {dead_after.op} {where} is dead (outputs only zeros), so no gradient comes back"
+        return Finding("ZERO", _at(words, dead_after), dead_after.source)
     before = [a for a in record.activations if a.index < run.first]
     if before and before[-1].dead:
         dead = before[-1]
-        words = f"its input is all zeros, from a {dead.op} that outputs only zeros (dead)"
-        return Finding("ZERO", _at(f"{plain}: {words}", dead), dead.source)
+        return Finding("ZERO", _at(f"its input is all zeros, from a dead {dead.op}", dead), dead.source)
     return Finding("ZERO", plain)
 
 
 def _at(words: str, activation: Activation) -> str:
-    return words + (f", at {activation.source}" if activation.source is not None else "")
+    return words + (f" at {activation.source}" if activation.source is not None else "")

@@ -101,6 +101,8 @@ class GradsResult:
     origin: NonfiniteOrigin | None = None
     steps: StepsRecord | None = None
     notes: list[str] = field(default_factory=list)
+    module_types: dict[str, str] = field(default_factory=dict)  # every module's path -> class name
+    error: str | None = None  # backward raised (an autograd error): torch's message
 
     @property
     def judged(self) -> list[ParamHealth]:
@@ -117,7 +119,7 @@ class GradsResult:
     @property
     def problems(self) -> list[str]:
         """One sentence per failing finding: `name: FLAG: reason`."""
-        found = []
+        found = [f"backward raised: {self.error}"] if self.error else []
         for flag in FLAG_ORDER:
             if not self.failing(flag):
                 continue
@@ -141,6 +143,6 @@ class GradsResult:
         return not self.problems
 
     def __str__(self) -> str:
-        from ..render.grads_text import grads_text
+        from ..render.grads import grads_text
 
         return grads_text(self)

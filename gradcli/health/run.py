@@ -60,15 +60,16 @@ def grads(
     with _restored_buffers(model):
         with ForwardObserver(model) as watch:
             value = _scalar(loss_fn(model(*inputs)))
-        found = (
-            torch.autograd.grad(value, trainable, allow_unused=True)
-            if value.requires_grad else (None,) * len(trainable)
-        )
+        found, error = _gradients(value, trainable)
         record = watch.record
         params = _rows(model, named, dict(zip((id(p) for p in trainable), found)), record.first_use)
         loss_value = float(value.detach())
         del value, found
         result = GradsResult(type(model).__name__, loss_value, params, thresholds, None, strict)
+        result.module_types = {path: type(m).__name__ for path, m in model.named_modules()}
+        if error is not None:
+            result.error = error  # no gradient to judge: the error is the finding
+            return result
         _judge(result, record, ids)
         if any(p.flags.count("NONFINITE") for p in result.judged) or not math.isfinite(loss_value):
             result.origin = find_origin(model, inputs, loss_fn, trainable, rng_state)
@@ -82,6 +83,16 @@ def grads(
             p.steps = norms[p.name]
             p.findings += step_findings(p, ratios[p.name], lr, thresholds)
     return result
+
+
+def _gradients(value: torch.Tensor, trainable: list[torch.Tensor]) -> tuple[tuple[Any, ...], str | None]:
+    """Each trainable parameter's gradient (None where it got none), or torch's error."""
+    if not value.requires_grad or not trainable:
+        return (None,) * len(trainable), None
+    try:
+        return torch.autograd.grad(value, trainable, allow_unused=True), None
+    except RuntimeError as err:  # an autograd error (an in-place change of a saved tensor, ...)
+        return (None,) * len(trainable), str(err).strip()
 
 
 def _judge(result: GradsResult, record: Any, ids: dict[int, str]) -> None:

@@ -27,15 +27,15 @@ def size_findings(param: ParamHealth, thresholds: Thresholds, median: float | No
     r = param.ratio
     if r is None or not math.isfinite(r) or r == 0:
         return []
-    shown = f"‖grad‖/‖param‖ = {r:.2g}"
+    # The sentence leaves the number to the table, so parameters alike share one finding.
     if r < thresholds.vanish:
-        return [Finding("VANISHING", f"{shown}, below {thresholds.vanish:g}: an SGD step cannot change it")]
+        return [Finding("VANISHING", f"‖grad‖/‖param‖ below {thresholds.vanish:g}: an SGD step cannot change it")]
     if r > thresholds.explode:
-        return [Finding("EXPLODING", f"{shown}, above {thresholds.explode:g}: one SGD step would dwarf the weights")]
+        return [Finding("EXPLODING", f"‖grad‖/‖param‖ above {thresholds.explode:g}: one SGD step would dwarf the weights")]
     if median is not None and r < median / thresholds.spread:
-        return [Finding("VANISHING", f"{shown}, {median / r:.2g}x below the model's median {median:.2g}")]
+        return [Finding("VANISHING", f"‖grad‖/‖param‖ more than {thresholds.spread:g}x below the model's median {median:.2g}")]
     if median is not None and r > median * thresholds.spread:
-        return [Finding("EXPLODING", f"{shown}, {r / median:.2g}x above the model's median {median:.2g}")]
+        return [Finding("EXPLODING", f"‖grad‖/‖param‖ more than {thresholds.spread:g}x above the model's median {median:.2g}")]
     return []
 
 
