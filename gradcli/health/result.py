@@ -46,6 +46,9 @@ class ParamHealth:
     frozen: bool  # requires_grad=False: listed apart, not judged
     order: int | None  # the forward operation that used it first; None if none did
     param_norm: float
+    #: What the gradient is measured against: ‖param‖, or for an all-zero parameter (a
+    #: zero-initialised bias) the norm of its module's parameters together.
+    reference_norm: float = 0.0
     grad_norm: float | None = None  # None: no gradient (None after backward, or frozen)
     max_abs: float | None = None
     mean_abs: float | None = None
@@ -55,11 +58,12 @@ class ParamHealth:
 
     @property
     def ratio(self) -> float | None:
-        """‖grad‖/‖param‖: how far one SGD step with lr=1 would move it, relative to its size;
-        None without a gradient or for an all-zero parameter (a zero-initialised bias)."""
-        if self.grad_norm is None or self.param_norm == 0 or not math.isfinite(self.param_norm):
+        """‖grad‖/‖param‖: how far one SGD step with lr=1 would move it, relative to its size
+        (reference_norm); None without a gradient or when even its module is all zeros."""
+        size = self.reference_norm
+        if self.grad_norm is None or size == 0 or not math.isfinite(size):
             return None
-        return self.grad_norm / self.param_norm
+        return self.grad_norm / size
 
     @property
     def flags(self) -> list[Flag]:

@@ -118,6 +118,10 @@ def _rows(model: torch.nn.Module, named: list, grads: dict[int, Any], first_use:
     sizes = param_norms([p for _, p in named])
     present = [(name, g) for name, p in named if (g := grads.get(id(p))) is not None]
     stats = dict(zip((name for name, _ in present), grad_stats([g for _, g in present])))
+    squares: dict[str, float] = {}
+    for (name, _), size in zip(named, sizes):
+        path = name.rpartition(".")[0]
+        squares[path] = squares.get(path, 0.0) + size * size
     rows = []
     for (name, p), size in zip(named, sizes):
         path = name.rpartition(".")[0]
@@ -125,7 +129,7 @@ def _rows(model: torch.nn.Module, named: list, grads: dict[int, Any], first_use:
         rows.append(ParamHealth(
             name=name, module=path, module_type=type(model.get_submodule(path)).__name__,
             shape=tuple(p.shape), numel=p.numel(), frozen=not p.requires_grad,
-            order=first_use.get(name), param_norm=size,
+            order=first_use.get(name), param_norm=size, reference_norm=size or math.sqrt(squares[path]),
             grad_norm=s.grad_norm if s else None, max_abs=s.max_abs if s else None,
             mean_abs=s.mean_abs if s else None, zero_share=s.zero_share if s else None,
         ))

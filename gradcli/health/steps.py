@@ -46,7 +46,8 @@ def run_steps(
         present = [g for g in grads if g is not None]
         stats = iter(grad_stats(present))
         sizes = param_norms(tensors)
-        for name, grad, size in zip(judged, grads, sizes):
+        for name, grad, size, row in zip(judged, grads, sizes, (p for p in params if not p.frozen)):
+            size = size or row.reference_norm  # an all-zero parameter: its module's norm, as in the table
             value = next(stats).grad_norm if grad is not None else None
             norms[name].append(value)
             ratios[name].append(value / size if value is not None and size > 0 else None)

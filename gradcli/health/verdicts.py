@@ -50,7 +50,9 @@ def nonfinite_finding(param: ParamHealth, origin: NonfiniteOrigin | None) -> Fin
             words += f" at {source}"
         elif origin.backward_in_loss:
             words += " in the loss"
-    if origin is not None and origin.forward_op is not None:
+    if origin is not None and origin.forward_op is not None and source is not None and origin.forward_source == source:
+        words += f" (forward's {origin.forward_op} on that line already gave nan/inf)"
+    elif origin is not None and origin.forward_op is not None:
         words += f"; forward first produced nan/inf in {origin.forward_op}"
         if origin.forward_source is not None:
             words += f" at {origin.forward_source}"

@@ -24,6 +24,7 @@ class Row:
     """One line of the table: a module's summary (level 0) or one of its parameters (1)."""
 
     level: int
+    path: str  # the module's path (summary) or the parameter's name
     label: str
     shape: str
     numel: int
@@ -33,6 +34,8 @@ class Row:
     zero_share: float | None
     flags: str
     steps: list[float | None] | None = None
+    mean_abs: float | None = None
+    findings: list[str] | None = None  # the flags without counts, for colouring and the plot
 
     def cells(self) -> list[str]:
         return [
@@ -98,17 +101,18 @@ def grads_rows(result: GradsResult, depth: int | None = None) -> list[Row]:
         if folded:
             modules = len({p.module for p in params})
             label += f", {modules} modules folded"
-        rows.append(_summary(label, params, with_steps=folded))
+        rows.append(_summary(key, label, params))
         if not folded:
             for p in params:
                 rows.append(Row(
-                    1, p.name[len(key) + 1:] if key else p.name, "x".join(map(str, p.shape)) or "()", p.numel,
-                    p.grad_norm, p.ratio, p.max_abs, p.zero_share, ", ".join(p.flags), p.steps,
+                    1, p.name, p.name[len(key) + 1:] if key else p.name, "x".join(map(str, p.shape)) or "()",
+                    p.numel, p.grad_norm, p.ratio, p.max_abs, p.zero_share, ", ".join(p.flags), p.steps,
+                    p.mean_abs, p.flags,
                 ))
     return rows
 
 
-def _summary(label: str, params: list[ParamHealth], with_steps: bool) -> Row:
+def _summary(path: str, label: str, params: list[ParamHealth]) -> Row:
     graded = [p for p in params if p.grad_norm is not None]
     grad_norm = math.sqrt(sum(p.grad_norm**2 for p in graded)) if graded else None
     size = math.sqrt(sum(p.param_norm**2 for p in graded))
@@ -120,10 +124,12 @@ def _summary(label: str, params: list[ParamHealth], with_steps: bool) -> Row:
     counts = Counter(flag for p in params for flag in p.flags)
     flags = ", ".join(f"{flag} x{counts[flag]}" if counts[flag] > 1 else flag for flag in FLAG_ORDER if counts[flag])
     steps = None
-    if with_steps and all(p.steps is not None for p in params) and params:
+    if all(p.steps is not None for p in params):
         length = len(params[0].steps or [])
         steps = [_combined([p.steps[k] for p in params if p.steps]) for k in range(length)]  # type: ignore[index]
-    return Row(0, label, "", numel, grad_norm, ratio, max_abs, zeros, flags, steps)
+    mean_abs = sum((p.mean_abs or 0) * p.numel for p in graded) / counted if counted else None
+    present = [flag for flag in FLAG_ORDER if counts[flag]]
+    return Row(0, path, label, "", numel, grad_norm, ratio, max_abs, zeros, flags, steps, mean_abs, present)
 
 
 def _combined(values: list[float | None]) -> float | None:
