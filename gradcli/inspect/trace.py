@@ -18,14 +18,15 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import LimitError, UsageError
-from ..pipeline import build_prepared, prepare
+from ..targets.base import BuildSettings, Computation, LeafSource, OriginOf
+from ..targets.resolve import as_target
 from ..variables import make_tensor, parse_spec
 from .explain import PassError, nonleaf_note
 from .flow import FlowRecorder, FlowStep, plain_steps
 from .graph import Graph, Labels, leaf_ids, walk_graph
 from .._quiet_gc import paused_gc
 from .passes import PassPlan, current_grad, names_with_grad, run_passes, second_derivative
-from .values import described, dtype_name, full_value
+from .values import described, dtype_name, full_value, summary
 
 MODES = ("backward", "grad")
 #: Passes in one trace (each is a full backward).
@@ -96,6 +97,10 @@ class TraceResult:
     flow: list[FlowStep] | None = None
     nonfinite_origin: str | None = None
     gradient_graphs: list[GradientGraph] = field(default_factory=list)
+    # Code targets only (None for an expression):
+    target: dict[str, Any] | None = None  # {"kind", "name", "found"}: what NAME turned out to be
+    modules: list[dict[str, Any]] | None = None  # path, class, parameters, inputs, output shapes
+    forward_nonfinite: dict[str, Any] | None = None  # --flow: the first forward call with nan/inf
 
     @property
     def problems(self) -> list[str]:
@@ -104,6 +109,9 @@ class TraceResult:
         found += [f"pass {p.index + 1}: the gradient of {name} is not finite" for p in self.passes for name in p.nonfinite]
         if self.nonfinite_origin is not None:
             found.append(f"the first non-finite gradient comes out of {self.nonfinite_origin}")
+        if self.forward_nonfinite is not None:
+            found.append(f"forward first produced a nan or inf in {self.forward_nonfinite['call']}() at "
+                         f"{self.forward_nonfinite['file']}:{self.forward_nonfinite['line']}")
         return found
 
 
@@ -125,19 +133,26 @@ class TraceOptions:
     zero_grad: bool = False
     retain_grad: tuple[str, ...] = ()
     flow: bool = False
-    dtype: str = "float64"
+    dtype: str | None = None  # None: float64 for an expression, a model's own dtype for code
     device: str = "cpu"
 
 
 def trace(
-    expression: str,
-    variables: Sequence[str] = (),
-    *,
+    target: Any,
+    *inputs: Any,
+    loss: str | None = None,
+    init: Sequence[str] = (),
     seed: int | None = None,
     library_dirs: Sequence[str | Path] = (),
     **options: Any,
 ) -> TraceResult:
-    """Trace `expression` with `variables` (`--var` texts); keyword options as in TraceOptions
+    """Trace `target` and return what `gradcli trace` renders.
+
+    `target` is an expression's text with its `--var` texts as `inputs` (one list of them:
+    `trace("x*x", ["x=2.0"])`); code named as `"model.py:NAME"` or `"package.module:NAME"`
+    (inputs: `--var` texts; `init`: `--init KEY=VALUE` texts); an nn.Module, a function or an
+    autograd.Function called with `inputs` (tensors); or a `Target`. `loss` reduces a code
+    target's output (`"cross_entropy(out, labels)"`). Keyword options as in TraceOptions
     (mode, wrt, grad_output, retain_graph, create_graph, repeat, zero_grad, retain_grad, flow,
     dtype, device); see `gradcli trace --help`."""
     for key in ("wrt", "retain_grad"):
@@ -145,31 +160,35 @@ def trace(
             options[key] = tuple(options[key])
     chosen = TraceOptions(**options)
     _check_options(chosen.mode, chosen.repeat)
+    target = as_target(target, inputs, loss=loss, init=init, library_dirs=library_dirs)
+    settings = BuildSettings(chosen.dtype, chosen.device, seed, chosen.wrt, chosen.flow)
     with paused_gc():
-        prepared = prepare(
-            expression, variables, dtype=chosen.dtype, device=chosen.device, seed=seed, library_dirs=library_dirs
-        )
-        return _run(expression, prepared, chosen)
+        return trace_computation(target.build(settings), chosen)
 
 
-def _run(expression: str, prepared: Any, options: TraceOptions) -> TraceResult:
-    built = build_prepared(prepared)
-    output = _differentiable_output(built.output)
-    leaves = prepared.leaves
-    named = names_with_grad([*leaves.tensors.items(), *built.bindings])
-    intermediates = {name: t for name, t in named.items() if name not in leaves.tensors and not t.is_leaf}
+def trace_computation(computation: Computation, options: TraceOptions) -> TraceResult:
+    """Walk a built computation's graph, run the passes, follow the flow."""
+    output = _differentiable_output(computation.output, strict=computation.strict_output)
+    leaves = computation.leaves
+    named = names_with_grad([*leaves.items(), *computation.bindings])
+    intermediates = {name: t for name, t in named.items() if name not in leaves and not t.is_leaf}
     for name in options.retain_grad:
         _known(name, intermediates, "--retain-grad", "an assigned intermediate (h = ...)").retain_grad()
-    graph = walk_graph(output.grad_fn, leaf_names=leaf_ids(leaves.tensors), labels=Labels(built.bindings))
+    graph = walk_graph(
+        output.grad_fn, leaf_names=leaf_ids(leaves), labels=Labels(computation.bindings),
+        origin_of=computation.origin_of,
+    )
+    differentiable = {name: t for name, t in leaves.items() if t.requires_grad}
     if options.wrt:
         targets = {name: _known(name, named, "--wrt", "a variable or an assigned name") for name in options.wrt}
     else:
-        used = {node.variable for node in graph.nodes if node.variable} or set(leaves.tensors)
-        targets = {name: t for name, t in leaves.tensors.items() if name in used}
+        used = {node.variable for node in graph.nodes if node.variable} or set(differentiable)
+        targets = {name: t for name, t in differentiable.items() if name in used}
     # .grad is read back from the leaves, the kept intermediates and backward's inputs=.
-    watched = {**leaves.tensors, **{n: intermediates[n] for n in options.retain_grad}, **targets}
+    watched = {**differentiable, **{n: intermediates[n] for n in options.retain_grad}, **targets}
     plan = PassPlan(
-        options.mode, output, _grad_output(options.grad_output, output, leaves.seed), targets, watched,
+        options.mode, output, _grad_output(options.grad_output, output, computation.seed, computation.strict_output),
+        targets, watched,
         options.retain_graph, options.create_graph, options.repeat, options.zero_grad,
         explicit_targets=bool(options.wrt),
     )
@@ -179,27 +198,47 @@ def _run(expression: str, prepared: Any, options: TraceOptions) -> TraceResult:
             records, live = run_passes(plan, before_pass=recorder.start_pass)
     else:
         records, live = run_passes(plan)
+    if computation.explain is not None:
+        for record in records:
+            if record.error is not None:
+                record.error = computation.explain(record.error, graph)
     node_of = {id(obj): node_id for node_id, obj in graph.objects.items()}
     kept = {name: "kept by --retain-grad" for name in options.retain_grad}
     if options.mode == "backward" and options.wrt:
         kept.update({name: "written by backward(inputs=...) for --wrt" for name in targets if name not in kept})
     result = TraceResult(
-        expression=expression,
+        expression=computation.description,
         result=described(output),
-        leaves=[_leaf(name, t, leaves) for name, t in leaves.tensors.items()],
+        leaves=[_leaf(name, t, computation.sources[name], computation.strict_output) for name, t in leaves.items()],
         graph=graph,
         passes=[_plain_pass(r) for r in records],
         intermediates=[_intermediate(name, t, node_of, kept.get(name)) for name, t in intermediates.items()],
-        seed=leaves.seed,
+        seed=computation.seed,
         options={**asdict(options), "wrt": list(targets), "retain_grad": list(options.retain_grad)},
         skipped_passes=options.repeat - len(records),
     )
     if recorder is not None:
         result.flow = plain_steps(recorder.steps)
         result.nonfinite_origin = recorder.origin()
+    if computation.found is not None:
+        _describe_code(result, computation)
     if options.create_graph:
-        result.gradient_graphs = _gradient_graphs(live, named, leaves.tensors, graph)
+        result.gradient_graphs = _gradient_graphs(live, named, leaves, graph, computation.origin_of)
     return result
+
+
+def _describe_code(result: TraceResult, computation: Computation) -> None:
+    result.target = {"kind": computation.kind, "name": computation.description, "found": computation.found}
+    result.modules = computation.details.get("modules")
+    recording = computation.details.get("recording")
+    event = getattr(recording, "nonfinite", None)
+    if event is not None and result.flow is not None:
+        origin = event.origin
+        result.forward_nonfinite = {
+            "call": event.call, "node": event.detail.get("node"), "shape": event.detail.get("shape"),
+            "module": origin.module, "module_class": origin.module_class, "file": origin.file,
+            "line": origin.line, "code": origin.code,
+        }
 
 
 def _check_options(mode: str, repeat: int) -> None:
@@ -211,7 +250,7 @@ def _check_options(mode: str, repeat: int) -> None:
         raise LimitError(f"--repeat {repeat} is more than the limit of {MAX_REPEAT} passes")
 
 
-def _differentiable_output(output: Any) -> Any:
+def _differentiable_output(output: Any, strict: bool = True) -> Any:
     import torch
 
     if not isinstance(output, torch.Tensor):
@@ -219,7 +258,7 @@ def _differentiable_output(output: Any) -> Any:
             "the output is a plain number: it does not depend on any variable, so there is no graph",
             hint="use a variable in the last statement, e.g. x*2",
         )
-    if not output.requires_grad:
+    if not output.requires_grad and strict:
         raise UsageError(
             "the output does not require grad: no differentiable operation connects it to a variable",
             hint="comparisons and where(...)'s condition have no gradient; trace an expression of the variables",
@@ -236,13 +275,14 @@ def _known(name: str, tensors: dict[str, Any], option: str, what: str) -> Any:
     return tensors[name]
 
 
-def _grad_output(spec: str | None, output: Any, seed: int) -> Any:
-    """The starting gradient: None for a scalar output, `ones`, or a --var style SPEC."""
+def _grad_output(spec: str | None, output: Any, seed: int, strict: bool = True) -> Any:
+    """The starting gradient: None for a scalar output, `ones`, or a --var style SPEC.
+    Without `strict`, a non-scalar output without SPEC is left to backward to refuse."""
     import torch
 
     shape = list(output.shape)
     if spec is None:
-        if output.numel() != 1 or output.dim() != 0:
+        if strict and (output.numel() != 1 or output.dim() != 0):
             raise UsageError(
                 f"the output has shape {shape}, not a scalar, so backward needs a starting gradient",
                 hint="add --grad-output ones (a gradient of ones), or reduce the output, e.g. (...).sum()",
@@ -261,12 +301,25 @@ def _grad_output(spec: str | None, output: Any, seed: int) -> Any:
     return tensor
 
 
-def _leaf(name: str, tensor: Any, leaves: Any) -> Leaf:
+#: Code targets: a leaf (or its gradient) above this many elements is kept as a summary.
+FULL_VALUES = 10_000
+
+
+def _leaf(name: str, tensor: Any, source: LeafSource, whole: bool = True) -> Leaf:
+    """`whole`: every value (expressions); else large tensors (a model's weights) summarised."""
     grad = tensor.grad
     return Leaf(
-        name, leaves.specs[name].text, name in leaves.defaulted, list(tensor.shape), dtype_name(tensor),
-        tensor.requires_grad, full_value(tensor), None if grad is None else full_value(grad),
+        name, source.spec, source.defaulted, list(tensor.shape), dtype_name(tensor),
+        tensor.requires_grad, _values(tensor, whole), None if grad is None else _values(grad, whole),
     )
+
+
+def _values(tensor: Any, whole: bool) -> Any:
+    if whole or tensor.numel() <= FULL_VALUES:
+        return full_value(tensor)
+    data = summary(tensor)
+    data["norm"] = float(tensor.detach().double().norm())
+    return data
 
 
 def _intermediate(name: str, tensor: Any, node_of: dict[int, str], kept: str | None) -> Intermediate:
@@ -286,13 +339,16 @@ def _plain_pass(record: Any) -> Pass:
 
 
 def _gradient_graphs(
-    live: dict[str, Any], named: dict[str, Any], leaf_tensors: dict[str, Any], traced: Graph
+    live: dict[str, Any], named: dict[str, Any], leaf_tensors: dict[str, Any], traced: Graph, origin_of: OriginOf,
 ) -> list[GradientGraph]:
     graphs = []
     for name, gradient in live.items():
         if gradient is None:
             continue
-        graph = walk_graph(gradient.grad_fn, leaf_names=leaf_ids(leaf_tensors), prefix=f"d{name}_n", known=traced)
+        graph = walk_graph(
+            gradient.grad_fn, leaf_names=leaf_ids(leaf_tensors), prefix=f"d{name}_n", known=traced,
+            origin_of=origin_of,
+        )
         second, note = second_derivative(gradient, named[name])
         graphs.append(GradientGraph(name, graph, None if second is None else full_value(second), note))
     return graphs
