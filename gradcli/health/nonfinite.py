@@ -2,9 +2,11 @@
 first backward node with a non-finite gradient, each with the user's line.
 
 Only run when the first pass found a non-finite loss or gradient, so that a healthy model
-pays nothing for it: forward and backward run once more, from the same random state (so
-dropout draws the same masks), with every operation's node mapped to its line and every
-node hooked. Gradients are taken with `torch.autograd.grad`, so `.grad` is not touched.
+pays nothing for it: forward runs once more from the same random state (so dropout draws
+the same masks) under targets/record.py's ForwardRecorder, which tags every node with its
+module and line and notes the first non-finite output; then backward runs with every node
+hooked. Gradients are taken with `torch.autograd.grad`, so `.grad` is not touched; a node
+the recorder did not tag was made by the loss.
 """
 
 from __future__ import annotations
@@ -12,55 +14,29 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import torch
-from torch.overrides import TorchFunctionMode
 
-from .observe import _tensors
+from ..targets.record import ForwardRecorder, origin_of
 from .result import NonfiniteOrigin
-from .source import Source, user_source
-
-
-class _Lines(TorchFunctionMode):
-    """Record each new graph node's line, and the first operation with a non-finite output."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lines: dict[Any, Source | None] = {}
-        self.in_loss: set[Any] = set()
-        self.loss_started = False
-        self.first: tuple[str, Source | None, bool] | None = None
-
-    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        out = func(*args, **(kwargs or {}))
-        outputs = _tensors(out)
-        if not outputs:
-            return out
-        source = user_source(0)
-        for tensor in outputs:
-            node = tensor.grad_fn
-            if node is not None and node not in self.lines:
-                self.lines[node] = source
-                if self.loss_started:
-                    self.in_loss.add(node)
-        if self.first is None and any(
-            (t.is_floating_point() or t.is_complex()) and not bool(torch.isfinite(t).all()) for t in outputs
-        ):
-            self.first = (getattr(func, "__name__", repr(func)), source, self.loss_started)
-        return out
+from .source import Source
 
 
 def find_origin(
-    model: torch.nn.Module, inputs: tuple[Any, ...], loss_fn: Callable[[Any], Any],
+    model: torch.nn.Module, call: Callable[[], Any], loss_fn: Callable[[Any], Any],
     params: list[torch.Tensor], rng_state: torch.Tensor,
 ) -> NonfiniteOrigin:
     origin = NonfiniteOrigin()
+    names = {id(m): path for path, m in model.named_modules()}
+    recorder = ForwardRecorder(names, watch_nonfinite=True)
     with torch.random.fork_rng(devices=[]):
         torch.random.set_rng_state(rng_state)
-        with _Lines() as lines:
-            out = model(*inputs)
-            lines.loss_started = True
-            loss = loss_fn(out)
-    if lines.first is not None:
-        origin.forward_op, origin.forward_source, origin.forward_in_loss = lines.first
+        with recorder:
+            out = call()
+        loss = loss_fn(out)
+    event = recorder.recording.nonfinite
+    if event is not None:
+        origin.forward_op, origin.forward_source = event.call, _source(event.origin)
+    elif isinstance(loss, torch.Tensor) and not bool(torch.isfinite(loss.detach()).all()):
+        origin.forward_op, origin.forward_in_loss = "the loss", True
     if not isinstance(loss, torch.Tensor) or loss.grad_fn is None:
         return origin
     first: list[Any] = []
@@ -83,9 +59,16 @@ def find_origin(
     if first:
         node = first[0]
         origin.backward_node = node.name()
-        origin.backward_source = lines.lines.get(node)
-        origin.backward_in_loss = node in lines.in_loss
+        tagged = origin_of(node)
+        origin.backward_source = _source(tagged)
+        origin.backward_in_loss = tagged is None
     return origin
+
+
+def _source(origin: Any) -> Source | None:
+    if origin is None or origin.file is None or origin.line is None:
+        return None
+    return Source(origin.file, origin.line, origin.code or "")
 
 
 def _nodes(root: Any) -> list[Any]:

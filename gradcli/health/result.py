@@ -107,6 +107,9 @@ class GradsResult:
     notes: list[str] = field(default_factory=list)
     module_types: dict[str, str] = field(default_factory=dict)  # every module's path -> class name
     error: str | None = None  # backward raised (an autograd error): torch's message
+    target: str | None = None  # `model.py:Net` when run from the command line
+    found: str | None = None  # what the target's NAME turned out to be, in words
+    seed: int | None = None  # the seed of initialisation, inputs and forward (command line)
 
     @property
     def judged(self) -> list[ParamHealth]:

@@ -45,6 +45,24 @@ def grads(
     must then be a scalar). `steps` > 0 also runs that many SGD steps with `lr` on a copy.
     `strict` makes ZERO, VANISHING and EXPLODING fail `ok` too.
     """
+    return grads_of(model, inputs, {}, loss if loss is not None else _output_is_loss, steps=steps, lr=lr,
+                    vanish=vanish, explode=explode, spread=spread, strict=strict)
+
+
+def grads_of(
+    model: torch.nn.Module,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    loss_fn: LossFn,
+    *,
+    steps: int = 0,
+    lr: float = 0.01,
+    vanish: float = Thresholds.vanish,
+    explode: float = Thresholds.explode,
+    spread: float = Thresholds.spread,
+    strict: bool = False,
+) -> GradsResult:
+    """grads with forward's arguments given as args and kwargs (the CLI binds them by name)."""
     if not isinstance(model, torch.nn.Module):
         raise UsageError(f"grads needs a torch.nn.Module, not {type(model).__name__}")
     if steps < 0:
@@ -52,14 +70,14 @@ def grads(
     if steps and not (lr > 0 and math.isfinite(lr)):
         raise UsageError(f"--lr must be a positive finite number, not {lr}")
     thresholds = Thresholds(vanish, explode, spread)
-    loss_fn = loss if loss is not None else _output_is_loss
+    call = _Call(model, args, kwargs)
     named = list(model.named_parameters())
     ids = {id(p): name for name, p in named}
     trainable = [p for _, p in named if p.requires_grad]
     rng_state = torch.random.get_rng_state()
     with _restored_buffers(model):
         with ForwardObserver(model) as watch:
-            value = _scalar(loss_fn(model(*inputs)))
+            value = _scalar(loss_fn(call()))
         found, error = _gradients(value, trainable)
         record = watch.record
         params = _rows(model, named, dict(zip((id(p) for p in trainable), found)), record.first_use)
@@ -72,13 +90,13 @@ def grads(
             return result
         _judge(result, record, ids)
         if any(p.flags.count("NONFINITE") for p in result.judged) or not math.isfinite(loss_value):
-            result.origin = find_origin(model, inputs, loss_fn, trainable, rng_state)
+            result.origin = find_origin(model, call, loss_fn, trainable, rng_state)
             for p in result.judged:
                 p.findings = [nonfinite_finding(p, result.origin) if f.flag == "NONFINITE" else f for f in p.findings]
             if not math.isfinite(loss_value):
                 result.notes.append(f"the loss is {loss_value}")
     if steps:
-        result.steps, norms, ratios = run_steps(model, inputs, loss_fn, result.params, steps, lr)
+        result.steps, norms, ratios = run_steps(model, args, kwargs, loss_fn, result.params, steps, lr)
         for p in result.judged:
             p.steps = norms[p.name]
             p.findings += step_findings(p, ratios[p.name], lr, thresholds)
@@ -136,6 +154,16 @@ def _rows(model: torch.nn.Module, named: list, grads: dict[int, Any], first_use:
     position = {name: k for k, (name, _) in enumerate(named)}
     rows.sort(key=lambda r: (r.order is None, r.order or 0, position[r.name]))
     return rows
+
+
+class _Call:
+    """forward's call with its arguments, to run again (the non-finite origin's second pass)."""
+
+    def __init__(self, model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self.model, self.args, self.kwargs = model, args, kwargs
+
+    def __call__(self) -> Any:
+        return self.model(*self.args, **self.kwargs)
 
 
 def _output_is_loss(output: Any) -> Any:

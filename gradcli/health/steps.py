@@ -21,7 +21,7 @@ from .thresholds import Thresholds
 
 
 def run_steps(
-    model: torch.nn.Module, inputs: tuple[Any, ...], loss_fn: Callable[[Any], Any],
+    model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], loss_fn: Callable[[Any], Any],
     params: list[ParamHealth], count: int, lr: float,
 ) -> tuple[StepsRecord, dict[str, list[float | None]], dict[str, list[float | None]]]:
     """The losses, and each judged parameter's ‖grad‖ and ‖grad‖/‖param‖ at each step (the
@@ -40,7 +40,7 @@ def run_steps(
     ratios: dict[str, list[float | None]] = {name: [] for name in judged}
     losses = []
     for _ in range(count):
-        loss = loss_fn(twin(*inputs))
+        loss = loss_fn(twin(*args, **kwargs))
         losses.append(float(loss.detach()))
         grads = torch.autograd.grad(loss, tensors, allow_unused=True) if loss.requires_grad else [None] * len(tensors)
         present = [g for g in grads if g is not None]
