@@ -22,11 +22,20 @@ def median_ratio(params: list[ParamHealth]) -> float | None:
     return statistics.median(ratios) if len(ratios) >= MIN_FOR_MEDIAN else None
 
 
+def yardstick(median: float | None, thresholds: Thresholds) -> float | None:
+    """The median when it can judge the others: not when it is itself beyond the absolute
+    bounds (in a vanishing MLP the healthy output-side biases would read as exploding)."""
+    if median is None or not thresholds.vanish <= median <= thresholds.explode:
+        return None
+    return median
+
+
 def size_findings(param: ParamHealth, thresholds: Thresholds, median: float | None) -> list[Finding]:
     """VANISHING or EXPLODING for one parameter with a finite, non-zero gradient."""
     r = param.ratio
     if r is None or not math.isfinite(r) or r == 0:
         return []
+    median = yardstick(median, thresholds)
     # The sentence leaves the number to the table, so parameters alike share one finding.
     if r < thresholds.vanish:
         return [Finding("VANISHING", f"‖grad‖/‖param‖ below {thresholds.vanish:g}: an SGD step cannot change it")]
