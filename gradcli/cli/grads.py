@@ -48,7 +48,7 @@ def grads_command(
       gradcli grads examples/grads/healthy.py:MLP --var "x=randn(64, 32)" --loss "out.pow(2).mean()"
       gradcli grads examples/grads/faults.py:DetachedBranch --var "x=randn(16, 8)" --loss "out.pow(2).mean()"  # exit 1
       gradcli grads examples/grads/faults.py:DeadReLU --var "x=randn(16, 8)" --loss "out.pow(2).mean()" --strict  # exit 1
-      gradcli grads examples/grads/faults.py:DeepMLP --init std=1.5 --var "x=randn(64, 64)" --loss "out.pow(2).mean()" --depth 1 --steps 3
+      gradcli grads examples/grads/faults.py:DeepMLP --init std=1.5 --var "x=randn(64, 64)" --loss "out.pow(2).mean()" --depth 1 --steps 3  # exit 1
     """
     from ..health.target import grads_target
     from ..render.console import make_console
@@ -75,10 +75,13 @@ def grads_command(
     else:
         from ..render.grads import grads_renderables
 
+        from rich.text import Text
+
         console = make_console()
-        console.print(f"{result.target}: {result.found}; seed {result.seed}")
+        # Lines are not wrapped (soft_wrap): a finding stays one line to grep in a CI log.
+        console.print(f"{result.target}: {result.found}; seed {result.seed}", soft_wrap=True)
         for renderable in grads_renderables(result, depth):
-            console.print(renderable)
+            console.print(renderable, soft_wrap=isinstance(renderable, Text))
         if plot is not None:
-            console.print(f"\nPlot written to {plot}")
+            console.print(f"\nPlot written to {plot}", soft_wrap=True)
     raise typer.Exit(EXIT_OK if result.ok else EXIT_PROBLEM)

@@ -36,6 +36,9 @@ def parameter_data(p: ParamHealth) -> dict[str, Any]:
 def grads_document(result: GradsResult, depth: int | None = None) -> dict[str, Any]:
     origin = result.origin
     return {
+        "target": result.target,
+        "found": result.found,
+        "seed": result.seed,
         "model": result.model,
         "loss": result.loss,
         "ok": result.ok,
