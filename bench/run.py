@@ -127,6 +127,14 @@ def commands(work: Path) -> dict[str, Command]:
             "chain_small_json", [gradcli, "trace", f"@{small}", "--var", "x=0.5", "--json", "--flow"],
             f"gradcli trace --json --flow, {SMALL_CHAIN_OPS}-op chain",
         ),
+        Command(
+            "grads_mlp", [gradcli, "grads", f"{HERE / 'mlp24.py'}:MLP24", "--var", "x=randn(64, 1024)", "--loss", "out.pow(2).mean()"],
+            "gradcli grads, 24-layer MLP (width 1024, batch 64, float32)",
+        ),
+        Command(
+            "handwritten_grads", [PYTHON, str(HERE / "handwritten_grads.py")],
+            "bench/handwritten_grads.py (same model: forward, backward, print each grad norm)",
+        ),
     ]
     return {c.name: c for c in listed}
 
@@ -139,6 +147,7 @@ COMPARISONS = [
     Comparison("chain", f"trace --json, {CHAIN_OPS:,}-op chain", "chain_json", "torchviz", 1.0),
     Comparison("dag", f"{DAG_LEVELS}-level DAG vs {SMALL_CHAIN_OPS}-op chain", "dag", "chain_small", 2.0),
     Comparison("dag_json", "same, --json --flow", "dag_json", "chain_small_json", 2.0),
+    Comparison("grads", "grads, 24-layer MLP", "grads_mlp", "handwritten_grads", 1.2, 1.3),
 ]
 
 

@@ -51,7 +51,8 @@ def save_grads(result: GradsResult, path: str | Path, depth: int | None = None) 
         if _drawable(row.mean_abs):
             bars.bar(k, row.mean_abs, color=dark, width=0.4, bottom=floor)
         mark = _marker(row)
-        if mark:
+        if mark:  # a hatched column where there is no bar to draw, so the layer cannot be missed
+            bars.axvspan(k - 0.4, k + 0.4, facecolor="none", edgecolor=pale, hatch="///", linewidth=0)
             bars.annotate(mark, (k, floor), xytext=(0, 4), textcoords="offset points", rotation=90,
                           ha="center", va="bottom", fontsize=8, color=dark, fontweight="bold")
     bars.set_yscale("log")
@@ -67,7 +68,17 @@ def save_grads(result: GradsResult, path: str | Path, depth: int | None = None) 
     fig.suptitle(f"{result.model}: |grad| per layer, in forward order (loss {result.loss:.3g})", fontsize=10)
     if steps:
         _steps_panel(axes[1], layers)
-    fig.tight_layout()
+    # Room below the bars for the longest layer name (rotated), from its length in
+    # characters rather than matplotlib's layout engine (the legend above the axes confuses it).
+    longest = max((len(row.path or "(model)") for row in layers), default=8)
+    label = 0.3 + 0.075 * longest  # inches
+    height = fig.get_figheight()
+    if steps:
+        top, bottom = 0.92, 0.07
+        average = ((top - bottom) * height - label) / 2  # inches per panel, roughly
+        fig.subplots_adjust(left=0.11, right=0.98, top=top, bottom=bottom, hspace=label / average)
+    else:
+        fig.subplots_adjust(left=0.11, right=0.98, top=0.86, bottom=min(0.6, label / height))
     return write(fig, Path(path), fmt)
 
 
@@ -78,6 +89,15 @@ def _steps_panel(ax: Any, layers: list[Row]) -> None:
         if any(not math.isnan(v) for v in values):
             ax.plot(range(1, len(values) + 1), values, linewidth=1, marker=".", label=row.path or "(model)")
             drawn += 1
+    from matplotlib.ticker import MaxNLocator
+
+    count = max((len(row.steps or []) for row in layers), default=1)
+    broken = [k + 1 for row in layers for k, v in enumerate(row.steps or []) if v is not None and not math.isfinite(v)]
+    if broken:  # where the lines stop: the gradient became nan or inf
+        ax.axvspan(min(broken) - 0.5, count + 0.5, color=FLAG_COLOURS["NONFINITE"][0], alpha=0.5, label="nan/inf")
+        drawn += 1
+    ax.set_xlim(0.5, count + 0.5)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_yscale("log")
     ax.set_xlabel("SGD step")
     ax.set_ylabel("‖grad‖ per layer (log)")

@@ -101,6 +101,14 @@ def grads_rows(result: GradsResult, depth: int | None = None) -> list[Row]:
         if folded:
             modules = len({p.module for p in params})
             label += f", {modules} modules folded"
+        if not folded and len(params) == 1:  # one parameter: its row is the module's
+            p = params[0]
+            leaf = p.name[len(key) + 1:] if key else p.name
+            rows.append(Row(
+                0, key, f"{key + '.' if key else ''}{leaf} ({kind})", "x".join(map(str, p.shape)) or "()", p.numel,
+                p.grad_norm, p.ratio, p.max_abs, p.zero_share, ", ".join(p.flags), p.steps, p.mean_abs, p.flags,
+            ))
+            continue
         rows.append(_summary(key, label, params))
         if not folded:
             for p in params:
