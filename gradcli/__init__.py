@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 __all__ = ["parse", "build", "to_sympy", "trace", "check", "check_function", "grads", "GradcliError"]
 
 _LAZY = {
-    "parse": ("gradcli.language.parser", "parse"),
+    "parse": ("gradcli.pipeline", "parse"),
     "build": ("gradcli.build.to_torch", "build"),
     "to_sympy": ("gradcli.build.to_sympy", "to_sympy"),
     "trace": ("gradcli.inspect.trace", "trace"),

@@ -8,18 +8,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
+from .build.variables import Leaves, make_leaves
+from .language import parser
+from .language.library import Library, default_library, library_folders, load_library
 from .language.nodes import Program
-from .language.parser import parse
-from .library import Library, library_folders, load_library
-from .variables import Leaves, make_leaves
+from .language.signatures import Signature
 
 
 def load(expression: str, library_dirs: Sequence[str | Path] = ()) -> tuple[Program, Library]:
     """Parse `expression` with the library its folders define."""
     library = load_library(library_folders(library_dirs))
-    return parse(expression, library.functions), library
+    return parser.parse(expression, library.functions), library
+
+
+def parse(source: str, functions: Mapping[str, Signature] | None = None, **options: Any) -> Program:
+    """`language.parser.parse` with the expression library's functions unless `functions`
+    are given: the public `gradcli.parse` (`gradcli.parse("swish(x)")` knows swish)."""
+    if functions is None:
+        functions = default_library().functions
+    return parser.parse(source, functions, **options)
 
 
 @dataclass

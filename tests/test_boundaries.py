@@ -44,6 +44,19 @@ def test_points_at_or_next_to_a_boundary_are_marked(text, x, expected):
     assert mask(text, x=x) == expected
 
 
+def test_the_boundaries_come_from_the_op_rows(monkeypatch):
+    """boundaries.py holds no list of ops: a row's `meets` and `kinks` are all it reads."""
+    import dataclasses
+
+    from gradcli.language import ops
+
+    assert mask("maximum(x, 1 - x)", x=[0.5, 2.0]) == [True, False]
+    monkeypatch.setitem(ops.OPS, "maximum", dataclasses.replace(ops.OPS["maximum"], meets=()))
+    monkeypatch.setitem(ops.OPS, "sin", dataclasses.replace(ops.OPS["sin"], kinks=(2.0,)))
+    assert mask("maximum(x, 1 - x)", x=[0.5, 2.0]) == [False, False]
+    assert mask("sin(x)", x=[0.5, 2.0]) == [False, True]
+
+
 def test_the_distance_is_relative_to_the_size_of_the_values():
     # 1e-4 relative: 1e6 + 50 is next to 1e6, 0.5 + 50 is not next to 0.5.
     assert mask("where(x > 1000000, x, 0)", x=[1e6 + 50, 1e6 + 500]) == [True, False]

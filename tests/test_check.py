@@ -7,7 +7,7 @@ import math
 import pytest
 
 from gradcli.errors import DomainError, UsageError
-from gradcli.library import default_library
+from gradcli.language.library import default_library
 from gradcli.verify import elementwise
 from gradcli.verify.check import check
 from gradcli.verify.symbolic import SymbolicTimeout, within

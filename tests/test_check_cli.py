@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gradcli.library import default_library
+from gradcli.language.library import default_library
 
 FUNCTIONS = Path(__file__).parent / "fixtures" / "functions.py"
 

@@ -20,8 +20,8 @@ from gradcli.build.to_torch import build
 from gradcli.errors import GradcliError, LimitError, ParseError, Span
 from gradcli.language.ops import OPS
 from gradcli.language.parser import parse
-from gradcli.library import default_library
-from gradcli.variables import parse_var
+from gradcli.language.library import default_library
+from gradcli.build.variables import parse_var
 
 
 # -- render -------------------------------------------------------------------------------------

@@ -27,8 +27,8 @@ from gradcli.cli import app
 from gradcli.errors import GradcliError
 from gradcli.language.ops import OPS
 from gradcli.language.parser import parse
-from gradcli.library import default_library
-from gradcli.variables import CONSTRUCTORS, make_leaves, parse_var
+from gradcli.language.library import default_library
+from gradcli.build.variables import CONSTRUCTORS, make_leaves, parse_var
 from strategies import examples
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])

@@ -15,7 +15,7 @@ import torch
 from gradcli.build.to_sympy import to_sympy
 from gradcli.build.to_torch import build
 from gradcli.errors import LibraryError
-from gradcli.library import ENV_VAR, builtin_folder, default_library, library_folders, load_library
+from gradcli.language.library import ENV_VAR, builtin_folder, default_library, library_folders, load_library
 from gradcli.pipeline import load, prepare
 
 ENTRY = '''[{name}]

@@ -26,7 +26,7 @@ from gradcli.build.to_sympy import to_sympy
 from gradcli.build.to_torch import build
 from gradcli.language.ops import OPS
 from gradcli.language.parser import parse
-from gradcli.library import builtin_folder, load_library
+from gradcli.language.library import builtin_folder, load_library
 
 LIB = load_library((builtin_folder(),))
 NAMES = sorted(LIB.functions)
@@ -183,7 +183,7 @@ def test_metadata(name):
 
 @pytest.mark.parametrize("name", [n for n in NAMES if n in OPS])
 def test_builtin_entries_call_the_operation(name):
-    from gradcli.library import calls
+    from gradcli.language.library import calls
 
     assert LIB[name].builtin
     assert name in calls(LIB[name].body)

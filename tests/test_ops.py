@@ -157,7 +157,9 @@ def test_operators_elementwise(text):
 
 
 def test_every_row_is_tested_here():
-    tested = {op.name for op in UNARY} | set(MULTI) | (set(ARRAY_CASES) - {"operators"})
+    from test_losses import LOSS_CASES
+
+    tested = {op.name for op in UNARY} | set(MULTI) | (set(ARRAY_CASES) - {"operators"}) | set(LOSS_CASES)
     assert tested == set(OPS)
 
 
@@ -186,6 +188,19 @@ def test_domains_and_kinks_are_consistent():
     assert OPS["log"].domain == (0.0, math.inf)
     assert OPS["acosh"].domain == (1.0, math.inf)
     assert OPS["atanh"].domain == (-1.0, 1.0)
+
+
+def test_kinds_and_boundaries_are_typed_values():
+    from typing import get_args
+
+    from gradcli.language.ops import OpKind, ParamKind
+
+    for op in OPS_LIST:
+        assert op.kind in get_args(OpKind), op.name
+        assert all(p.kind in get_args(ParamKind) for p in op.params), op.name
+        # a boundary parameter is a parameter of the row, and not its input
+        assert set(op.meets) <= {p.name for p in op.params[1:]}, op.name
+    assert OPS["maximum"].meets == ("other",) and OPS["clamp"].meets == ("min", "max")
 
 
 def test_symbolic_forms_named_in_the_issue():

@@ -10,7 +10,7 @@ import pytest
 
 from gradcli.errors import ArgumentError, GradcliError, LimitError, ParseError, Span, UnknownNameError
 from gradcli.language import nodes as n
-from gradcli.language.parser import parse
+from gradcli.pipeline import parse  # the parser with the expression library, as gradcli.parse
 
 
 def out(text: str) -> n.Expr:
@@ -373,3 +373,17 @@ def test_arity_and_kwargs_errors_point_at_the_call_or_keyword():
     assert caret_column(rendered) == 4
     rendered = refused("y + sum(x, dimm=0)", ArgumentError).render()
     assert caret_column(rendered) == 11
+
+
+def test_the_parser_knows_no_library_until_given_one():
+    """The parser takes named functions as a mapping; the library depends on the parser,
+    never the reverse, and `gradcli.parse` is the parser with the library's functions."""
+    import gradcli
+    from gradcli.language import parser
+    from gradcli.language.library import default_library
+
+    with pytest.raises(UnknownNameError, match="unknown function 'swish'"):
+        parser.parse("swish(x)")
+    expected = n.Call("swish", (n.Name("x"),), (), False)
+    assert parser.parse("swish(x)", default_library().functions).output == expected
+    assert gradcli.parse("swish(x)").output == expected

@@ -10,7 +10,7 @@ import torch
 from gradcli.build.to_sympy import symbolic_number, to_sympy
 from gradcli.build.to_torch import build
 from gradcli.errors import ArgumentError, LimitError, ShapeError, UnknownNameError
-from gradcli.language.parser import parse
+from gradcli.pipeline import parse  # the parser with the expression library, as gradcli.parse
 
 x, y = sympy.symbols("x y")
 

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from gradcli import limits
 from gradcli.build.to_torch import SPAN_KEY, build
 from gradcli.errors import ArgumentError, LimitError, ShapeError, Span, UnknownNameError
-from gradcli.language.parser import parse
+from gradcli.pipeline import parse  # the parser with the expression library, as gradcli.parse
 
 
 def leaves() -> dict[str, torch.Tensor]:

@@ -16,7 +16,7 @@ from ..language.ops import OPS
 from ..language.signatures import bind
 
 if TYPE_CHECKING:
-    from ..library import Library
+    from ..language.library import Library
 
 
 class Interpreter:
@@ -45,7 +45,7 @@ class Interpreter:
         return visit(self, node)
 
     def visit_Call(self, node: n.Call) -> Any:
-        # Operations win over library names (softplus is both): see library.py.
+        # Operations win over library names (softplus is both): see language/library.py.
         op = OPS.get(node.func)
         if op is not None:
             return self._call_op(op, node)  # type: ignore[attr-defined]

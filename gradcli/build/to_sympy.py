@@ -21,7 +21,7 @@ from ..language.signatures import bind
 from .interpreter import Interpreter
 
 if TYPE_CHECKING:
-    from ..library import Library
+    from ..language.library import Library
 
 _TENSOR_KINDS = ("tensor", "scalar", "cond")
 
@@ -35,7 +35,7 @@ def to_sympy(
     """The sympy value of `program`: a sympy expression when every value is a scalar
     (a Symbol or expression), else a numpy object array of them."""
     if library is None:
-        from ..library import default_library
+        from ..language.library import default_library
 
         library = default_library()
     translator = _SympyTranslator(values, library)

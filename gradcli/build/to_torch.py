@@ -25,7 +25,7 @@ from .interpreter import Interpreter
 if TYPE_CHECKING:
     import torch
 
-    from ..library import Library
+    from ..language.library import Library
 
 _BINARY = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
@@ -63,7 +63,7 @@ def build(
     `observe`, when given, sees every operation's arguments before it is applied (the
     checker measures from them how close points are to a branch boundary or a kink)."""
     if library is None:
-        from ..library import default_library
+        from ..language.library import default_library
 
         library = default_library()
     missing = [v for v in program.variables if v not in leaves]
@@ -162,7 +162,7 @@ class _TorchBuilder(Interpreter):
                 tensors = [v for v in (*args, *kwargs.values()) if isinstance(v, tensor)]
         if op.kind == "matmul" and len(args) + len(kwargs) == 2:
             self._check_matmul(*args, *kwargs.values(), node.span)
-        elif len(tensors) > 1:
+        elif len(tensors) > 1 and op.kind != "loss":  # scores [N, C] and labels [N] do not broadcast
             self._check_broadcast(tensors, node.span)
         # A method is called through its class, receiver first: x.pow(2) is Tensor.pow(x, 2).
         fn = getattr(type(args[0]), op.name) if node.method else resolve_torch(op.torch)

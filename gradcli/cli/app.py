@@ -13,6 +13,7 @@ from typing import Annotated, Any, Callable, List, Optional, TypeVar
 
 import typer
 
+from ..build import constructors
 from ..errors import GradcliError, UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -78,11 +79,10 @@ VarOption = Annotated[
     Optional[List[str]],
     typer.Option(
         "--var", "-v", metavar="NAME=SPEC",
-        help="A variable's value: 1.5, [1,2,3], randn(3,3), rand(4), ones(2,2), zeros(3), "
-        "full(3,0.5), arange(0,1,0.25), linspace(-3,3,101), uniform(0.1,2,50). Repeatable.",
+        help=f"A variable's value: 1.5, [1,2,3], {constructors.described()}. Repeatable.",
     ),
 ]
-SeedOption = Annotated[Optional[int], typer.Option("--seed", help="Seed for randn/rand/uniform (printed when not given).")]
+SeedOption = Annotated[Optional[int], typer.Option("--seed", help=f"Seed for {constructors.random_names()} (printed when not given).")]
 DtypeOption = Annotated[str, typer.Option("--dtype", help="float64 (default), float32, float16 or bfloat16.")]
 DeviceOption = Annotated[str, typer.Option("--device", help="Torch device, e.g. cpu (default) or cuda.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout, nothing else.")]

@@ -12,7 +12,7 @@ def list_command(library: LibraryOption = None, json: JsonOption = False) -> Non
 
     Example:  gradcli list --json
     """
-    from ..library import library_folders, load_library
+    from ..language.library import library_folders, load_library
     from ..render.listing import listing_data, render_listing
 
     data = listing_data(load_library(library_folders(library or ())))

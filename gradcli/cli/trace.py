@@ -33,7 +33,7 @@ def trace_command(
     var: VarOption = None,
     init: Annotated[NamesOption, typer.Option("--init", metavar="KEY=VALUE", help="Code: a keyword argument for the nn.Module class or model factory (a Python literal). Repeatable.")] = None,
     loss: Annotated[Optional[str], typer.Option("--loss", metavar="EXPR", help="Code: reduce the output with EXPR, an expression in which out (out_1, ..., or a dict's keys) and the --var inputs are bound, e.g. 'cross_entropy(out, labels)'.")] = None,
-    depth: Annotated[int, typer.Option("--depth", metavar="N", help="Code: fold every module deeper than N into one line (nodes, parameters, shapes); --json and --dot stay complete.")] = 2,
+    depth: Annotated[int, typer.Option("--depth", metavar="N", help="Code: fold every module deeper than N into one line (nodes, parameters, shapes); --json and --dot stay complete.")] = 1,
     mode: Annotated[str, typer.Option("--mode", help="backward (torch.autograd.backward: fills .grad) or grad (torch.autograd.grad: returns gradients).")] = "backward",
     wrt: Annotated[NamesOption, typer.Option("--wrt", metavar="NAME", help="Differentiate with respect to NAME (a variable or an assigned name); default all variables. Repeatable.")] = None,
     grad_output: Annotated[Optional[str], typer.Option("--grad-output", metavar="SPEC", help="The starting gradient for a non-scalar output: 'ones' or a --var style SPEC of the output's shape.")] = None,

@@ -14,17 +14,22 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Literal, Sequence, get_args
 
 from .explain import PassError, explain
 from .values import all_finite
+
+
+#: torch.autograd.backward (fills .grad) or torch.autograd.grad (returns the gradients).
+PassMode = Literal["backward", "grad"]
+MODES: tuple[PassMode, ...] = get_args(PassMode)
 
 
 @dataclass
 class PassPlan:
     """What to run: the same call, `repeat` times."""
 
-    mode: str  # "backward" | "grad"
+    mode: PassMode
     output: Any
     grad_output: Any  # a tensor, or None for a scalar output
     targets: dict[str, Any]  # name -> tensor: --wrt (grad: what to differentiate; backward: inputs=)
@@ -41,7 +46,7 @@ class PassRecord:
     """One pass: the options it ran with, the gradients it left, or torch's error."""
 
     index: int
-    mode: str
+    mode: PassMode
     retain_graph: bool
     create_graph: bool
     grads: dict[str, Any] = field(default_factory=dict)  # name -> tensor (detached copy) or None

@@ -20,15 +20,14 @@ from typing import Any, Sequence
 from ..errors import LimitError, UsageError
 from ..targets.base import BuildSettings, Computation, LeafSource, OriginOf
 from ..targets.resolve import as_target
-from ..variables import make_tensor, parse_spec
+from ..build.variables import make_tensor, parse_spec
 from .explain import PassError, nonleaf_note
 from .flow import FlowRecorder, FlowStep, plain_steps
 from .graph import Graph, Labels, leaf_ids, walk_graph
 from .._quiet_gc import paused_gc
-from .passes import PassPlan, current_grad, names_with_grad, run_passes, second_derivative
+from .passes import MODES, PassMode, PassPlan, current_grad, names_with_grad, run_passes, second_derivative
 from .values import described, dtype_name, full_value, summary
 
-MODES = ("backward", "grad")
 #: Passes in one trace (each is a full backward).
 MAX_REPEAT = 1000
 
@@ -63,7 +62,7 @@ class Pass:
     """One pass as plain data."""
 
     index: int
-    mode: str
+    mode: PassMode
     retain_graph: bool
     create_graph: bool
     grads: dict[str, Any]
@@ -102,6 +101,30 @@ class TraceResult:
     modules: list[dict[str, Any]] | None = None  # path, class, parameters, inputs, output shapes
     forward_nonfinite: dict[str, Any] | None = None  # --flow: the first forward call with nan/inf
 
+    # What a Python user or a notebook asks of a result; the renderers do the work (imported
+    # here, on use, so that inspect/ does not depend on render/ otherwise).
+    def to_json(self) -> str:
+        """The JSON document `gradcli trace --json` prints."""
+        from ..render.json import trace_json
+
+        return trace_json(self)
+
+    def to_dot(self) -> str:
+        """The Graphviz DOT text `gradcli trace --dot -` prints."""
+        from ..render.dot import trace_dot
+
+        return trace_dot(self)
+
+    def _repr_html_(self) -> str:
+        from ..render.notebook import trace_html
+
+        return trace_html(self)
+
+    def __str__(self) -> str:
+        from ..render.notebook import trace_text
+
+        return trace_text(self)
+
     @property
     def problems(self) -> list[str]:
         """What makes the exit status 1: autograd errors and non-finite gradients."""
@@ -124,7 +147,7 @@ def _first_sentence(message: str) -> str:
 class TraceOptions:
     """How to run the passes: the options of `gradcli trace`, as `trace()` takes them."""
 
-    mode: str = "backward"
+    mode: PassMode = "backward"
     wrt: tuple[str, ...] = ()
     grad_output: str | None = None
     retain_graph: bool = False
@@ -151,24 +174,30 @@ def trace(
     `target` is an expression's text with its `--var` texts as `inputs` (one list of them:
     `trace("x*x", ["x=2.0"])`); code named as `"model.py:NAME"` or `"package.module:NAME"`
     (inputs: `--var` texts; `init`: `--init KEY=VALUE` texts); an nn.Module, a function or an
-    autograd.Function called with `inputs` (tensors); or a `Target`. `loss` reduces a code
+    autograd.Function called with `inputs` (tensors; other keywords are inputs by name, for
+    forward or for `loss`); or a `Target`. `loss` reduces a code
     target's output (`"cross_entropy(out, labels)"`). Keyword options as in TraceOptions
     (mode, wrt, grad_output, retain_graph, create_graph, repeat, zero_grad, retain_grad, flow,
     dtype, device); see `gradcli trace --help`."""
     for key in ("wrt", "retain_grad"):
         if key in options:
             options[key] = tuple(options[key])
+    # Other keywords name a code target's inputs (forward's, or --loss's: labels=...).
+    named = {key: options.pop(key) for key in list(options) if key not in _OPTION_NAMES}
     chosen = TraceOptions(**options)
     _check_options(chosen.mode, chosen.repeat)
-    target = as_target(target, inputs, loss=loss, init=init, library_dirs=library_dirs)
+    target = as_target(target, inputs, named, loss=loss, init=init, library_dirs=library_dirs)
     settings = BuildSettings(chosen.dtype, chosen.device, seed, chosen.wrt, chosen.flow)
     with paused_gc():
         return trace_computation(target.build(settings), chosen)
 
 
+_OPTION_NAMES = frozenset(TraceOptions.__dataclass_fields__)
+
+
 def trace_computation(computation: Computation, options: TraceOptions) -> TraceResult:
     """Walk a built computation's graph, run the passes, follow the flow."""
-    output = _differentiable_output(computation.output, strict=computation.strict_output)
+    output = _differentiable_output(computation.output, computation.leaves, strict=computation.strict_output)
     leaves = computation.leaves
     named = names_with_grad([*leaves.items(), *computation.bindings])
     intermediates = {name: t for name, t in named.items() if name not in leaves and not t.is_leaf}
@@ -179,6 +208,7 @@ def trace_computation(computation: Computation, options: TraceOptions) -> TraceR
         origin_of=computation.origin_of,
     )
     differentiable = {name: t for name, t in leaves.items() if t.requires_grad}
+    _refuse_integer_targets(options.wrt, leaves)
     if options.wrt:
         targets = {name: _known(name, named, "--wrt", "a variable or an assigned name") for name in options.wrt}
     else:
@@ -250,7 +280,7 @@ def _check_options(mode: str, repeat: int) -> None:
         raise LimitError(f"--repeat {repeat} is more than the limit of {MAX_REPEAT} passes")
 
 
-def _differentiable_output(output: Any, strict: bool = True) -> Any:
+def _differentiable_output(output: Any, leaves: dict[str, Any], strict: bool = True) -> Any:
     import torch
 
     if not isinstance(output, torch.Tensor):
@@ -258,12 +288,33 @@ def _differentiable_output(output: Any, strict: bool = True) -> Any:
             "the output is a plain number: it does not depend on any variable, so there is no graph",
             hint="use a variable in the last statement, e.g. x*2",
         )
+    integers = [name for name, t in leaves.items() if not _floating(t)]
+    if strict and not output.requires_grad and integers and len(integers) == len(leaves):
+        raise UsageError(
+            f"the output does not require grad: {', '.join(integers)} "
+            f"{'holds' if len(integers) == 1 else 'hold'} integers (randint), data without a gradient",
+            hint="give a float variable to differentiate, e.g. --var 'w=randn(4)'",
+        )
     if not output.requires_grad and strict:
         raise UsageError(
             "the output does not require grad: no differentiable operation connects it to a variable",
             hint="comparisons and where(...)'s condition have no gradient; trace an expression of the variables",
         )
     return output
+
+
+def _floating(tensor: Any) -> bool:
+    return tensor.is_floating_point() or tensor.is_complex()
+
+
+def _refuse_integer_targets(wrt: Sequence[str], leaves: dict[str, Any]) -> None:
+    for name in wrt:
+        tensor = leaves.get(name)
+        if tensor is not None and not _floating(tensor):
+            raise UsageError(
+                f"--wrt {name}: '{name}' holds integers (randint), data without a gradient",
+                hint="differentiate with respect to a float variable",
+            )
 
 
 def _known(name: str, tensors: dict[str, Any], option: str, what: str) -> Any:
@@ -291,6 +342,9 @@ def _grad_output(spec: str | None, output: Any, seed: int, strict: bool = True) 
     if spec.strip() == "ones":
         return torch.ones_like(output).detach()
     parsed = parse_spec("grad-output", spec)
+    if parsed.integer:
+        raise UsageError("--grad-output holds a gradient, so its values are floats, not integers (randint)",
+                         hint="e.g. --grad-output ones or --grad-output 'randn(3)'")
     generator = torch.Generator().manual_seed(seed + 1)
     tensor = make_tensor(parsed, dtype=output.dtype, device=output.device, generator=generator).detach()
     if list(tensor.shape) != shape:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import math
+from types import MappingProxyType
 from typing import Mapping
 
 from .. import limits
@@ -39,21 +40,20 @@ _UNARY = {ast.USub: "-", ast.UAdd: "+"}
 
 def parse(
     source: str,
-    functions: Mapping[str, Signature] | None = None,
+    functions: Mapping[str, Signature] = MappingProxyType({}),
     *,
     what: str = "expression",
     allowed_variables: tuple[str, ...] | None = None,
 ) -> n.Program:
     """Parse `source` into a `Program`, or raise a `GradcliError` that points into it.
 
-    `functions` are the callable library functions (by name; the operations table always
-    applies). `allowed_variables`, when given, is the complete list of free names allowed
-    (a library body may only use its parameters).
+    `functions` are the callable named functions beyond the operations table (which always
+    applies): anything with a name and params, by name. The expression library passes its
+    own while it parses its bodies, and `pipeline.parse` passes the library's, so the parser
+    knows no library: the library depends on the parser, never the reverse.
+    `allowed_variables`, when given, is the complete list of free names allowed (a library
+    body may only use its parameters).
     """
-    if functions is None:
-        from ..library import default_library
-
-        functions = default_library().functions
     try:
         with paused_gc():  # a long program allocates many objects and no cycles
             return run_deep(_Parser(source, functions, allowed_variables).program)

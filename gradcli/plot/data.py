@@ -25,7 +25,7 @@ import torch
 
 from ..errors import LimitError, UsageError
 from ..pipeline import load
-from ..variables import default_spec, make_leaves, parse_var, resolve_dtype
+from ..build.variables import default_spec, make_leaves, parse_var, resolve_dtype
 from ..verify import elementwise as ew
 from ..verify.arbitrate import UNDEFINED, sample
 from ..verify.check import TOLERANCES

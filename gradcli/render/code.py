@@ -16,7 +16,9 @@ from typing import Any
 from ..inspect.graph import ACCUMULATE_GRAD
 from .values import fmt_value
 
-DEFAULT_DEPTH = 2
+#: Modules at depth 1 (a ResNet's layer1..layer4) shown, their submodules folded: a
+#: ResNet-18 fits on one screen.
+DEFAULT_DEPTH = 1
 
 
 def module_words(path: str | None, cls: str | None) -> str:
@@ -35,11 +37,12 @@ def line_words(origin: Any) -> str:
 
 
 def folded_key(path: str | None, depth: int) -> str | None:
-    """The module a node is folded into at `depth`, or None when it is shown itself."""
+    """The module deeper than `depth` that a node is folded into (`layer1.0` at depth 1), or
+    None when the node is shown itself (its module is at most `depth` deep)."""
     if not path:
         return None
     parts = path.split(".")
-    return ".".join(parts[:depth]) if len(parts) > depth else None
+    return ".".join(parts[: depth + 1]) if len(parts) > depth else None
 
 
 def code_header(result: Any) -> list[Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..language.ops import OPS_LIST
-from ..library import Library
+from ..language.library import Library
 from .console import make_console, print_json
 
 

@@ -21,8 +21,8 @@ from .diagnose import CodeExplainer
 from .base import BuildSettings, Computation, LeafSource, Origin
 from .inputs import bind_inputs
 from .load import load_object, user_error
-from .outputs import name_outputs, reduce_output
-from .record import ForwardRecorder, Recording, origin_of
+from .outputs import loss_variables, name_outputs, reduce_output
+from .record import ORIGIN_KEY, ForwardRecorder, Recording, origin_of
 
 
 @dataclass(frozen=True)
@@ -60,13 +60,13 @@ class CodeTarget:
             callee = resolve(obj, where, parse_init(self.init))
             model = callee.model
             if model is not None and settings.dtype is not None:
-                from ..variables import resolve_dtype
+                from ..build.variables import resolve_dtype
 
                 model.to(resolve_dtype(settings.dtype))
             inputs = bind_inputs(
                 callee.signature_of, where, self.variables, self.values, self.named_values,
                 dtype=_input_dtype(model, settings), device=settings.device, seed=seed,
-                wrt=settings.wrt, data_inputs=model is not None,
+                wrt=settings.wrt, data_inputs=model is not None, loss_names=loss_variables(self.loss, self.library_dirs),
             )
             names = {id(m): path for path, m in model.named_modules()} if model is not None else {}
             recorder = ForwardRecorder(names, watch_nonfinite=settings.watch_forward)
@@ -78,7 +78,10 @@ class CodeTarget:
             except (Exception, SystemExit) as err:  # the user's forward raised: their frames only
                 raise user_error(f"{where} raised", err) from None
         outputs = name_outputs(output, where)
-        loss_value, loss_bindings = reduce_output(outputs, inputs.tensors, self.loss, self.library_dirs)
+        loss_inputs = {name: t for name, t in inputs.tensors.items()}
+        loss_value, loss_bindings = reduce_output(outputs, loss_inputs, self.loss, self.library_dirs)
+        if self.loss is not None and getattr(loss_value, "grad_fn", None) is not None:
+            tag_loss(loss_value.grad_fn, self.loss)
         parameters = dict(model.named_parameters()) if model is not None else {}
         clash = set(parameters) & set(inputs.tensors)
         if clash:
@@ -241,26 +244,42 @@ def _module_table(model: Any, recording: Recording) -> list[dict[str, Any]]:
     return table
 
 
+def tag_loss(root: Any, loss: str) -> None:
+    """Give the nodes --loss built an Origin: their span in the --loss text; a node made inside
+    one call (cross_entropy's LogSoftmaxBackward0) gets the span of the call that made it."""
+    from ..build.to_torch import SPAN_KEY
+
+    lines = loss.splitlines()
+    stack: list[tuple[Any, Origin | None]] = [(root, None)]
+    while stack:
+        node, parent = stack.pop()
+        metadata = node.metadata
+        if ORIGIN_KEY in metadata or hasattr(node, "variable"):
+            continue  # forward's own node (tagged by the recorder), or a leaf
+        span = metadata.get(SPAN_KEY)
+        if span is not None:
+            code = lines[span.line - 1].strip() if 0 < span.line <= len(lines) else None
+            origin = Origin(span=span, file="--loss", line=span.line, code=code)
+        else:
+            origin = parent
+        if origin is not None:
+            metadata[ORIGIN_KEY] = origin
+        stack.extend((fn, origin) for fn, _ in node.next_functions if fn is not None)
+
+
 class _CodeOrigins:
-    """origin_of for code: the recorder's tag, the --loss span, or a parameter's module."""
+    """origin_of for code: the tag the recorder or tag_loss wrote, or a parameter's module."""
 
     def __init__(self, parameters: dict[str, Any], owners: dict[str, tuple[str, str]], loss: str | None) -> None:
         self.by_leaf = {
             id(tensor): Origin(module=owners[name][0], module_class=owners[name][1])
             for name, tensor in parameters.items() if name in owners
         }
-        self.loss_lines = (loss or "").splitlines()
         self.keep = list(parameters.values())
 
     def __call__(self, grad_fn: Any) -> Origin | None:
         origin = origin_of(grad_fn)
         if origin is not None:
             return origin
-        from ..build.to_torch import SPAN_KEY
-
-        span = grad_fn.metadata.get(SPAN_KEY)
-        if span is not None:  # built by --loss
-            code = self.loss_lines[span.line - 1] if 0 < span.line <= len(self.loss_lines) else None
-            return Origin(span=span, file="--loss", line=span.line, code=code)
         variable = getattr(grad_fn, "variable", None)
         return None if variable is None else self.by_leaf.get(id(variable))

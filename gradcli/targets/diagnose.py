@@ -36,7 +36,7 @@ def where(origin: Origin | None) -> str:
     if origin.file is not None:
         parts.append(f"{_short(origin.file)}:{origin.line}")
     if origin.module_class is not None:
-        parts.append(f"in {origin.module or '(root)'} ({origin.module_class})")
+        parts.append(f"in {origin.module} ({origin.module_class})" if origin.module else f"in {origin.module_class}")
     text = " ".join(parts) or "an unknown line"
     return f"{text}: {origin.code}" if origin.code else text
 
@@ -122,8 +122,12 @@ class CodeExplainer:
                 "frozen with requires_grad=False, or the inputs data only?).",
                 fix="let a parameter or an input require grad (--wrt INPUT for an input)",
             )
-        last = cuts[-1]
-        lines = "; ".join(f"{cut.detail['how']} at {where(cut.origin)}" for cut in cuts[-3:])
+        # Calls made to leave the graph (.item(), detach, no_grad) explain a cut output better
+        # than an integer result (argmax), which is often a mask or an index used on the side.
+        strong = [cut for cut in cuts if "integer" not in cut.detail["how"]]
+        shown = (strong or cuts)[-3:]
+        last = shown[-1]
+        lines = "; ".join(f"{cut.detail['how']} at {where(cut.origin)}" for cut in shown)
         return replace(
             error,
             explanation=f"The output has no grad_fn: the graph was cut by {lines}. What follows a cut is computed "

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ..errors import UsageError, VariableError
-from ..variables import VarSpec, check_total, make_tensor, parse_var, resolve_device, resolve_dtype
+from ..build.variables import VarSpec, check_total, make_tensor, parse_var, resolve_device, resolve_dtype
 
 
 @dataclass
@@ -42,13 +42,17 @@ def bind_inputs(
     seed: int | None,
     wrt: Sequence[str] = (),
     data_inputs: bool,
+    loss_names: Sequence[str] = (),
 ) -> BoundInputs:
-    """Arguments for `fn` from Python `values` and `--var` texts (`variables`)."""
+    """Arguments for `fn` from Python `values` and `--var` texts (`variables`); a --var that
+    names no parameter but a variable of --loss (`loss_names`: labels, targets) is made too."""
     import torch
 
     signature = _signature(fn, where)
     params = [p for p in signature.parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     names = [p.name for p in params]
+    for_loss = {name: v for name, v in named_values.items() if name not in names and name in loss_names}
+    named_values = {name: v for name, v in named_values.items() if name not in for_loss}
     try:
         given = signature.bind_partial(*values, **named_values).arguments
     except TypeError as err:
@@ -56,8 +60,11 @@ def bind_inputs(
     specs: dict[str, VarSpec] = {}
     for option in variables:
         spec = parse_var(option)
-        if spec.name not in names:
-            raise VariableError(f"--var {spec.name}: {where} has no input '{spec.name}'", hint=f"its signature: {signature}")
+        if spec.name not in names and spec.name not in loss_names:
+            raise VariableError(
+                f"--var {spec.name}: {where} has no input '{spec.name}', and --loss does not use it",
+                hint=f"its signature: {signature}",
+            )
         if spec.name in specs or spec.name in given:
             raise VariableError(f"the input '{spec.name}' is given twice")
         specs[spec.name] = spec
@@ -95,6 +102,15 @@ def bind_inputs(
             bound.args.append(value)
         else:
             bound.kwargs[p.name] = value
+    for name, value in for_loss.items():
+        if isinstance(value, torch.Tensor):
+            bound.tensors[name] = _leaf(value, wants_grad=name in wrt, given=True)
+            bound.specs[name] = "given from Python"
+    for name, spec in specs.items():
+        if name not in names:  # for --loss only
+            tensor = make_tensor(spec, dtype=torch_dtype, device=torch_device, generator=generator)
+            bound.tensors[name] = _leaf(tensor, wants_grad=name in wrt, given=False)
+            bound.specs[name] = spec.text
     return bound
 
 

@@ -33,6 +33,16 @@ def name_outputs(output: Any, where: str) -> dict[str, Any]:
     return named
 
 
+def loss_variables(loss: str | None, library_dirs: Sequence[str | Path] = ()) -> list[str]:
+    """The names --loss reads (parsed only; a bad --loss is refused here, before forward runs)."""
+    if loss is None:
+        return []
+    from ..pipeline import load
+
+    program, _ = load(loss, library_dirs)
+    return list(program.variables)
+
+
 def reduce_output(
     outputs: dict[str, Any], inputs: dict[str, Any], loss: str | None, library_dirs: Sequence[str | Path] = ()
 ) -> tuple[Any, list[tuple[str, Any]]]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import linecache
 import re
 import sys
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,8 @@ from .load import is_user_file
 
 #: A trailing comment, written PEP 8's way (two spaces, then #): left out of a node's code.
 _COMMENT = re.compile(r"\s{2,}#.*$")
+#: gradcli's own folder: frames from here are the recorder's, or gradcli calling the model.
+_HERE = str(Path(__file__).resolve().parent.parent) + "/"
 #: Where the recorder writes a node's Origin in `grad_fn.metadata`.
 ORIGIN_KEY = "gradcli_origin"
 
@@ -115,7 +118,12 @@ class ForwardRecorder:
     def origin(self) -> Origin:
         """The innermost running module and the nearest frame in the user's own files."""
         frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_filename.startswith(_HERE):  # the recorder
+            frame = frame.f_back  # type: ignore[assignment]
         while frame is not None and not is_user_file(frame.f_code.co_filename):
+            if frame.f_code.co_filename.startswith(_HERE):
+                frame = None  # back in gradcli, which called the model: no user line in between
+                break
             frame = frame.f_back  # type: ignore[assignment]
         module, cls = self._stack[-1] if self._stack else (None, None)
         file, line = (frame.f_code.co_filename, frame.f_lineno) if frame is not None else (None, None)
@@ -139,9 +147,10 @@ class ForwardRecorder:
         if before is not None:  # an in-place call on a tensor that had a graph node
             origin = origin or self.origin()
             self.recording.inplace.append(Event(name, origin, before))
-        inputs_need_grad = any(isinstance(a, self._tensor) and a.requires_grad for a in _flat(args))
-        if inputs_need_grad and not any(t.requires_grad for t in tensors):
-            self._cut(func, name, tensors, result, origin)
+        if (tensors or name in _TO_PYTHON) and not any(t.requires_grad for t in tensors):
+            if any(isinstance(a, self._tensor) and a.requires_grad for a in _flat(args)):
+                if func is self._data_get or not name.startswith("__") or name in _TO_PYTHON:
+                    self._cut(func, name, tensors, result, origin)
         if self.watch_nonfinite and self.recording.nonfinite is None:
             self._check_finite(name, tensors, origin)
 
@@ -184,6 +193,10 @@ class ForwardRecorder:
             "shape": list(target.shape),
             "version": target._version + 1,
         }
+
+
+#: Calls that turn a tensor into Python values: the graph cannot follow them.
+_TO_PYTHON = frozenset({"item", "tolist", "numpy", "__float__", "__int__", "__index__"})
 
 
 def _tag(grad_fn: Any, origin: Origin) -> None:

@@ -20,31 +20,36 @@ from typing import Any, Mapping
 import torch
 
 from ..build.to_torch import build
+from ..language.nodes import COMPARISONS
 from ..language.ops import OPS
 from .regions import near_each_other
 
-_COMPARISONS = {">", ">=", "<", "<="}
-_TIES = {"maximum", "minimum"}
-
 
 class _Margins:
-    """The observer: for each point, whether some boundary is within NEAR_KINK of it."""
+    """The observer: for each point, whether some boundary is within NEAR_KINK of it.
+
+    What is a boundary is the op row's knowledge (`kinks`, `meets`); a comparison's boundary
+    is where its two sides are equal."""
 
     def __init__(self) -> None:
         self.near: list[torch.Tensor] = []
 
     def __call__(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        if name in _COMPARISONS or name in _TIES:
-            other = args[1] if len(args) > 1 else kwargs.get("other")
-            if other is not args[0]:  # h <= h, maximum(x, x): a value against itself has no boundary
-                self._gap(args[0], other)
-        elif name == "clamp":
-            bounds = [*args[1:], kwargs.get("min"), kwargs.get("max")]
-            for bound in bounds:
-                self._gap(args[0], bound)
-        elif name in OPS and args:
-            for kink in OPS[name].kinks:
-                self._gap(args[0], kink)
+        if name in COMPARISONS:
+            self._meet(args[0], args[1])
+            return
+        op = OPS.get(name)
+        if op is None or not args:
+            return
+        bound = {**dict(zip((p.name for p in op.params), args)), **kwargs}
+        for param in op.meets:
+            self._meet(args[0], bound.get(param))
+        for kink in op.kinks:
+            self._gap(args[0], kink)
+
+    def _meet(self, a: Any, b: Any) -> None:
+        if b is not a:  # h <= h, maximum(x, x): a value against itself has no boundary
+            self._gap(a, b)
 
     def _gap(self, a: Any, b: Any) -> None:
         if b is None or not (isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor)):

@@ -25,9 +25,9 @@ import torch
 from .. import limits
 from .._deep import run_deep
 from ..errors import DomainError, LimitError, ShapeError, UsageError, VariableError
-from ..library import Library
+from ..language.library import Library
 from ..pipeline import load
-from ..variables import default_spec, make_leaves, resolve_dtype
+from ..build.variables import default_spec, make_leaves, parse_var, resolve_dtype
 from . import elementwise as ew
 from .boundaries import any_near_boundary, near_boundaries
 from .compare import Target, compare
@@ -83,6 +83,7 @@ def check(
     program, library = load(expression, library_dirs)
     plan = run_deep(make_plan, program, library)  # a 20,000-level program recurses as deep
     every_variable, program = program.variables, plan.program  # without dead statements
+    _refuse_integers(options, program.variables)
     default_rtol, default_atol = TOLERANCES[dtype]
     tol = {"rtol": default_rtol if rtol is None else rtol, "atol": default_atol if atol is None else atol}
     seed = int(torch.randint(0, 2**31 - 1, ()).item()) if seed is None else seed
@@ -100,6 +101,27 @@ def check(
         result.points_source = _describe_leaves(leaves)
         _check_small(result, program, plan, library, leaves.tensors, device)
     return result
+
+
+def _refuse_integers(options: Sequence[str], used: Sequence[str]) -> None:
+    """Refuse integer variables (randint): they have no gradient to compare."""
+    integers = [spec.name for spec in map(parse_var, options) if spec.integer and spec.name in used]
+    if not integers:
+        return
+    listed = ", ".join(integers)
+    if len(integers) == len(used):
+        raise UsageError(
+            f"nothing to check: {listed} {'holds' if len(integers) == 1 else 'hold'} integers (randint), "
+            "data without a gradient, and the output uses no other variable",
+            hint="give float values to check a derivative, e.g. --var 'x=randn(4)'; "
+            "gradcli trace shows how integer data flows",
+        )
+    raise UsageError(
+        f"check compares the derivative in every variable, and {listed} "
+        f"{'holds' if len(integers) == 1 else 'hold'} integers (randint): data with no derivative to compare",
+        hint="give float values to check that variable too (e.g. uniform(0, 10, ...)), "
+        "or use gradcli trace, which keeps integer data out of the gradients",
+    )
 
 
 def _drop(leaves: Any, names: Sequence[str]) -> None:
@@ -330,7 +352,7 @@ def _boundary_reason(program: Any, library: Library, values: Mapping[str, torch.
 
 def check_all(**options: Any) -> list[CheckResult]:
     """`check` of every library entry, on its first parameter with the others at defaults."""
-    from ..library import library_folders, load_library
+    from ..language.library import library_folders, load_library
 
     library = load_library(library_folders(options.get("library_dirs", ())))
     results = []

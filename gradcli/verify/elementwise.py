@@ -17,7 +17,7 @@ import torch
 
 from ..build.to_sympy import to_sympy
 from ..build.to_torch import build
-from ..library import Library
+from ..language.library import Library
 from .arbitrate import exact_function
 from .compare import Target
 from .plan import Plan

@@ -14,10 +14,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from ..language import nodes as n
 from ..language.ops import OPS
-from ..library import Library, LibraryFunction
+from ..language.library import Library, LibraryFunction
+
+#: How `check` compares an expression's derivative (see the module docstring); "skipped" is
+#: decided later, with the sizes of the values.
+CheckMode = Literal["elementwise", "reduced", "exact", "skipped"]
+#: The final whole-tensor reduction of a "reduced" plan.
+Reduction = Literal["sum", "mean"]
 
 #: Most variable elements given one symbol each (exact mode).
 EXACT_MAX_ELEMENTS = 32
@@ -25,10 +32,10 @@ EXACT_MAX_ELEMENTS = 32
 
 @dataclass
 class Plan:
-    mode: str  # elementwise | reduced | exact | skipped (skipped is decided with the sizes)
+    mode: CheckMode
     program: n.Program  # the program without statements the output does not use
     body: n.Program  # what is differentiated elementwise (the program, or the reduced body)
-    reduction: str | None  # "sum" | "mean" for mode reduced
+    reduction: Reduction | None  # for mode "reduced"
     coupling: tuple[str, ...]  # operations that couple elements (softmax, matmul, ...)
     entry: LibraryFunction | None  # the library entry when the program is one call of it
     entry_call: n.Call | None

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Sequence
 import torch
 
 if TYPE_CHECKING:
-    from ..library import LibraryFunction
+    from ..language.library import LibraryFunction
 
 #: Points drawn (or spaced over a library domain) without --var; `--points N` changes it.
 DEFAULT_POINTS = 1000

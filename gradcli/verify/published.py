@@ -15,7 +15,7 @@ from ..build.to_sympy import to_sympy
 from ..build.to_torch import build
 from ..language import nodes as n
 from ..language.signatures import bind
-from ..library import Library, LibraryFunction
+from ..language.library import Library, LibraryFunction
 
 
 def published_values(entry: LibraryFunction, call: n.Call, x: torch.Tensor, library: Library) -> torch.Tensor:

@@ -13,6 +13,7 @@ from typing import Any
 
 from .compare import Comparison
 from .gradchecks import GradcheckVerdict
+from .plan import CheckMode
 
 
 @dataclass
@@ -22,7 +23,7 @@ class CheckResult:
     expression: str
     order: int
     dtype: str
-    mode: str  # elementwise | reduced | exact | skipped
+    mode: CheckMode
     points_source: str
     tolerances: dict[str, float]
     symbolic: dict[str, str] = field(default_factory=dict)  # d/dx as sympy prints it

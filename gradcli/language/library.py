@@ -28,10 +28,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable
 
-from . import limits
-from .errors import GradcliError, LibraryError
-from .language import nodes as n
-from .language.ops import OPS, Param
+from .. import limits
+from ..errors import GradcliError, LibraryError
+from . import nodes as n
+from .ops import OPS, Param
+from .parser import parse
 
 try:  # Python 3.11+
     import tomllib
@@ -86,11 +87,11 @@ class Library:
 
 def builtin_folder() -> Path:
     """expressions/ as shipped: inside the installed package, or at the top of a checkout."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "expressions", here.parent / "expressions"):
+    package = Path(__file__).resolve().parent.parent
+    for candidate in (package / "expressions", package.parent / "expressions"):
         if candidate.is_dir() and any(candidate.glob("*.toml")):
             return candidate
-    return here / "expressions"
+    return package / "expressions"
 
 
 def library_folders(extra: Iterable[str | Path] = ()) -> tuple[Path, ...]:
@@ -242,8 +243,6 @@ def _function(
     params: tuple[Param, ...],
     stubs: dict[str, _Stub],
 ) -> LibraryFunction:
-    from .language.parser import parse
-
     names = tuple(p.name for p in params)
     programs: dict[str, n.Program | None] = {}
     for key in ("body", "derivative"):

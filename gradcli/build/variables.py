@@ -1,10 +1,11 @@
 """Variable values: `--var NAME=SPEC`, parsed safely, sized before they are made.
 
-A SPEC is a number (`1.5`), a nested list (`[[1, 2], [3, 4]]`) or a constructor call:
-randn(3,3), rand(4), ones(2,2), zeros(3), full(3, 0.5), arange(0,1,0.25),
-linspace(-3,3,101), uniform(0.1,2,50). The text goes through Python's `ast` with an
-allow-list (numbers, unary minus, pi, e, lists, those calls); the number of elements is
-known from the arguments alone, so `randn(100000,100000)` is refused before any allocation.
+A SPEC is a number (`1.5`), a nested list (`[[1, 2], [3, 4]]`) or a constructor call from
+the table in constructors.py: randn(3,3), rand(4), ones(2,2), zeros(3), full(3, 0.5),
+arange(0,1,0.25), linspace(-3,3,101), uniform(0.1,2,50), randint(0, 100, (2, 8)). The text
+goes through Python's `ast` with an allow-list (numbers, unary minus, pi, e, lists, tuples of
+sizes, those calls); the number of elements is known from the arguments alone, so
+`randn(100000,100000)` is refused before any allocation.
 """
 
 from __future__ import annotations
@@ -13,25 +14,17 @@ import ast
 import math
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Literal, Sequence
 
-from . import limits
-from .errors import GradcliError, LimitError, Span, VariableError
+from .. import limits
+from ..errors import GradcliError, LimitError, Span, VariableError
+from .constructors import CONSTRUCTORS, Args, Constructor, Values, check_size
 
 if TYPE_CHECKING:
     import torch
 
-#: Constructor name -> one-line description, for help and error messages.
-CONSTRUCTORS = {
-    "randn": "randn(3,3): standard normal samples of that shape",
-    "rand": "rand(4): uniform samples in [0, 1)",
-    "ones": "ones(2,2)",
-    "zeros": "zeros(3)",
-    "full": "full(3, 0.5): shape, then the fill value",
-    "arange": "arange(0, 1, 0.25): start, end (excluded), step",
-    "linspace": "linspace(-3, 3, 101): start, end, number of points",
-    "uniform": "uniform(0.1, 2, 50): low, high, then the shape",
-}
+#: What a spec is: a plain number, a nested list, or a call of a constructor (its row says which).
+SpecKind = Literal["number", "list", "constructor"]
 
 #: Values for variables given no --var in `trace`: distinct, unremarkable scalars.
 DEFAULT_SCALARS = (0.5, 1.5, -0.75, 2.0, -1.25, 0.25, 1.0, -0.5)
@@ -43,13 +36,24 @@ class VarSpec:
 
     name: str
     text: str
-    kind: str  # "number" | "list" | a constructor name
+    kind: SpecKind
     args: tuple[Any, ...]
     shape: tuple[int, ...]
+    constructor: Constructor | None = None  # the row, when kind is "constructor"
 
     @property
     def numel(self) -> int:
         return math.prod(self.shape)
+
+    @property
+    def integer(self) -> bool:
+        """Integer data (token ids, labels): a torch.long leaf that never requires grad."""
+        return self.constructor is not None and self.constructor.values is Values.INTEGER
+
+    @property
+    def random(self) -> bool:
+        """Whether making the tensor draws random numbers (the seed matters)."""
+        return self.constructor is not None and self.constructor.random
 
 
 def parse_var(option: str) -> VarSpec:
@@ -158,91 +162,43 @@ def _constructor(name: str, text: str, call: ast.Call) -> VarSpec:
             hint=(f"did you mean '{close[0]}'? " if close else "")
             + "known: " + ", ".join(CONSTRUCTORS),
         )
-    kind = call.func.id
+    row = CONSTRUCTORS[call.func.id]
     if call.keywords:
-        raise VariableError(f"{kind}() takes positional arguments only", span=_span(call.keywords[0].value),
-                            hint=CONSTRUCTORS[kind])
-    args = tuple(_number(a) for a in call.args)
-    shape = _shape_of(kind, args, call)
-    size = math.prod(shape)
-    if size > limits.MAX_ELEMENTS:
-        count = f"{size:,}" if size < 10**15 else f"about 10^{len(str(size)) - 1}"
-        raise LimitError(
-            f"{kind}(...) would have {count} elements; the limit is {limits.MAX_ELEMENTS:,} per tensor",
-            span=_span(call),
-        )
-    return VarSpec(name, text, kind, args, shape)
+        raise VariableError(f"{row.name}() takes positional arguments only", span=_span(call.keywords[0].value),
+                            hint=row.usage)
+    fewest, most = row.arity
+    if not fewest <= len(call.args) <= most:
+        raise VariableError(f"{row.name}() got {len(call.args)} arguments", span=_span(call), hint=row.usage)
+    args: Args = tuple(_argument(a) for a in call.args)
+    try:
+        shape = row.shape(row.name, args)
+        check_size(row, shape)
+    except GradcliError as err:
+        err.span = err.span or _span(call)
+        if err.hint is None and not isinstance(err, LimitError):
+            err.hint = row.usage
+        raise
+    return VarSpec(name, text, "constructor", args, shape, row)
 
 
-def _dims(values: Sequence[float], call: ast.Call, kind: str) -> tuple[int, ...]:
-    dims = []
-    for v in values:
-        if not (math.isfinite(v) and v == int(v) and v >= 0):
-            raise VariableError(f"{kind}(): sizes are non-negative integers", span=_span(call),
-                                hint=CONSTRUCTORS[kind])
-        dims.append(int(v))
-    if len(dims) > 8:
-        raise LimitError(f"{kind}(): at most 8 dimensions", span=_span(call))
-    return tuple(dims)
-
-
-def _shape_of(kind: str, args: tuple[float, ...], call: ast.Call) -> tuple[int, ...]:
-    def need(low: int, high: int) -> None:
-        if not low <= len(args) <= high:
-            raise VariableError(f"{kind}() got {len(args)} arguments", span=_span(call), hint=CONSTRUCTORS[kind])
-
-    if any(not math.isfinite(a) for a in args) and kind not in ("full",):
-        raise VariableError(f"{kind}(): arguments must be finite", span=_span(call))
-    if kind in ("randn", "rand", "ones", "zeros"):
-        need(1, 8)
-        return _dims(args, call, kind)
-    if kind == "full":
-        need(2, 9)
-        return _dims(args[:-1], call, kind)
-    if kind == "uniform":
-        need(3, 10)
-        if not args[0] < args[1]:
-            raise VariableError("uniform(low, high, ...) needs low < high", span=_span(call))
-        return _dims(args[2:], call, kind)
-    if kind == "linspace":
-        need(3, 3)
-        return _dims(args[2:], call, kind)
-    # arange(end) | arange(start, end) | arange(start, end, step)
-    need(1, 3)
-    start, end, step = (0.0, args[0], 1.0) if len(args) == 1 else (*args[:2], args[2] if len(args) == 3 else 1.0)
-    if step == 0:
-        raise VariableError("arange(): the step cannot be 0", span=_span(call))
-    return (max(0, math.ceil((end - start) / step)),)
+def _argument(node: ast.AST) -> Any:
+    """A constructor's argument: a number, or a tuple (or list) of numbers such as a shape."""
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return tuple(_number(item) for item in node.elts)
+    return _number(node)
 
 
 def make_tensor(spec: VarSpec, *, dtype: "torch.dtype", device: Any, generator: "torch.Generator") -> "torch.Tensor":
-    """Allocate the leaf tensor a spec describes (requires_grad=True)."""
+    """Allocate the leaf tensor a spec describes: float values in `dtype`, requiring grad;
+    integer values (randint) in torch.long, as data without a gradient."""
     import torch
 
-    kind, args, shape = spec.kind, spec.args, spec.shape
-    factory: dict[str, Any] = {"dtype": dtype, "device": device}
-    if kind == "number":
-        tensor = torch.tensor(args[0], **factory)
-    elif kind == "list":
-        tensor = torch.tensor(args[0], **factory)
-    elif kind == "randn":
-        tensor = torch.randn(shape, generator=generator, dtype=torch.float64).to(**factory)
-    elif kind == "rand":
-        tensor = torch.rand(shape, generator=generator, dtype=torch.float64).to(**factory)
-    elif kind == "uniform":
-        low, high = args[0], args[1]
-        tensor = (low + (high - low) * torch.rand(shape, generator=generator, dtype=torch.float64)).to(**factory)
-    elif kind == "ones":
-        tensor = torch.ones(shape, **factory)
-    elif kind == "zeros":
-        tensor = torch.zeros(shape, **factory)
-    elif kind == "full":
-        tensor = torch.full(shape, args[-1], **factory)
-    elif kind == "linspace":
-        tensor = torch.linspace(args[0], args[1], int(args[2]), **factory)
-    else:  # arange
-        tensor = torch.arange(*args, **factory)
-    return tensor.requires_grad_(True)
+    factory: dict[str, Any] = {"dtype": torch.long if spec.integer else dtype, "device": device}
+    if spec.constructor is None:  # a number or a nested list
+        tensor = torch.tensor(spec.args[0], **factory)
+    else:
+        tensor = spec.constructor.make(spec.args, spec.shape, generator, factory)
+    return tensor if spec.integer else tensor.requires_grad_(True)
 
 
 def check_total(specs: Iterable[VarSpec]) -> None:
