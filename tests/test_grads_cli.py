@@ -153,3 +153,11 @@ def test_a_package_module_target(cli):
                    "--var", "input=randn(4, 3)", "--loss", "out.pow(2).mean()")
     assert result.exit_code == 0, result.stdout + result.stderr
     assert "(model) (Linear)" in result.stdout
+
+
+def test_labels_for_the_loss_and_dtype(cli):
+    result = grads(cli, f"{HEALTHY}:MLP", "--var", "x=randn(64, 32)", "--var", "y=randint(0, 10, (64,))",
+                   "--loss", "cross_entropy(out, y)", "--dtype", "float64", "--strict", "--json")
+    assert result.exit_code == 0, result.stdout + result.stderr
+    document = json.loads(result.stdout)
+    assert document["ok"] and document["loss"] == pytest.approx(2.3, abs=0.3)  # about log(10) at initialisation

@@ -17,7 +17,7 @@ from ..errors import GradcliError, UsageError
 from ..targets.code import parse_init, resolve
 from ..targets.inputs import bind_inputs
 from ..targets.load import load_object, user_error
-from ..targets.outputs import name_outputs, reduce_output
+from ..targets.outputs import loss_variables, name_outputs, reduce_output
 from .result import GradsResult
 from .run import grads_of
 
@@ -50,12 +50,12 @@ def grads_target(
                 hint="name an nn.Module subclass, a factory returning one, or a module instance",
             )
         if dtype is not None:
-            from ..variables import resolve_dtype
+            from ..build.variables import resolve_dtype
 
             model.to(resolve_dtype(dtype))
         inputs = bind_inputs(
             callee.signature_of, where, variables, (), {}, dtype=dtype or _model_dtype(model),
-            device=device, seed=seed, data_inputs=True,
+            device=device, seed=seed, data_inputs=True, loss_names=loss_variables(loss, library_dirs),
         )
 
         def loss_fn(output: Any) -> Any:
