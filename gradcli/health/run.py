@@ -31,22 +31,60 @@ LossFn = Callable[[Any], Any]
 def grads(
     model: torch.nn.Module,
     *inputs: Any,
-    loss: LossFn | None = None,
+    loss: LossFn | str | None = None,
     steps: int = 0,
     lr: float = 0.01,
     vanish: float = Thresholds.vanish,
     explode: float = Thresholds.explode,
     spread: float = Thresholds.spread,
     strict: bool = False,
+    **named: Any,
 ) -> GradsResult:
     """Gradient health of every parameter of `model` on `inputs`.
 
-    `loss(output)` makes the scalar to differentiate (default: the output itself, which
-    must then be a scalar). `steps` > 0 also runs that many SGD steps with `lr` on a copy.
-    `strict` makes ZERO, VANISHING and EXPLODING fail `ok` too.
+    `loss` makes the scalar to differentiate from the output: a callable `loss(output)`, or
+    an expression in gradcli's language in which `out` is the output and `named` values
+    that forward does not take are bound (`loss="cross_entropy(out, labels)",
+    labels=...`); default: the output itself, which must then be a scalar. `named` values
+    that forward's signature names are passed to it by keyword. `steps` > 0 also runs that
+    many SGD steps with `lr` on a copy. `strict` makes ZERO, VANISHING and EXPLODING fail
+    `ok` too.
     """
-    return grads_of(model, inputs, {}, loss if loss is not None else _output_is_loss, steps=steps, lr=lr,
+    kwargs, for_loss = _split_named(model, named)
+    if isinstance(loss, str):
+        loss_fn: LossFn = _ExpressionLoss(loss, for_loss)
+    elif for_loss:
+        raise UsageError(f"forward takes no input '{next(iter(for_loss))}'", hint="values for the loss need loss= as an expression")
+    else:
+        loss_fn = loss if loss is not None else _output_is_loss
+    return grads_of(model, inputs, kwargs, loss_fn, steps=steps, lr=lr,
                     vanish=vanish, explode=explode, spread=spread, strict=strict)
+
+
+def _split_named(model: Any, named: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Keyword values for forward, and the rest (for a --loss-style expression)."""
+    if not named:
+        return {}, {}
+    import inspect
+
+    try:
+        accepted = set(inspect.signature(model.forward).parameters)
+    except (TypeError, ValueError, AttributeError):
+        accepted = set()
+    return ({k: v for k, v in named.items() if k in accepted}, {k: v for k, v in named.items() if k not in accepted})
+
+
+class _ExpressionLoss:
+    """A loss written in gradcli's language, as --loss is: `out` and the named values bound."""
+
+    def __init__(self, text: str, values: dict[str, Any]) -> None:
+        self.text, self.values = text, values
+
+    def __call__(self, output: Any) -> Any:
+        from ..targets.outputs import name_outputs, reduce_output
+
+        value, _ = reduce_output(name_outputs(output, "the model"), self.values, self.text)
+        return value
 
 
 def grads_of(

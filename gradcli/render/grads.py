@@ -238,14 +238,14 @@ def grads_renderables(result: GradsResult, depth: int | None = None) -> list[Any
     from rich.text import Text
 
     steps = result.steps is not None
-    table = Table(title=header_line(result), title_justify="left", box=None, pad_edge=False)
+    table = Table(box=None, pad_edge=False)
     for k, name in enumerate(HEADERS + (("steps",) if steps else ())):
         table.add_column(name, justify="right" if k in (2, 3, 4, 5, 6) else "left", no_wrap=k != 7)
     for row in grads_rows(result, depth):
         cells = row.cells() + ([sparkline(row.steps) if row.steps else ""] if steps else [])
         style = _style(row.flags, result)
         table.add_row(*cells, style=("bold " + style if style else "bold") if row.level == 0 else style)
-    out: list[Any] = [table]
+    out: list[Any] = [Text(header_line(result)), table]
     if result.frozen:
         out += [Text(""), Text("Frozen (requires_grad=False, not judged):")]
         out += [Text(f"  {line}", style="dim") for line in frozen_lines(result)]
