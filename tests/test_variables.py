@@ -1,4 +1,4 @@
-"""`--var NAME=SPEC`: every form CLI.md lists, defaults, seeds, dtypes, and refusals.
+"""`--var NAME=SPEC`: every form docs/cli.md lists, defaults, seeds, dtypes, and refusals.
 
 Sizes are known from the spec text alone, so oversized specs are refused before any
 allocation: the tests patch torch's factories to record calls and check none happened.

@@ -1,10 +1,11 @@
 """Parse expression text into gradcli's AST with an allow-list over Python's `ast`.
 
 Python's own parser does the tokenising and precedence; this module then walks its tree and
-accepts only the constructs the language has (see CLI.md), converting each into a node of
-`nodes.py`. Anything else (attributes, subscripts, lambdas, strings, ...) is refused with its
-position (the messages are worded in `refusals.py`, calls are matched to their signatures
-by `signatures.py`). Nothing is ever evaluated: the result is data for the interpreters.
+accepts only the constructs the language has (README.md, "The expression language"),
+converting each into a node of `nodes.py`. Anything else (attributes, subscripts, lambdas,
+strings, ...) is refused with its position (the messages are worded in `refusals.py`, calls
+are matched to their signatures by `signatures.py`). Nothing is ever evaluated: the result
+is data for the interpreters.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""A trace as the JSON document of CLI.md: plain data in, one JSON text out.
+"""A trace as the JSON document of docs/json.md: plain data in, one JSON text out.
 
 JSON has no NaN or infinity, and gradients that are nan or inf are exactly what a trace is
 for, so non-finite numbers are written as the strings "nan", "inf" and "-inf" (the output
 stays valid JSON for every parser; `float("nan")` reads them back in Python).
 
-Beyond CLI.md's keys the document carries: `root` (the output's grad_fn node), `seed`,
+Beyond the first contract's keys the document carries (every key is in docs/json.md): `root` (the output's grad_fn node), `seed`,
 per node `span` (where the operation is written) and `same_as`, per saved tensor `shape`,
 `dtype`, `numel`, a flat `preview` and `variable` (a saved leaf) or `bound` (a saved
 assigned intermediate); per leaf `dtype`, `spec`, `defaulted`, `requires_grad`; per pass
@@ -95,7 +95,7 @@ def error_data(error: Any) -> dict[str, Any] | None:
 
 
 def trace_document(result: Any) -> dict[str, Any]:
-    """The trace as CLI.md's document (plain data, non-finite numbers still floats)."""
+    """The trace as docs/json.md's document (plain data, non-finite numbers still floats)."""
     code = result.target is not None
     document: dict[str, Any] = {
         "expression": result.expression,
