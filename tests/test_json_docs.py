@@ -33,6 +33,11 @@ RUNS = [
     ("check-function", ["check-function", "examples/swish_saved_sigmoid.py:Swish", "--ref", "x*sigmoid(x)",
                         "--order", "2"], 1),
     ("list", ["list"], 0),
+    ("grads", ["grads", "examples/grads/classifier.py:Net", "--var", "x=randn(4, 3, 8, 8)", "--loss", "out.pow(2).mean()",
+               "--steps", "2", "--seed", "0"], 1),
+    ("grads", ["grads", "examples/grads/faults.py:LogOfSoftmax", "--var", "x=randn(4, 8)", "--seed", "0"], 1),
+    ("grads", ["grads", "examples/grads/faults.py:FrozenBackbone", "--var", "x=randn(4, 8)", "--loss", "out.pow(2).mean()",
+               "--depth", "0"], 0),
 ]
 
 
@@ -71,7 +76,7 @@ def test_every_documented_key_is_produced_by_some_run(documents):
 
 def test_every_type_named_in_the_tables_is_a_type_or_a_table():
     tables = read_tables()
-    assert {"trace", "check", "check all", "check-function", "list"} <= set(tables)
+    assert {"trace", "check", "check all", "check-function", "list", "grads"} <= set(tables)
     known = {"string", "integer", "number", "boolean", "null", "tensor", "any", "object", *tables}
     for name, rows in tables.items():
         for key, types in rows.items():

@@ -1,4 +1,4 @@
-"""`gradcli grads --json`: the whole result as one JSON document (keys in docs/json.md).
+"""`gradcli grads --json`: the whole result as one JSON document (every key in docs/json.md).
 
 Non-finite numbers are written as the strings "nan", "inf", "-inf", as in trace's document.
 """
@@ -29,7 +29,7 @@ def parameter_data(p: ParamHealth) -> dict[str, Any]:
         "reference_norm": p.reference_norm,
         "grad_norm": p.grad_norm, "ratio": p.ratio, "max_abs": p.max_abs, "mean_abs": p.mean_abs,
         "zero_share": p.zero_share, "flags": p.flags, "findings": [finding_data(f) for f in p.findings],
-        "steps": p.steps,
+        "steps": p.steps or [],
     }
 
 
@@ -50,7 +50,7 @@ def grads_document(result: GradsResult, depth: int | None = None) -> dict[str, A
             {
                 "path": row.path, "type": result.module_types.get(row.path, ""), "numel": row.numel,
                 "grad_norm": row.grad_norm, "ratio": row.ratio, "max_abs": row.max_abs, "mean_abs": row.mean_abs,
-                "zero_share": row.zero_share, "flags": row.findings or [], "steps": row.steps,
+                "zero_share": row.zero_share, "flags": row.findings or [], "steps": row.steps or [],
             }
             for row in grads_rows(result, depth) if row.level == 0
         ],
