@@ -11,7 +11,8 @@ backward, so the extra cost is the observer and a few passes over the gradients.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -221,16 +222,13 @@ def _scalar(value: Any) -> torch.Tensor:
     )
 
 
-class _restored_buffers:
+@contextmanager
+def _restored_buffers(model: torch.nn.Module) -> Iterator[None]:
     """Put back every buffer forward changed in place (BatchNorm's running statistics)."""
-
-    def __init__(self, model: torch.nn.Module) -> None:
-        self.saved = [(b, b.detach().clone()) for b in model.buffers()]
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: Any) -> None:
+    saved = [(b, b.detach().clone()) for b in model.buffers()]
+    try:
+        yield
+    finally:
         with torch.no_grad():
-            for buffer, value in self.saved:
+            for buffer, value in saved:
                 buffer.copy_(value)

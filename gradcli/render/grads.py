@@ -243,7 +243,7 @@ def grads_renderables(result: GradsResult, depth: int | None = None) -> list[Any
         table.add_column(name, justify="right" if k in (2, 3, 4, 5, 6) else "left", no_wrap=k != 7)
     for row in grads_rows(result, depth):
         cells = row.cells() + ([sparkline(row.steps) if row.steps else ""] if steps else [])
-        style = _style(row.flags, result)
+        style = _style(row.flags)
         table.add_row(*cells, style=("bold " + style if style else "bold") if row.level == 0 else style)
     out: list[Any] = [Text(header_line(result)), table]
     if result.frozen:
@@ -252,13 +252,13 @@ def grads_renderables(result: GradsResult, depth: int | None = None) -> list[Any
     findings = finding_lines(result)
     if findings:
         out += [Text(""), Text("Findings:")]
-        out += [Text(f"  {line}", style=_style(line, result)) for line in findings]
+        out += [Text(f"  {line}", style=_style(line)) for line in findings]
     out += [Text("")] + [Text(line) for line in footer_lines(result)]
     out.append(Text(verdict(result), style="bold red" if not result.ok else "bold green"))
     return out
 
 
-def _style(flags: str, result: GradsResult) -> str:
+def _style(flags: str) -> str:
     if "NONFINITE" in flags or "NO GRAD" in flags:
         return "red"
     return "yellow" if any(flag in flags for flag in FLAG_ORDER) else ""
