@@ -12,17 +12,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Literal
 
+from .flags import FAILING, FLAG_ORDER, Flag
 from .source import Source
 from .thresholds import Thresholds
-
-Flag = Literal["NO GRAD", "ZERO", "NONFINITE", "VANISHING", "EXPLODING"]
-
-#: Flags that fail `grads` (exit 1) always; the others only with strict.
-FAILING: frozenset[Flag] = frozenset({"NO GRAD", "NONFINITE"})
-#: The order flags are listed in: the most definite first.
-FLAG_ORDER: tuple[Flag, ...] = ("NONFINITE", "NO GRAD", "ZERO", "EXPLODING", "VANISHING")
 
 
 @dataclass

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..health.result import GradsResult
 from ..render.grads import Row, grads_rows
+
+if TYPE_CHECKING:
+    from ..health.result import GradsResult
 from .mpl import picture_format, require_matplotlib, write
 
 FLAG_COLOURS = {

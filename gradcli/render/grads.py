@@ -11,9 +11,12 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..health.result import FLAG_ORDER, GradsResult, ParamHealth
+from ..health.flags import FLAG_ORDER
+
+if TYPE_CHECKING:
+    from ..health.result import GradsResult, ParamHealth
 
 HEADERS = ("module / parameter", "shape", "numel", "‖grad‖", "‖grad‖/‖param‖", "max |grad|", "zeros", "flags")
 SPARKS = "▁▂▃▄▅▆▇█"

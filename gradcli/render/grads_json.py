@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..health.result import Finding, GradsResult, ParamHealth
+if TYPE_CHECKING:
+    from ..health.result import Finding, GradsResult, ParamHealth
 from .grads import grads_rows
 from .json import finite_safe
 
