@@ -78,6 +78,7 @@ class ForwardRecorder:
         self.recording = Recording()
         self._stack: list[tuple[str, str]] = []  # (module path, class) of running modules
         self._origins: dict[tuple[Any, ...], Origin] = {}
+        self._code: dict[tuple[str, int], str] = {}  # (file, line) -> the line's code
         self._handles: list[Any] = []
         self._mode: Any = None
 
@@ -130,20 +131,26 @@ class ForwardRecorder:
         key = (module, file, line)
         origin = self._origins.get(key)
         if origin is None:
-            code = _COMMENT.sub("", linecache.getline(file, line)).strip() if file else None
+            code = self._code.get((file, line)) if file else None
+            if file and code is None:
+                code = self._code[(file, line)] = _COMMENT.sub("", linecache.getline(file, line)).strip()
             origin = self._origins[key] = Origin(module=module, module_class=cls, file=file, line=line, code=code or None)
         return origin
 
     def called(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any, before: Any) -> None:
         """After `func` ran: tag the nodes it made; note cuts, in-place calls, non-finite output."""
-        tensors = [t for t in _flat(result) if isinstance(t, self._tensor)]
+        tensor_type = self._tensor
+        # Most calls return one tensor; property reads (x.shape) return no tensor at all.
+        tensors = [result] if isinstance(result, tensor_type) else [t for t in _flat(result) if isinstance(t, tensor_type)]
+        name = getattr(func, "__name__", "")
+        if not tensors and before is None and name not in _TO_PYTHON:
+            return
         origin: Origin | None = None
         for tensor in tensors:
             grad_fn = tensor.grad_fn
             if grad_fn is not None and ORIGIN_KEY not in grad_fn.metadata:
                 origin = origin or self.origin()
                 _tag(grad_fn, origin)
-        name = getattr(func, "__name__", str(func))
         if before is not None:  # an in-place call on a tensor that had a graph node
             origin = origin or self.origin()
             self.recording.inplace.append(Event(name, origin, before))
