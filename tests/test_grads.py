@@ -306,6 +306,19 @@ def test_rows_are_in_forward_order():
     assert [p.name for p in result.params] == ["a.weight", "a.bias", "b.weight", "b.bias", "c.weight", "c.bias"]
 
 
+class ReadsBeforeUse(Reversed):
+    """Looks at c's dtype and shape first: reading a property is not using the parameter."""
+
+    def forward(self, x):
+        x = x.to(self.c.weight.dtype).reshape(-1, self.c.weight.shape[1])
+        return super().forward(x)
+
+
+def test_reading_a_property_is_not_a_use():
+    result = gradcli.grads(ReadsBeforeUse(), torch.randn(3, 4), loss=mean_square)
+    assert [p.name for p in result.params] == ["a.weight", "a.bias", "b.weight", "b.bias", "c.weight", "c.bias"]
+
+
 def test_the_users_model_grad_and_buffers_are_left_as_they_were():
     torch.manual_seed(0)
     model, x = healthy.CNN(), torch.randn(16, 3, 16, 16)

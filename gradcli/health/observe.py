@@ -118,10 +118,14 @@ class ForwardObserver(TorchFunctionMode):
         if not inputs:
             return out
         index = record.operations
+        computes: bool | None = None  # reading .dtype or .shape is not a use: a result tensor is
         for tensor in inputs:
             name = self._names.get(id(tensor))
             if name is not None and name not in record.first_use:
-                record.first_use[name] = index
+                if computes is None:
+                    computes = isinstance(out, torch.Tensor) or bool(_tensors(out))
+                if computes:
+                    record.first_use[name] = index
         name = _op_name(func)
         if any(t.requires_grad for t in inputs):
             kind = _cut_kind(name, out)

@@ -243,7 +243,9 @@ def grads_renderables(result: GradsResult, depth: int | None = None) -> list[Any
     steps = result.steps is not None
     table = Table(box=None, pad_edge=False)
     for k, name in enumerate(HEADERS + (("steps",) if steps else ())):
-        table.add_column(name, justify="right" if k in (2, 3, 4, 5, 6) else "left", no_wrap=k != 7)
+        # Only the labels and the flags may wrap: numbers are never cut to an ellipsis.
+        table.add_column(name, justify="right" if k in (2, 3, 4, 5, 6) else "left", no_wrap=k not in (0, 7),
+                         overflow="fold")
     for row in grads_rows(result, depth):
         cells = row.cells() + ([sparkline(row.steps) if row.steps else ""] if steps else [])
         style = _style(row.flags)
