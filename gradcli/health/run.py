@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from ..errors import UsageError
+from ..errors import LimitError, UsageError
 from .nonfinite import find_origin
 from .observe import ForwardObserver
 from .reasons import no_grad_findings, zero_finding
@@ -27,6 +27,8 @@ from .thresholds import Thresholds
 from .verdicts import median_ratio, nonfinite_finding, size_findings
 
 LossFn = Callable[[Any], Any]
+#: --steps shows how the first updates go; a training run is not what grads is for.
+MAX_STEPS = 1000
 
 
 def grads(
@@ -106,6 +108,8 @@ def grads_of(
         raise UsageError(f"grads needs a torch.nn.Module, not {type(model).__name__}")
     if steps < 0:
         raise UsageError(f"--steps must be 0 or more, not {steps}")
+    if steps > MAX_STEPS:
+        raise LimitError(f"--steps {steps:,} is beyond the limit of {MAX_STEPS:,}", hint="a few steps show what a run would do")
     if steps and not (lr > 0 and math.isfinite(lr)):
         raise UsageError(f"--lr must be a positive finite number, not {lr}")
     thresholds = Thresholds(vanish, explode, spread)
