@@ -182,6 +182,26 @@ def test_dead_relu_layer_and_its_neighbours_are_zero_naming_the_relu():
     assert not run(faults.DeadReLU(), strict=True).ok
 
 
+class SaturatedGate(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gate = nn.Linear(4, 4)
+        self.out = nn.Linear(4, 1)
+        with torch.no_grad():
+            self.gate.bias.fill_(50.0)  # sigmoid(50) is exactly 1.0 in float32
+
+    def forward(self, x):
+        return self.out(x * torch.sigmoid(self.gate(x)))
+
+
+def test_a_saturated_sigmoid_is_named():
+    result = gradcli.grads(SaturatedGate(), torch.randn(8, 4), loss=mean_square)
+    assert flags(result) == {"gate.weight": ["ZERO"], "gate.bias": ["ZERO"], "out.weight": [], "out.bias": []}
+    finding = only_finding(result, "gate.weight")
+    assert finding.reason.startswith("the sigmoid right after it is saturated (outputs only 0 and 1)")
+    assert finding.source.code == "return self.out(x * torch.sigmoid(self.gate(x)))"
+
+
 def mse_to(target: torch.Tensor):
     return lambda out: ((out - target) ** 2).mean()
 

@@ -27,6 +27,9 @@ CutKind = Literal["no_grad", "detach", "data", "numpy", "item", "integer", "othe
 #: Activations whose output is exactly zero wherever their gradient is: a layer whose
 #: activation outputs only zeros passes no gradient back, and the next layer sees zeros.
 ZEROING_ACTIVATIONS = frozenset({"relu", "relu_", "relu6", "hardtanh", "hardtanh_", "threshold", "threshold_"})
+#: Activations whose gradient is exactly zero where the output reaches its bound in floating
+#: point (sigmoid(20.0) is 1.0 in float32, and s * (1 - s) = 0): saturated, not dead.
+SATURATING_ACTIVATIONS = {"sigmoid": "0 and 1", "sigmoid_": "0 and 1", "tanh": "-1 and 1", "tanh_": "-1 and 1"}
 
 
 @dataclass
@@ -43,12 +46,15 @@ class Cut:
 
 @dataclass
 class Activation:
-    """One run of a zeroing activation (relu, ...): dead when every output is 0."""
+    """One run of a zeroing or saturating activation: stuck when no gradient can pass it (a
+    relu whose every output is 0: dead; a sigmoid whose every output is 0 or 1: saturated)."""
 
     index: int
     op: str
     module: str
-    dead: bool
+    stuck: bool
+    state: str = ""  # "dead (outputs only zeros)", "saturated (outputs only 0 and 1)"
+    zero_output: bool = False  # what it passes on is all zeros (the next layer's input)
     source: Source | None = None
 
 
@@ -133,12 +139,18 @@ class ForwardObserver(TorchFunctionMode):
                 self._cut(index, kind, name, inputs, out)
         elif isinstance(out, numpy.ndarray):
             self._numpy_after_cut(inputs)
-        if name in ZEROING_ACTIVATIONS and isinstance(out, torch.Tensor) and out.numel():
-            dead = not bool(out.any())
+        if isinstance(out, torch.Tensor) and out.numel() and (name in ZEROING_ACTIVATIONS or name in SATURATING_ACTIVATIONS):
             module = self._stack[-1] if self._stack else ""
-            record.activations.append(
-                Activation(index, name, module, dead, user_source(0) if dead else None)
-            )
+            if name in ZEROING_ACTIVATIONS:
+                dead = not bool(out.any())
+                activation = Activation(index, name, module, dead, "dead (outputs only zeros)", dead)
+            else:
+                low = -1.0 if name.startswith("tanh") else 0.0
+                saturated = bool(((out == low) | (out == 1.0)).all())
+                activation = Activation(index, name, module, saturated, f"saturated (outputs only {SATURATING_ACTIVATIONS[name]})")
+            if activation.stuck:
+                activation.source = user_source(0)
+            record.activations.append(activation)
         return out
 
     def _cut(self, index: int, kind: CutKind, name: str, inputs: list[torch.Tensor], out: Any) -> None:

@@ -92,13 +92,13 @@ def zero_finding(param: ParamHealth, record: ForwardRecord) -> Finding:
     if run is None or run.last is None:
         return Finding("ZERO", plain)
     after = [a for a in record.activations if a.index > run.last]
-    dead_after = next((a for a in after if a.dead), None)
-    if dead_after is not None:
-        where = "right after it" if after[0] is dead_after else "after it"
-        words = f"the {dead_after.op} {where} is dead (outputs only zeros), so no gradient comes back"
-        return Finding("ZERO", _at(words, dead_after), dead_after.source)
+    stuck = next((a for a in after if a.stuck), None)
+    if stuck is not None:
+        where = "right after it" if after[0] is stuck else "after it"
+        words = f"the {stuck.op} {where} is {stuck.state}, so no gradient comes back"
+        return Finding("ZERO", _at(words, stuck), stuck.source)
     before = [a for a in record.activations if a.index < run.first]
-    if before and before[-1].dead:
+    if before and before[-1].zero_output:
         dead = before[-1]
         return Finding("ZERO", _at(f"its input is all zeros, from a dead {dead.op}", dead), dead.source)
     return Finding("ZERO", plain)
