@@ -139,19 +139,22 @@ class ForwardObserver(TorchFunctionMode):
                 self._cut(index, kind, name, inputs, out)
         elif isinstance(out, numpy.ndarray):
             self._numpy_after_cut(inputs)
-        if isinstance(out, torch.Tensor) and out.numel() and (name in ZEROING_ACTIVATIONS or name in SATURATING_ACTIVATIONS):
-            module = self._stack[-1] if self._stack else ""
-            if name in ZEROING_ACTIVATIONS:
-                dead = not bool(out.any())
-                activation = Activation(index, name, module, dead, "dead (outputs only zeros)", dead)
-            else:
-                low = -1.0 if name.startswith("tanh") else 0.0
-                saturated = bool(((out == low) | (out == 1.0)).all())
-                activation = Activation(index, name, module, saturated, f"saturated (outputs only {SATURATING_ACTIVATIONS[name]})")
-            if activation.stuck:
-                activation.source = user_source(0)
-            record.activations.append(activation)
+        if (name in ZEROING_ACTIVATIONS or name in SATURATING_ACTIVATIONS) and isinstance(out, torch.Tensor) and out.numel():
+            self._activation(index, name, out)
         return out
+
+    def _activation(self, index: int, name: str, out: torch.Tensor) -> None:
+        module = self._stack[-1] if self._stack else ""
+        if name in ZEROING_ACTIVATIONS:
+            dead = not bool(out.any())
+            activation = Activation(index, name, module, dead, "dead (outputs only zeros)", zero_output=dead)
+        else:
+            low = -1.0 if name.startswith("tanh") else 0.0
+            saturated = bool(((out == low) | (out == 1.0)).all())
+            activation = Activation(index, name, module, saturated, f"saturated (outputs only {SATURATING_ACTIVATIONS[name]})")
+        if activation.stuck:
+            activation.source = user_source(1)
+        self.record.activations.append(activation)
 
     def _cut(self, index: int, kind: CutKind, name: str, inputs: list[torch.Tensor], out: Any) -> None:
         sources = []
