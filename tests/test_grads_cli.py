@@ -133,6 +133,7 @@ def test_plot_is_written(cli, tmp_path, suffix):
     ([f"{FAULTS}:DetachedBranch", "--var", "x=randn(16, 8)", *SQUARE, "--steps", "2", "--lr", "0"], "--lr must be"),
     ([f"{FAULTS}:DetachedBranch", "--var", "x=randn(16, 3)", *SQUARE], "DetachedBranch raised RuntimeError"),
     ([f"{FAULTS}:DetachedBranch"], "needs the input 'x'"),
+    ([str(ROOT / "examples" / "swish.py") + ":Swish", "--var", "x=randn(3)"], "grads judges a model's parameters"),
     ([f"{FAULTS}:DetachedBranch", "--var", "x=randn(16, 8)", *SQUARE, "--steps", "100000"], "--steps 100,000 is beyond the limit of 1,000"),
     ([f"{FAULTS}:DetachedBranch", "--var", "x=randn(16, 8)", *SQUARE, "--lr", "nan", "--steps", "1"], "--lr must be a positive finite number"),
     ([f"{FAULTS}:DetachedBranch", "--var", "x=randn(16, 8)", "--loss", "sigmod(out)"], "unknown function 'sigmod'"),
