@@ -33,6 +33,14 @@ RUNS = [
     ("check-function", ["check-function", "examples/swish_saved_sigmoid.py:Swish", "--ref", "x*sigmoid(x)",
                         "--order", "2"], 1),
     ("list", ["list"], 0),
+    # Code targets (issue 13): origins per node, the in-place details, a cut, summaries, --flow.
+    ("trace", ["trace", "examples/residual_mlp.py:ResidualMLP", "--var", "x=randn(4,4)", "--loss", "out.pow(2).mean()",
+               "--seed", "0"], 1),
+    ("trace", ["trace", "tests/fixtures/models/broken.py:Detached", "--var", "x=randn(2,3)", "--seed", "0"], 1),
+    ("trace", ["trace", "tests/fixtures/models/broken.py:LogOfZero", "--var", "x=randn(2,3)", "--flow", "--seed", "0"], 1),
+    ("trace", ["trace", "torch.nn:Linear", "--init", "in_features=200", "--init", "out_features=60",
+               "--var", "input=randn(2,200)", "--loss", "out.sum()", "--seed", "0"], 0),
+    # grads (issue 14): steps, findings with and without a line, a non-finite origin, frozen parameters.
     ("grads", ["grads", "examples/grads/classifier.py:Net", "--var", "x=randn(4, 3, 8, 8)", "--loss", "out.pow(2).mean()",
                "--steps", "2", "--seed", "0"], 1),
     ("grads", ["grads", "examples/grads/faults.py:LogOfSoftmax", "--var", "x=randn(4, 8)", "--seed", "0"], 1),

@@ -239,7 +239,7 @@ def _module_table(model: Any, recording: Recording) -> list[dict[str, Any]]:
         table.append({
             "path": path, "class": type(module).__name__,
             "parameters": sum(p.numel() for p in module.parameters()),
-            "inputs": run.inputs if run else None, "output": run.output if run else None,
+            "inputs": run.inputs if run else [], "output": run.output if run else [],
         })
     return table
 
