@@ -164,3 +164,11 @@ def test_labels_for_the_loss_and_dtype(cli):
     assert result.exit_code == 0, result.stdout + result.stderr
     document = json.loads(result.stdout)
     assert document["ok"] and document["loss"] == pytest.approx(2.3, abs=0.3)  # about log(10) at initialisation
+
+
+def test_an_autograd_error_is_exit_1_and_points_to_trace(cli):
+    result = grads(cli, str(ROOT / "examples" / "residual_mlp.py") + ":ResidualMLP", "--var", "x=randn(4,4)", *SQUARE)
+    assert result.exit_code == 1
+    assert "backward raised: one of the variables needed for gradient computation has been modified by an inplace operation" in result.stdout
+    assert "gradcli trace with the same target and options explains it" in result.stdout
+    assert result.stdout.rstrip().endswith("PROBLEM: backward raised an error, so no parameter got a gradient")

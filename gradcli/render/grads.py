@@ -172,7 +172,10 @@ def finding_lines(result: GradsResult) -> list[str]:
             for f in p.findings:
                 if f.flag == flag:
                     grouped.setdefault((flag, f.reason), []).append(p.name)
-    lines = [f"backward raised: {result.error}"] if result.error else []
+    lines = []
+    if result.error:
+        lines += [f"backward raised: {result.error}",
+                  "gradcli trace with the same target and options explains it, with the lines of your code"]
     for (flag, reason), names in grouped.items():
         shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
         failing = "" if result.failing(flag) else " (warning)"
