@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch import nn
 
 import gradcli
@@ -396,3 +398,23 @@ def test_str_is_the_report():
     assert text.startswith("grads DetachedBranch: loss ")
     assert "skip.weight, skip.bias: NO GRAD: its output reaches the loss only through .detach() at faults.py:" in text
     assert text.endswith("PROBLEM: 2 NO GRAD (of 6 parameters that should learn)")
+
+
+@settings(max_examples=15, deadline=None)
+@given(depth=st.integers(1, 4), width=st.integers(1, 9), batch=st.integers(1, 5), seed=st.integers(0, 2**16))
+def test_numbers_of_random_mlps_equal_a_hand_written_backward(depth, width, batch, seed):
+    torch.manual_seed(seed)
+    layers = []
+    for _ in range(depth):
+        layers += [nn.Linear(width, width), nn.Tanh()]
+    model = nn.Sequential(*layers, nn.Linear(width, 1))
+    x = torch.randn(batch, width)
+    twin = copy.deepcopy(model)
+    twin(x).pow(2).mean().backward()
+    result = gradcli.grads(model, x, loss=mean_square)
+    assert [p.name for p in result.params] == [name for name, _ in twin.named_parameters()]  # a chain: use order
+    for p in result.params:
+        grad = twin.get_parameter(p.name).grad
+        assert p.grad_norm == pytest.approx(grad.norm().item(), rel=1e-5, abs=1e-12)
+        assert p.max_abs == pytest.approx(grad.abs().max().item(), rel=1e-6, abs=1e-12)
+        assert p.zero_share == pytest.approx((grad == 0).double().mean().item(), abs=1e-12)
