@@ -393,6 +393,17 @@ def test_a_non_scalar_loss_is_refused():
         gradcli.grads(lambda x: x, torch.randn(3))
 
 
+def test_json_and_plot_from_python(tmp_path):
+    import json
+
+    result = run(faults.DetachedBranch())
+    document = json.loads(result.to_json())
+    assert document["ok"] is False and document["target"] is None
+    assert [p["flags"] for p in document["parameters"]][2:4] == [["NO GRAD"], ["NO GRAD"]]
+    written = result.plot(str(tmp_path / "g.svg"))
+    assert b"no grad" in (tmp_path / "g.svg").read_bytes() and written.endswith("g.svg")
+
+
 def test_str_is_the_report():
     text = str(run(faults.DetachedBranch()))
     assert text.startswith("grads DetachedBranch: loss ")

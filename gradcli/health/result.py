@@ -146,3 +146,15 @@ class GradsResult:
         from ..render.grads import grads_text
 
         return grads_text(self)
+
+    def to_json(self, depth: int | None = None) -> str:
+        """The `--json` document (docs/json.md)."""
+        from ..render.grads_json import grads_json
+
+        return grads_json(self, depth)
+
+    def plot(self, path: str, depth: int | None = None) -> str:
+        """Draw the `--plot` picture to `path` (.png, .svg or .pdf; needs matplotlib)."""
+        from ..plot.grads import save_grads
+
+        return str(save_grads(self, path, depth))
