@@ -32,6 +32,18 @@ LOSS_CASES = {
 }
 
 
+def _node_names(root) -> list[str]:
+    names, stack, seen = [], [root], set()
+    while stack:
+        fn = stack.pop()
+        if fn is None or fn in seen:
+            continue
+        seen.add(fn)
+        names.append(fn.name())
+        stack.extend(child for child, _ in fn.next_functions)
+    return names
+
+
 def _tensors(x: list, t: list) -> tuple[torch.Tensor, torch.Tensor]:
     x_tensor = torch.tensor(x, dtype=torch.float64, requires_grad=True)
     integer = all(isinstance(v, int) for v in t)
@@ -48,6 +60,7 @@ def test_the_build_equals_torch_functional_in_value_and_gradient(name):
     x2, t2 = _tensors(x, t)
     theirs = reference(x2, t2)
     (their_grad,) = torch.autograd.grad(theirs, x2)
+    assert _node_names(ours.grad_fn) == _node_names(theirs.grad_fn)  # the same graph torch builds
     assert ours.item() == pytest.approx(theirs.item(), rel=1e-14, abs=1e-15)
     assert torch.allclose(ours_grad, their_grad, rtol=1e-13, atol=1e-15)
 

@@ -133,7 +133,9 @@ def test_every_operation_appears_in_the_same_graph_table():
     from gradcli.language.ops import OPS
 
     covered = " ".join(text for text, _ in SAME_GRAPH)
-    missing = [name for name in OPS if f"{name}(" not in covered]
+    # Loss rows take class indices (integer tensors) that this table's leaves cannot give;
+    # test_losses.py compares their graphs, values and gradients with torch.nn.functional.
+    missing = [name for name, op in OPS.items() if f"{name}(" not in covered and op.kind != "loss"]
     assert missing == []
     for operator in ["+", "-", "*", "/", "**", "@"]:
         assert f" {operator} " in covered
