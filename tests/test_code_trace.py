@@ -288,6 +288,12 @@ def test_inplace_on_a_saved_tensor_names_the_tensor_and_both_lines(cli):
     assert "out of place" in error["fix"]
 
 
+def test_a_folded_module_says_a_saved_tensor_inside_was_modified(cli):
+    result = cli("trace", f"{EXAMPLE}:ResidualMLP", "--var", "x=randn(4,4)", "--loss", "out.sum()", "--depth", "0")
+    assert result.exit_code == 1
+    assert "▸ block (Block)  6 nodes, 72 parameters, in [4, 8] → out [4, 8]  ◀ a saved tensor inside was modified" in result.stdout
+
+
 def test_inplace_on_sigmoid_output_is_found_from_the_console(cli):
     result = cli("trace", f"{BROKEN}:SigmoidScaled", "--var", "x=randn(2,3)")
     assert result.exit_code == 1
@@ -300,6 +306,7 @@ def test_inplace_on_sigmoid_output_is_found_from_the_console(cli):
     ("NoGrad", "torch.no_grad()", "h = self.fc(x)  # under no_grad"),
     ("Detached", "detach()", "h = self.fc(x).detach()"),
     ("ArgmaxLoss", "argmax() (an integer result)", "return self.fc(x).argmax(dim=1).float().mean()"),
+    ("DataLoss", ".data", "return (self.fc(x).data ** 2).sum()"),
 ])
 def test_an_output_without_grad_fn_says_where_the_graph_was_cut(cli, name, how, marker):
     result = cli("trace", f"{BROKEN}:{name}", "--var", "x=randn(2,3)", "--json")

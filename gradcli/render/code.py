@@ -85,6 +85,7 @@ def code_graph(result: Any, *, depth: int = DEFAULT_DEPTH, max_nodes: int = 50) 
     folded_counts = Counter(folded_key(_path(node), depth) for node in graph.nodes)
     flow_origin = result.nonfinite_origin
     origin_group = next((folded_key(_path(n), depth) for n in graph.nodes if n.id == flow_origin), None)
+    modified_groups = {folded_key(_path(n), depth) for n in graph.nodes if _modified(n)}
     lines: list[Any] = [Text(f"  {len(graph.nodes)} nodes, walked from the output; modules deeper than "
                              f"{depth} folded (--depth N)", style="dim")]
     shown_groups: set[str] = set()
@@ -95,7 +96,10 @@ def code_graph(result: Any, *, depth: int = DEFAULT_DEPTH, max_nodes: int = 50) 
             if key in shown_groups:
                 continue
             shown_groups.add(key)
-            lines.append(_group_line(key, modules.get(key), folded_counts[key], node, key == origin_group))
+            line = _group_line(key, modules.get(key), folded_counts[key], node, key == origin_group)
+            if key in modified_groups:
+                line.append("  ◀ a saved tensor inside was modified in place", style="bold red")
+            lines.append(line)
         else:
             lines.append(_node_line(node, is_origin=node.id == flow_origin))
         shown += 1
@@ -108,6 +112,11 @@ def code_graph(result: Any, *, depth: int = DEFAULT_DEPTH, max_nodes: int = 50) 
 
 def _path(node: Any) -> str | None:
     return node.origin.module if node.origin is not None else None
+
+
+def _modified(node: Any) -> bool:
+    """Whether one of the node's saved tensors was changed in place after it was saved."""
+    return any(isinstance(v, dict) and "modified" in v for v in node.saved.values())
 
 
 def _node_line(node: Any, *, is_origin: bool) -> Any:
@@ -130,7 +139,7 @@ def _node_line(node: Any, *, is_origin: bool) -> Any:
         text = line_words(origin)
         if text:
             line.append(f"  {text}", style="dim")
-    if any(isinstance(v, dict) and "modified" in v for v in node.saved.values()):
+    if _modified(node):
         line.append("  ◀ a saved tensor was modified in place", style="bold red")
     if is_origin:
         line.append("  ◀ ORIGIN: first non-finite gradient", style="bold red")

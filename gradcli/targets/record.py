@@ -92,7 +92,8 @@ class ForwardRecorder:
             nn_module.register_module_forward_hook(self._leave_module, always_call=True),
         ]
         self._tensor = torch.Tensor
-        self._data_get = torch.Tensor.data.__get__
+        # `x.data` reaches the mode as a fresh method-wrapper of this descriptor's __get__.
+        self._data = torch._C.TensorBase.__dict__["data"]
         self._mode = _Mode(self)
         self._mode.__enter__()
         return self
@@ -156,7 +157,7 @@ class ForwardRecorder:
             self.recording.inplace.append(Event(name, origin, before))
         if (tensors or name in _TO_PYTHON) and not any(t.requires_grad for t in tensors):
             if any(isinstance(a, self._tensor) and a.requires_grad for a in _flat(args)):
-                if func is self._data_get or not name.startswith("__") or name in _TO_PYTHON:
+                if getattr(func, "__self__", None) is self._data or not name.startswith("__") or name in _TO_PYTHON:
                     self._cut(func, name, tensors, result, origin)
         if self.watch_nonfinite and self.recording.nonfinite is None:
             self._check_finite(name, tensors, origin)
@@ -164,7 +165,7 @@ class ForwardRecorder:
     def _cut(self, func: Any, name: str, tensors: list[Any], result: Any, origin: Origin | None) -> None:
         import torch
 
-        if func is self._data_get:
+        if getattr(func, "__self__", None) is self._data:
             how = ".data"
         elif not torch.is_grad_enabled():
             how = "torch.no_grad()"
