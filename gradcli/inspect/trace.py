@@ -96,6 +96,7 @@ class TraceResult:
     flow: list[FlowStep] | None = None
     nonfinite_origin: str | None = None
     gradient_graphs: list[GradientGraph] = field(default_factory=list)
+    symbolic: Any = None  # with --symbolic: the chain rule node by node (chain/result.py ChainRule)
 
     @property
     def problems(self) -> list[str]:
@@ -104,6 +105,8 @@ class TraceResult:
         found += [words.nonfinite_problem(p.index, name) for p in self.passes for name in p.nonfinite]
         if self.nonfinite_origin is not None:
             found.append(words.nonfinite_origin_problem(self.nonfinite_origin))
+        if self.symbolic is not None:
+            found += self.symbolic.problems
         return found
 
 
@@ -122,6 +125,7 @@ class TraceOptions:
     flow: bool = False
     dtype: str = "float64"
     device: str = "cpu"
+    symbolic: bool = False
 
 
 def trace(
@@ -134,7 +138,7 @@ def trace(
 ) -> TraceResult:
     """Trace `expression` with `variables` (`--var` texts); keyword options as in TraceOptions
     (mode, wrt, grad_output, retain_graph, create_graph, repeat, zero_grad, retain_grad, flow,
-    dtype, device); see `gradcli trace --help`."""
+    dtype, device, symbolic); see `gradcli trace --help`."""
     for key in ("wrt", "retain_grad"):
         if key in options:
             options[key] = tuple(options[key])
@@ -148,7 +152,13 @@ def trace(
 
 
 def _run(expression: str, prepared: Any, options: TraceOptions) -> TraceResult:
-    built = build_prepared(prepared)
+    applications: list[Any] = []
+    if options.symbolic:
+        from ..chain.record import build_recorded
+
+        built, applications = build_recorded(prepared)
+    else:
+        built = build_prepared(prepared)
     leaves = prepared.leaves
     output = _differentiable_output(built.output, leaves)
     named = names_with_grad([*leaves.tensors.items(), *built.bindings])
@@ -169,7 +179,8 @@ def _run(expression: str, prepared: Any, options: TraceOptions) -> TraceResult:
         options.retain_graph, options.create_graph, options.repeat, options.zero_grad,
         explicit_targets=bool(options.wrt),
     )
-    recorder = FlowRecorder(graph.objects) if options.flow else None
+    # --symbolic sets each formula's value beside the gradient the hooks saw.
+    recorder = FlowRecorder(graph.objects) if options.flow or options.symbolic else None
     if recorder is not None:
         with recorder:
             records, live = run_passes(plan, before_pass=recorder.start_pass)
@@ -190,9 +201,14 @@ def _run(expression: str, prepared: Any, options: TraceOptions) -> TraceResult:
         options={**asdict(options), "wrt": list(targets), "retain_grad": list(options.retain_grad)},
         skipped_passes=options.repeat - len(records),
     )
-    if recorder is not None:
+    if recorder is not None and options.flow:
         result.flow = plain_steps(recorder.steps)
         result.nonfinite_origin = recorder.origin()
+    if options.symbolic:
+        from ..chain.rule import chain_rule
+
+        steps = plain_steps(recorder.steps) if recorder is not None else None
+        result.symbolic = chain_rule(prepared, applications, built.bindings, graph, steps, output, options.grad_output)
     if options.create_graph:
         result.gradient_graphs = _gradient_graphs(live, named, leaves.tensors, graph)
     return result

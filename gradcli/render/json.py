@@ -11,7 +11,8 @@ assigned intermediate); per leaf `dtype`, `spec`, `defaulted`, `requires_grad`; 
 `index`, `grad_fns`, `nonfinite`, `warnings`, and `error` as {type, message (torch's own),
 explanation, fix}; per flow step `pass` and `nonfinite`; `intermediates` (assigned names,
 their .grad when kept or why it is null), `problems` (what made the exit status 1) and, with
---create-graph, `gradient_graphs` ({of, root, nodes, second: d/dv sum(gradient), note}).
+--create-graph, `gradient_graphs` ({of, root, nodes, second: d/dv sum(gradient), note}); with
+--symbolic, `symbolic` (the chain rule: docs/json.md lists its keys; render/chain.py draws it).
 Each node, leaf, pass and flow step is written on one line.
 """
 
@@ -113,6 +114,10 @@ def trace_document(result: Any) -> dict[str, Any]:
             for step in result.flow
         ]
         document["nonfinite_origin"] = result.nonfinite_origin
+    if result.symbolic is not None:
+        from dataclasses import asdict
+
+        document["symbolic"] = asdict(result.symbolic)
     if result.options.get("create_graph"):
         document["gradient_graphs"] = [
             {
