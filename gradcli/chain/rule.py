@@ -186,7 +186,7 @@ def _node(sp: Any, np: Any, step: Step, node_id: str | None, by_id: dict[str, An
     row = LOCALS[step.key]
     torch_value = seen.grad_outputs[0] if seen is not None and seen.grad_outputs else None
     definition = _formula(sp, np, step.definition)
-    if row.coupling and step.definition.ndim == 0:  # a whole-tensor sum or mean, read elementwise
+    if row.coupling and step.args["input"].ndim == 0:  # a whole-tensor sum or mean, read elementwise
         shown = sp.Function(step.key)(step.args["input"].item())
         definition = Formula(str(shown), sp.latex(shown))
     return Node(

@@ -164,6 +164,8 @@ def _log_softmax_vjp(sp: Any, np: Any, g: Any, args: dict[str, Any], out: Any, d
 def _matmul_vjp(sp: Any, np: Any, g: Any, args: dict[str, Any], out: Any) -> dict[str, Any]:
     a, b = args["input"], args["other"]
     g = np.asarray(g, dtype=object)
+    if a.ndim == 1 and b.ndim == 1:  # a dot product
+        return {"input": np.asarray(g.item() * b, dtype=object), "other": np.asarray(g.item() * a, dtype=object)}
     # Promote 1-d operands as matmul does, apply the 2-d rule, then drop the added axes.
     a2 = a[None, :] if a.ndim == 1 else a
     b2 = b[:, None] if b.ndim == 1 else b
