@@ -163,3 +163,13 @@ def test_elements_mode_refuses_large_tensors():
     out = _run("trace", "softmax(x, dim=0).sum()", "--var", "x=randn(40)", "--symbolic")
     assert out.exit_code == 2
     assert "one symbol per element" in out.output
+
+
+def test_readme_shows_the_real_output():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    shown = readme.split("<!-- symbolic-output -->\n```text\n")[1].split("\n```\n<!-- /symbolic-output -->")[0]
+    out = _run("trace", "h = x*sigmoid(x); y = h*h + h; y.sum()", "--var", "x=[0.5, 2.0]", "--symbolic")
+    assert out.exit_code == 0
+    assert out.output[out.output.index("Chain rule (--symbolic)"):].rstrip("\n") == shown

@@ -20,8 +20,8 @@ def chain_lines(chain: Any, *, max_nodes: int, source: str = "") -> list[Any]:
 
     out = [Text(""), Text("Chain rule (--symbolic)", style="bold underline")]
     how = "one symbol stands for every element" if chain.mode == "elementwise" else "one symbol per element"
-    out.append(Text(f"  the output's gradient starts as {chain.seed.text}; {how}; g_h is the gradient arriving at h; "
-                    "each value is at the traced values, beside what torch's hooks saw", style="dim"))
+    out.append(Text(f"  g_h is the gradient arriving at h, the output's starts as {chain.seed.text}; {how}", style="dim"))
+    out.append(Text("  each formula's value at the traced values is followed by what torch's hooks saw", style="dim"))
     for node in chain.nodes[:max_nodes]:
         out += _node(node, source)
     if len(chain.nodes) > max_nodes:
