@@ -87,6 +87,8 @@ def commands(work: Path) -> dict[str, Command]:
     chain.write_text(programs.chain(CHAIN_OPS))
     dag = work / "dag40.txt"
     dag.write_text(programs.doubling_dag(DAG_LEVELS))
+    dag_half = work / "dag20.txt"
+    dag_half.write_text(programs.doubling_dag(DAG_LEVELS // 2))
     small = work / "chain120.txt"
     small.write_text(programs.chain(SMALL_CHAIN_OPS))
     listed = [
@@ -116,6 +118,14 @@ def commands(work: Path) -> dict[str, Command]:
             f"gradcli trace, {DAG_LEVELS}-level doubling DAG (h = h*h + h)",
         ),
         Command(
+            "dag_symbolic", [gradcli, "trace", f"@{dag}", "--var", "x=-0.25", "--symbolic"],
+            f"gradcli trace --symbolic, {DAG_LEVELS}-level DAG",
+        ),
+        Command(
+            "dag_half_symbolic", [gradcli, "trace", f"@{dag_half}", "--var", "x=-0.25", "--symbolic"],
+            f"gradcli trace --symbolic, {DAG_LEVELS // 2}-level DAG",
+        ),
+        Command(
             "chain_small", [gradcli, "trace", f"@{small}", "--var", "x=0.5"],
             f"gradcli trace, {SMALL_CHAIN_OPS}-op chain",
         ),
@@ -139,6 +149,11 @@ COMPARISONS = [
     Comparison("chain", f"trace --json, {CHAIN_OPS:,}-op chain", "chain_json", "torchviz", 1.0),
     Comparison("dag", f"{DAG_LEVELS}-level DAG vs {SMALL_CHAIN_OPS}-op chain", "dag", "chain_small", 2.0),
     Comparison("dag_json", "same, --json --flow", "dag_json", "chain_small_json", 2.0),
+    # --symbolic imports sympy and writes ~4 formulas a node; linear means doubling the
+    # levels (and nodes) at most doubles the time beyond start-up, where 2^levels would not.
+    Comparison("dag_symbolic", f"--symbolic vs plain trace, {DAG_LEVELS}-level DAG", "dag_symbolic", "dag", 3.0),
+    Comparison("dag_symbolic_linear", f"--symbolic, {DAG_LEVELS} vs {DAG_LEVELS // 2} levels (2x the nodes)",
+               "dag_symbolic", "dag_half_symbolic", 2.0),
 ]
 
 
