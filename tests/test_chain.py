@@ -173,3 +173,18 @@ def test_readme_shows_the_real_output():
     out = _run("trace", "h = x*sigmoid(x); y = h*h + h; y.sum()", "--var", "x=[0.5, 2.0]", "--symbolic")
     assert out.exit_code == 0
     assert out.output[out.output.index("Chain rule (--symbolic)"):].rstrip("\n") == shown
+
+
+@pytest.mark.parametrize("expression, variables, second", [
+    ("(x**3).sum()", ["x=[1.0, 2.0]"], [6.0, 12.0]),
+    ("(x*sigmoid(x)).sum()", ["x=[0.5, -1.0]"], None),
+])
+def test_create_graph_second_derivative_matches_the_gradients_graph(expression, variables, second):
+    result = trace(expression, variables, symbolic=True, create_graph=True)
+    (leaf,) = result.symbolic.leaves
+    (graph,) = result.gradient_graphs
+    assert leaf.second_numbers.agrees is True
+    assert leaf.second_numbers.torch == graph.second
+    if second is not None:
+        assert leaf.second_numbers.value == pytest.approx(second, rel=1e-12)
+    assert result.problems == []

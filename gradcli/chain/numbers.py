@@ -61,6 +61,27 @@ def _floats(value: Any) -> Any:
     return float(value)
 
 
+def bind(env: dict[Any, Any], symbols: Any, value: Any) -> None:
+    """Give each symbol of a value its number: the whole tensor, or one element each."""
+    import numpy as np
+
+    if symbols.ndim == 0:
+        env[symbols.item()] = value
+        return
+    for index, symbol in zip(np.ndindex(*symbols.shape), symbols.flat):
+        env[symbol] = value[index]
+
+
+def fitted_sum(values: list[Any], shape: tuple[int, ...]) -> Any:
+    """The gradients arriving by each path, each fitted to `shape`, summed (as autograd does)."""
+    import torch
+
+    found = torch.zeros(shape, dtype=torch.float64)
+    for value in values:
+        found = found + fit(value, shape)
+    return found
+
+
 def plain(value: Any) -> Any:
     from ..inspect.values import full_value
 

@@ -76,6 +76,9 @@ class LeafGradient:
     proof: ProofKind
     proof_words: str
     numbers: Numbers | None = None
+    # --create-graph: d/dv sum(gradient), beside the second derivative the trace took
+    second: Formula | None = None
+    second_numbers: Numbers | None = None
 
 
 @dataclass
@@ -102,5 +105,5 @@ class ChainRule:
                  if node.numbers is not None and node.numbers.agrees is False
                  or any(e.numbers is not None and e.numbers.agrees is False for e in node.edges)]
         found += [words.chain_leaf_mismatch(leaf.variable) for leaf in self.leaves
-                  if leaf.numbers is not None and leaf.numbers.agrees is False]
+                  if any(n is not None and n.agrees is False for n in (leaf.numbers, leaf.second_numbers))]
         return found

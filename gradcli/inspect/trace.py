@@ -204,13 +204,16 @@ def _run(expression: str, prepared: Any, options: TraceOptions) -> TraceResult:
     if recorder is not None and options.flow:
         result.flow = plain_steps(recorder.steps)
         result.nonfinite_origin = recorder.origin()
+    if options.create_graph:
+        result.gradient_graphs = _gradient_graphs(live, named, leaves.tensors, graph)
     if options.symbolic:
         from ..chain.rule import chain_rule
 
         steps = plain_steps(recorder.steps) if recorder is not None else None
-        result.symbolic = chain_rule(prepared, applications, built.bindings, graph, steps, output, options.grad_output)
-    if options.create_graph:
-        result.gradient_graphs = _gradient_graphs(live, named, leaves.tensors, graph)
+        seconds = {g.of: g.second for g in result.gradient_graphs if g.second is not None}
+        result.symbolic = chain_rule(
+            prepared, applications, built.bindings, graph, steps, output, options.grad_output, seconds
+        )
     return result
 
 

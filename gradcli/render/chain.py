@@ -69,6 +69,9 @@ def _leaf(leaf: Any) -> list[Any]:
     style = {"simplify": "green", "numeric": "green", "none": "yellow"}.get(leaf.proof, "")
     lines.append(Text(f"    {leaf.proof_words}", style=style))
     lines.append(_numbered(f"    {leaf.variable}.grad by the formula", leaf.numbers, torch_word="torch accumulated"))
+    if leaf.second is not None:
+        lines.append(_numbered(f"    d/d{leaf.variable} sum(gradient) = {leaf.second.text}", leaf.second_numbers,
+                               torch_word="torch, through the gradient's graph"))
     return lines
 
 
