@@ -188,3 +188,21 @@ def test_create_graph_second_derivative_matches_the_gradients_graph(expression, 
     if second is not None:
         assert leaf.second_numbers.value == pytest.approx(second, rel=1e-12)
     assert result.problems == []
+
+
+@pytest.mark.parametrize("args, status", [
+    (["x.pow(2).sum()", "--var", "x=[1.0, 2.0]", "--mode", "grad", "--wrt", "x"], 0),
+    (["h = x*x; h.sum()", "--var", "x=[1.0, 2.0]", "--mode", "grad", "--wrt", "h"], 0),
+    (["x.pow(2).sum()", "--var", "x=[1.0, 2.0]", "--repeat", "2"], 1),  # the second pass fails, as without --symbolic
+    (["(sin(x)*exp(x)).sum()", "--var", "x=[1.0, 2.0]", "--dtype", "float32"], 0),
+    (["h = x @ x; x.exp().sum()", "--var", "x=[1.0, 2.0]"], 0),  # a dead matmul statement
+    (["(x*t).sum()", "--var", "x=[1.0, 2.0]", "--var", "t=randint(0, 5, 2)", "--seed", "1"], 0),
+    (["softmax(x, dim=0)", "--var", "x=[1.0, 2.0]", "--grad-output", "randn(2)", "--seed", "3"], 0),
+    (["sqrt(x).sum()", "--var", "x=[0.0, 1.0]"], 1),  # inf from SqrtBackward0: formula and torch agree on it
+])
+def test_options_combine_with_symbolic(args, status):
+    out = _run("trace", *args, "--symbolic")
+    assert out.exit_code == status, out.output
+    assert "Traceback" not in out.output
+    assert "DIFFERS" not in out.output
+    assert "Chain rule (--symbolic)" in out.output

@@ -146,6 +146,10 @@ class _Writer:
             relation = {">": self.sp.Gt, ">=": self.sp.Ge, "<": self.sp.Lt, "<=": self.sp.Le}[key]
             self.symbols[id(result)] = self.np.asarray(self.np.frompyfunc(relation, 2, 1)(values["self"], values["other"]), dtype=object)
             return None
+        if not self.elements and LOCALS[key].coupling and LOCALS[key].per_element is None:
+            # Elementwise mode holds only dead statements like this (verify/plan.py prunes
+            # them; a live one couples elements and makes the mode "elements").
+            return None
         definition = self.meaning(key, params, values, result)
         if result.grad_fn is None:  # no variable reaches it: a constant for the formulas
             self.symbols[id(result)] = definition

@@ -18,7 +18,7 @@ SHOW_MAX = 80
 def leaf_gradients(
     prepared: Any, plan: Any, composition: Composition, arriving: dict[int, list[Any]],
     accumulate: dict[int, str], steps_of: dict[str, Any], env: dict[Any, Any], known: dict[Any, int],
-    seconds: dict[str, Any],
+    seconds: dict[str, Any], tolerance: tuple[float, float],
 ) -> list[LeafGradient]:
     """`arriving` holds the numbers each path brought to each leaf tensor; `seconds` the
     trace's second derivatives by variable (--create-graph), or nothing."""
@@ -48,10 +48,12 @@ def leaf_gradients(
             name, node_id, [formula(sp, np, t) for t in terms], formula(sp, np, composed),
             formula(sp, np, _simplified(np, expanded)) if small else None,
             None if reference is None else formula(sp, np, _simplified(np, reference)), kind, said,
-            Numbers(numbers.plain(value), torch_value, numbers.compare(value, torch_value)),
+            Numbers(numbers.plain(value), torch_value, numbers.compare(value, torch_value, tolerance)),
         )
         if name in seconds and expanded is not None:
-            leaf.second, leaf.second_numbers = _second(sp, np, expanded, composition.leaf_symbols[name], env, tensor, seconds[name])
+            leaf.second, leaf.second_numbers = _second(
+                sp, np, expanded, composition.leaf_symbols[name], env, tensor, seconds[name], tolerance
+            )
         found.append(leaf)
     return found
 
@@ -74,13 +76,16 @@ def _expanded(np: Any, composed: Any, composition: Composition, known: dict[Any,
     return np.asarray(items, dtype=object).reshape(composed.shape)
 
 
-def _second(sp: Any, np: Any, expanded: Any, symbols: Any, env: dict[Any, Any], tensor: Any, seen: Any) -> tuple[Any, Numbers]:
+def _second(
+    sp: Any, np: Any, expanded: Any, symbols: Any, env: dict[Any, Any], tensor: Any, seen: Any,
+    tolerance: tuple[float, float],
+) -> tuple[Any, Numbers]:
     """d/dv sum(gradient), as the trace takes it through the gradient's own graph."""
     derivative = np.empty(symbols.shape, dtype=object)
     for index in np.ndindex(*symbols.shape):
         derivative[index] = sp.diff(sum(expanded.flat, sp.Integer(0)), symbols[index])
     value = numbers.evaluate_array(np.asarray(derivative, dtype=object), env, tuple(tensor.shape))
-    return formula(sp, np, _simplified(np, derivative)), Numbers(numbers.plain(value), seen, numbers.compare(value, seen))
+    return formula(sp, np, _simplified(np, derivative)), Numbers(numbers.plain(value), seen, numbers.compare(value, seen, tolerance))
 
 
 def _numeric(composed: Any, reference: Any, composition: Composition, tensors: dict[str, Any], env: dict[Any, Any]) -> tuple[bool, int]:

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-#: float64 formulas and torch's kernels round differently; beyond this they disagree.
-RTOL, ATOL = 1e-7, 1e-10
+#: float64 formulas and torch's kernels round differently; beyond this they disagree. A
+#: float32 trace is compared at float32's precision (its forward values are float32).
+TOLERANCES = {"float64": (1e-7, 1e-10), "float32": (1e-4, 1e-6)}
+RTOL, ATOL = TOLERANCES["float64"]
 
 
 def evaluate_array(array: Any, env: dict[Any, Any], shape: tuple[int, ...]) -> Any:
@@ -42,16 +44,17 @@ def fit(value: Any, shape: tuple[int, ...]) -> Any:
     return value.sum() if not shape else value.sum_to_size(shape)
 
 
-def compare(value: Any, seen: Any) -> bool | None:
+def compare(value: Any, seen: Any, tolerance: tuple[float, float] = (RTOL, ATOL)) -> bool | None:
     """Whether a formula's value equals what torch's hook saw (None: nothing seen)."""
     import torch
 
+    rtol, atol = tolerance
     if seen is None:
         return None
     seen_tensor = torch.as_tensor(_floats(seen), dtype=torch.float64)
     if seen_tensor.shape != value.shape:
         seen_tensor = fit(seen_tensor, tuple(value.shape))
-    return bool(torch.allclose(value, seen_tensor, rtol=RTOL, atol=ATOL, equal_nan=True))
+    return bool(torch.allclose(value, seen_tensor, rtol=rtol, atol=atol, equal_nan=True))
 
 
 def _floats(value: Any) -> Any:

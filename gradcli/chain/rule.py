@@ -57,6 +57,7 @@ def chain_rule(
     known = proof.sizes(composition.definitions)
 
     env = _forward_env(composition, tensors)
+    tolerance = numbers.TOLERANCES.get(str(output.dtype).removeprefix("torch."), numbers.TOLERANCES["float64"])
     seed_numbers = _seed_numbers(seed_value, steps_of, graph, env, output)
     arriving: dict[int, list[Any]] = {id(output): [seed_numbers]}
     nodes = []
@@ -68,7 +69,7 @@ def chain_rule(
         arrived = numbers.fitted_sum(arriving.pop(id(step.app.result), []), shape)
         numbers.bind(env, step.gradient, arrived)
         seen = steps_of.get(node_id)
-        node = _node(sp, np, step, node_id, by_id, arrived, seen)
+        node = _node(sp, np, step, node_id, by_id, arrived, seen, tolerance)
         targets = _edge_targets(step, node_id, by_id, node_of, accumulate)
         for param, tensor in step.inputs:
             local, flowing = step.edges[param]
@@ -82,13 +83,13 @@ def chain_rule(
                 index if index is not None else -1, by_id[node_id].next[index] if index is not None else None,
                 param, text_of(composition.symbols.get(id(tensor))), _local(sp, np, step, local, composition.elements),
                 formula(sp, np, flowing), list(_uses(step, param)),
-                Numbers(numbers.plain(value), torch_value, numbers.compare(value, torch_value)),
+                Numbers(numbers.plain(value), torch_value, numbers.compare(value, torch_value, tolerance)),
             ))
         node.edges.sort(key=lambda e: e.index)
         node.span = by_id[node_id].span if node_id else None
         node.inner = [by_id[t].name for t in by_id[node_id].next if t is not None and t not in {e.to for e in node.edges}]
         nodes.append(node)
-    leaves = leaf_gradients(prepared, plan, composition, arriving, accumulate, steps_of, env, known, seconds or {})
+    leaves = leaf_gradients(prepared, plan, composition, arriving, accumulate, steps_of, env, known, seconds or {}, tolerance)
     shown = {node.symbol: node.definition for node in nodes}  # sum(y), not its elementwise reading
     definitions = [Definition(str(symbol), shown.get(str(symbol)) or formula(sp, np, np.asarray(expr, dtype=object)))
                    for symbol, expr in composition.definitions.items()]
@@ -164,7 +165,10 @@ def _edge_targets(step: Step, node_id: str | None, by_id: dict[str, Any], node_o
     return found
 
 
-def _node(sp: Any, np: Any, step: Step, node_id: str | None, by_id: dict[str, Any], arrived: Any, seen: Any) -> Node:
+def _node(
+    sp: Any, np: Any, step: Step, node_id: str | None, by_id: dict[str, Any], arrived: Any, seen: Any,
+    tolerance: tuple[float, float],
+) -> Node:
     from ..language.derivatives import LOCALS
 
     row = LOCALS[step.key]
@@ -177,7 +181,7 @@ def _node(sp: Any, np: Any, step: Step, node_id: str | None, by_id: dict[str, An
         node_id or "?", by_id[node_id].name if node_id else "?", step.app.name, text_of(step.out),
         definition, text_of(step.gradient),
         [formula(sp, np, term) for term in step.terms], formula(sp, np, total(np, step.terms)), [],
-        row.words or None, Numbers(numbers.plain(arrived), torch_value, numbers.compare(arrived, torch_value)),
+        row.words or None, Numbers(numbers.plain(arrived), torch_value, numbers.compare(arrived, torch_value, tolerance)),
     )
 
 
