@@ -9,10 +9,12 @@ from typing import Any
 from . import numbers, proof
 from .compose import Composition
 from .forms import formula, total
-from .result import LeafGradient, Numbers
+from .result import Formula, LeafGradient, Numbers
 
 #: Leaf formulas up to this size (expanded) are shown in the variables; longer ones in names.
 SHOW_MAX = 80
+#: A formula longer than a line is shown with named subexpressions (sympy's cse).
+LINE = 100
 
 
 def leaf_gradients(
@@ -46,8 +48,8 @@ def leaf_gradients(
         small = expanded is not None and max(proof.size(e, {}) for e in expanded.flat) <= SHOW_MAX
         leaf = LeafGradient(
             name, node_id, [formula(sp, np, t) for t in terms], formula(sp, np, composed),
-            formula(sp, np, _simplified(np, expanded)) if small else None,
-            None if reference is None else formula(sp, np, _simplified(np, reference)), kind, said,
+            shown(sp, np, _simplified(np, expanded)) if small else None,
+            None if reference is None else shown(sp, np, _simplified(np, reference)), kind, said,
             Numbers(numbers.plain(value), torch_value, numbers.compare(value, torch_value, tolerance)),
         )
         if name in seconds and expanded is not None:
@@ -117,6 +119,20 @@ def _numeric(composed: Any, reference: Any, composition: Composition, tensors: d
             if not torch.allclose(evaluate(c, values, 1), evaluate(r, values, 1), rtol=1e-7, atol=1e-10, equal_nan=True):
                 return False, proof.RANDOM_POINTS
     return True, proof.RANDOM_POINTS
+
+
+def shown(sp: Any, np: Any, array: Any) -> Any:
+    """The formula, or, when longer than a line, its common subexpressions named (s0, s1, ...)."""
+    plain = formula(sp, np, array)
+    if len(plain.text) <= LINE:
+        return plain
+    replacements, reduced = sp.cse(list(array.flat), symbols=sp.numbered_symbols("s"))
+    if not replacements:
+        return plain
+    body = formula(sp, np, np.asarray(reduced, dtype=object).reshape(array.shape))
+    text = body.text + "  where " + "; ".join(f"{name} = {value}" for name, value in replacements)
+    latex = body.latex + r" \quad \text{where } " + ",\ ".join(f"{sp.latex(n)} = {sp.latex(v)}" for n, v in replacements)
+    return Formula(text, latex)
 
 
 def _simplified(np: Any, array: Any) -> Any:
