@@ -131,7 +131,7 @@ def shown(sp: Any, np: Any, array: Any) -> Any:
         return plain
     body = formula(sp, np, np.asarray(reduced, dtype=object).reshape(array.shape))
     text = body.text + "  where " + "; ".join(f"{name} = {value}" for name, value in replacements)
-    latex = body.latex + r" \quad \text{where } " + ",\ ".join(f"{sp.latex(n)} = {sp.latex(v)}" for n, v in replacements)
+    latex = body.latex + r" \quad \text{where } " + r",\ ".join(f"{sp.latex(n)} = {sp.latex(v)}" for n, v in replacements)
     return Formula(text, latex)
 
 
