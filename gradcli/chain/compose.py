@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..build.to_sympy import symbolic_number
-from ..language.derivatives import LOCALS, OPERATOR_PARAMS, Local
+from ..language.derivatives import LOCALS, OPERATOR_PARAMS, Local, sum_to
 from ..language.ops import OPS, REQUIRED
 from .record import Application
 
@@ -222,9 +222,7 @@ class _Writer:
             derivative = np.asarray(fn(*(step.args[p] for p in tensors), step.out), dtype=object)
             flowing = np.asarray(step.gradient * derivative, dtype=object)
             if self.elements:
-                from ..language.derivatives import _sum_to
-
-                flowing = _sum_to(np, flowing, tuple(tensor.shape))
+                flowing = sum_to(np, flowing, tuple(tensor.shape))
             step.edges[param] = (derivative, flowing)
             self.grads.setdefault(id(tensor), []).append(flowing)
 
@@ -262,7 +260,7 @@ def _params(key: str) -> list[str]:
 
 
 def _bind(params: list[str], app: Application, key: str) -> dict[str, Any]:
-    if key in ("matmul",) and app.name == "@":
+    if app.name == "@":  # the operator, as matmul(input, other)
         return dict(zip(["input", "other"], app.args))
     bound = dict(zip(params, app.args))
     bound.update(app.kwargs)

@@ -44,7 +44,7 @@ def leaf_gradients(
         if reference is None:
             kind, said = "none", f"not compared: {expected}"
         else:
-            kind, said = proof.prove(expanded, reference, lambda: _numeric(composed, reference, composition, tensors, env))
+            kind, said = proof.prove(expanded, reference, lambda c=composed, r=reference: _numeric(c, r, composition, tensors, env))
         small = expanded is not None and max(proof.size(e, {}) for e in expanded.flat) <= SHOW_MAX
         leaf = LeafGradient(
             name, node_id, [formula(sp, np, t) for t in terms], formula(sp, np, composed),

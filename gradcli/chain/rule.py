@@ -15,9 +15,9 @@ from ..inspect.graph import ACCUMULATE_GRAD, Graph
 from ..verify.plan import make_plan
 from . import numbers, proof
 from .compose import Composition, Step, compose
-from .record import Application
 from .forms import formula, text_of, total
 from .leaves import leaf_gradients
+from .record import Application
 from .result import ChainRule, Definition, Edge, Formula, Node, Numbers
 
 #: Most variable elements given one symbol each (softmax, matmul, a reduction over a dim).

@@ -93,8 +93,9 @@ def _pow_partials(base: str, exponent: str) -> dict[str, Partial]:
     }
 
 
-def _sum_to(np: Any, grad: Any, shape: tuple[int, ...]) -> Any:
-    """`grad` (broadcast shape) summed down to `shape`, as torch's sum_to_size."""
+def sum_to(np: Any, grad: Any, shape: tuple[int, ...]) -> Any:
+    """`grad` (broadcast shape) summed down to `shape`, as torch's sum_to_size (an input
+    broadcast forward receives the sum of its copies' gradients)."""
     lead = grad.ndim - len(shape)
     if lead:
         grad = grad.sum(axis=tuple(range(lead)))
@@ -180,8 +181,8 @@ def _matmul_vjp(sp: Any, np: Any, g: Any, args: dict[str, Any], out: Any) -> dic
         grad_a = grad_a.reshape(grad_a.shape[:-2] + grad_a.shape[-1:])
     if b.ndim == 1:
         grad_b = grad_b.reshape(grad_b.shape[:-1])
-    return {"input": _sum_to(np, np.asarray(grad_a, dtype=object), a.shape),
-            "other": _sum_to(np, np.asarray(grad_b, dtype=object), b.shape)}
+    return {"input": sum_to(np, np.asarray(grad_a, dtype=object), a.shape),
+            "other": sum_to(np, np.asarray(grad_b, dtype=object), b.shape)}
 
 
 LOCALS_LIST: tuple[Local, ...] = (
