@@ -134,7 +134,7 @@ def test_cli_symbolic_prints_the_chain_rule():
     assert out.exit_code == 0, out.output
     assert "Chain rule (--symbolic)" in out.output
     assert "n5 SigmoidBackward0  ‹sigmoid(x)›   u1 = 1/(1 + exp(-x))" in out.output
-    assert "∂u1/∂x = u1*(1 - u1) [_saved_result]" in out.output
+    assert "∂u1/∂x = u1*(1 - u1) = [0.235, 0.105] [_saved_result]" in out.output
     assert "(3 paths meet)" in out.output
     assert "proved: simplify(composed − sympy's derivative) = 0" in out.output
     assert "DIFFERS" not in out.output
@@ -206,3 +206,22 @@ def test_options_combine_with_symbolic(args, status):
     assert "Traceback" not in out.output
     assert "DIFFERS" not in out.output
     assert "Chain rule (--symbolic)" in out.output
+
+
+def test_a_wrong_local_derivative_is_pointed_at(monkeypatch):
+    """What a wrong backward inside a graph looks like: the node's formula and torch disagree
+    there (DIFFERS, exit 1), and the leaf's composition no longer equals sympy's derivative."""
+    from gradcli.language import derivatives
+
+    wrong = derivatives.Local("sin", {"input": derivatives.Partial(lambda sp, x, out: sp.sin(x), ("_saved_self",))})
+    monkeypatch.setitem(derivatives.LOCALS, "sin", wrong)
+    result = trace("(sin(x)*x).sum()", ["x=[0.5, 2.0]"], symbolic=True)
+    (sin,) = [node for node in result.symbolic.nodes if node.name == "SinBackward0"]
+    assert sin.edges[0].numbers.agrees is False
+    assert sin.numbers.agrees is True  # what arrives at it is still right: the error is on its edge
+    (leaf,) = result.symbolic.leaves
+    assert leaf.proof == "differs" and leaf.numbers.agrees is False
+    assert any("SinBackward0" in p for p in result.problems)
+    out = _run("trace", "(sin(x)*x).sum()", "--var", "x=[0.5, 2.0]", "--symbolic")
+    assert out.exit_code == 1
+    assert "DIFFERS" in out.output

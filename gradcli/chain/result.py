@@ -10,7 +10,7 @@ from typing import Any, Literal
 #: or one symbol per element (softmax, matmul and reductions over a dim couple elements).
 SymbolicMode = Literal["elementwise", "elements"]
 #: How a leaf's composed gradient was shown equal to sympy's derivative.
-ProofKind = Literal["simplify", "numeric", "none"]
+ProofKind = Literal["simplify", "numeric", "differs", "none"]
 
 
 @dataclass
@@ -42,6 +42,7 @@ class Edge:
     gradient: Formula
     uses: list[str]
     numbers: Numbers | None = None
+    local_value: Any = None  # the local derivative at the traced values (None for a Jacobian in words)
 
 
 @dataclass
@@ -106,4 +107,5 @@ class ChainRule:
                  or any(e.numbers is not None and e.numbers.agrees is False for e in node.edges)]
         found += [words.chain_leaf_mismatch(leaf.variable) for leaf in self.leaves
                   if any(n is not None and n.agrees is False for n in (leaf.numbers, leaf.second_numbers))]
+        found += [words.chain_proof_failed(leaf.variable) for leaf in self.leaves if leaf.proof == "differs"]
         return found

@@ -84,6 +84,7 @@ def chain_rule(
                 param, text_of(composition.symbols.get(id(tensor))), _local(sp, np, step, local, composition.elements),
                 formula(sp, np, flowing), list(_uses(step, param)),
                 Numbers(numbers.plain(value), torch_value, numbers.compare(value, torch_value, tolerance)),
+                _local_value(local, env, step, elements),
             ))
         node.edges.sort(key=lambda e: e.index)
         node.span = by_id[node_id].span if node_id else None
@@ -192,6 +193,17 @@ def _local(sp: Any, np: Any, step: Step, local: Any, elements: bool) -> Formula:
     if row.coupling and elements:  # a Jacobian: said in index notation
         return Formula(row.words, r"\text{" + row.words + "}")
     return formula(sp, np, local)
+
+
+def _local_value(local: Any, env: dict[Any, Any], step: Step, elements: bool) -> Any:
+    """The local derivative at the traced values, over the operation's output shape."""
+    from ..language.derivatives import LOCALS
+
+    if LOCALS[step.key].coupling and elements:
+        return None
+    if not any(getattr(e, "free_symbols", None) for e in local.flat):
+        return None  # a number: its value is the formula
+    return numbers.plain(numbers.evaluate_array(local, env, tuple(step.app.result.shape)))
 
 
 def _uses(step: Step, param: str) -> tuple[str, ...]:

@@ -49,7 +49,8 @@ def _node(node: Any, source: str) -> list[Any]:
     for edge in node.edges:
         uses = f" [{', '.join(edge.uses)}]" if edge.uses else ""
         to = f"edge {edge.index} → {edge.to}" if edge.index >= 0 else "edge (through torch's inner nodes)"
-        lines.append(Text(f"    {to} ({edge.input}): ∂{node.symbol}/∂{edge.input} = {edge.local.text}{uses}"))
+        at = "" if edge.local_value is None else f" = {fmt_value(edge.local_value)}"
+        lines.append(Text(f"    {to} ({edge.input}): ∂{node.symbol}/∂{edge.input} = {edge.local.text}{at}{uses}"))
         lines.append(_numbered(f"      gradient {edge.gradient.text}", edge.numbers))
     if node.inner:
         lines.append(Text(f"    torch computes this with inner nodes too: {', '.join(node.inner)}", style="dim"))
@@ -66,7 +67,7 @@ def _leaf(leaf: Any) -> list[Any]:
         lines.append(Text(f"      = {leaf.expanded.text}"))
     if leaf.reference is not None:
         lines.append(Text(f"    sympy's derivative: {leaf.reference.text}"))
-    style = {"simplify": "green", "numeric": "green", "none": "yellow"}.get(leaf.proof, "")
+    style = {"simplify": "green", "numeric": "green", "differs": "bold red", "none": "yellow"}.get(leaf.proof, "")
     lines.append(Text(f"    {leaf.proof_words}", style=style))
     lines.append(_numbered(f"    {leaf.variable}.grad by the formula", leaf.numbers, torch_word="torch accumulated"))
     if leaf.second is not None:
