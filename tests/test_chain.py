@@ -225,3 +225,13 @@ def test_a_wrong_local_derivative_is_pointed_at(monkeypatch):
     out = _run("trace", "(sin(x)*x).sum()", "--var", "x=[0.5, 2.0]", "--symbolic")
     assert out.exit_code == 1
     assert "DIFFERS" in out.output
+
+
+def test_too_many_nodes_is_a_limit_error(monkeypatch):
+    from gradcli.chain import rule
+
+    monkeypatch.setattr(rule, "NODES_MAX", 3)
+    out = _run("trace", "h = sin(x); h = sin(h); h = sin(h); h.sum()", "--symbolic")
+    assert out.exit_code == 2
+    assert "--symbolic writes formulas for at most 3 graph nodes; this graph has 5" in out.output
+    assert "Traceback" not in out.output

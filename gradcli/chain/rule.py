@@ -22,6 +22,8 @@ from .result import ChainRule, Definition, Edge, Formula, Node, Numbers
 
 #: Most variable elements given one symbol each (softmax, matmul, a reduction over a dim).
 ELEMENTS_MAX = 32
+#: Most graph nodes written out: about 1 ms a node, so at most ~10 s of formulas.
+NODES_MAX = 10_000
 
 
 def chain_rule(
@@ -34,8 +36,13 @@ def chain_rule(
     import numpy as np
     import sympy as sp
 
-    from ..errors import UsageError
+    from ..errors import LimitError, UsageError
 
+    if len(graph.nodes) > NODES_MAX:
+        raise LimitError(
+            f"--symbolic writes formulas for at most {NODES_MAX:,} graph nodes; this graph has {len(graph.nodes):,}",
+            hint="trace it without --symbolic, or a shorter program",
+        )
     plan = make_plan(prepared.program, prepared.library)
     elements = plan.mode not in ("elementwise", "reduced")
     tensors = prepared.leaves.tensors
