@@ -50,7 +50,10 @@ def _node(node: Any, source: str) -> list[Any]:
         uses = f" [{', '.join(edge.uses)}]" if edge.uses else ""
         to = f"edge {edge.index} → {edge.to}" if edge.index >= 0 else "edge (through torch's inner nodes)"
         at = "" if edge.local_value is None else f" = {fmt_value(edge.local_value)}"
-        lines.append(Text(f"    {to} ({edge.input}): ∂{node.symbol}/∂{edge.input} = {edge.local.text}{at}{uses}"))
+        if node.words is not None and edge.local.text == node.words:  # a Jacobian, said above
+            lines.append(Text(f"    {to} ({edge.input}): the gradient times that Jacobian{uses}"))
+        else:
+            lines.append(Text(f"    {to} ({edge.input}): ∂{node.symbol}/∂{edge.input} = {edge.local.text}{at}{uses}"))
         lines.append(_numbered(f"      gradient {edge.gradient.text}", edge.numbers))
     if node.inner:
         lines.append(Text(f"    torch computes this with inner nodes too: {', '.join(node.inner)}", style="dim"))
