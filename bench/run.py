@@ -88,6 +88,8 @@ def commands(work: Path) -> dict[str, Command]:
     chain.write_text(programs.chain(CHAIN_OPS))
     dag = work / "dag40.txt"
     dag.write_text(programs.doubling_dag(DAG_LEVELS))
+    dag_half = work / "dag20.txt"
+    dag_half.write_text(programs.doubling_dag(DAG_LEVELS // 2))
     small = work / "chain120.txt"
     small.write_text(programs.chain(SMALL_CHAIN_OPS))
     listed = [
@@ -115,6 +117,14 @@ def commands(work: Path) -> dict[str, Command]:
         Command(
             "dag", [gradcli, "trace", f"@{dag}", "--var", "x=-0.25"],
             f"gradcli trace, {DAG_LEVELS}-level doubling DAG (h = h*h + h)",
+        ),
+        Command(
+            "dag_symbolic", [gradcli, "trace", f"@{dag}", "--var", "x=-0.25", "--symbolic"],
+            f"gradcli trace --symbolic, {DAG_LEVELS}-level DAG",
+        ),
+        Command(
+            "dag_half_symbolic", [gradcli, "trace", f"@{dag_half}", "--var", "x=-0.25", "--symbolic"],
+            f"gradcli trace --symbolic, {DAG_LEVELS // 2}-level DAG",
         ),
         Command(
             "chain_small", [gradcli, "trace", f"@{small}", "--var", "x=0.5"],
@@ -161,6 +171,11 @@ COMPARISONS = [
     Comparison("model_json", "trace --json on a ~5,000-node model", "model_json", "torchviz_model", 1.0),
     Comparison("model_flow", "trace --flow on it vs forward+backward", "model_flow", "plain_model", 2.0),
     Comparison("grads", "grads, 24-layer MLP", "grads_mlp", "handwritten_grads", 1.2, 1.3),
+    # --symbolic imports sympy and writes ~4 formulas a node; linear means doubling the
+    # levels (and nodes) at most doubles the time beyond start-up, where 2^levels would not.
+    Comparison("dag_symbolic", f"--symbolic vs plain trace, {DAG_LEVELS}-level DAG", "dag_symbolic", "dag", 3.0),
+    Comparison("dag_symbolic_linear", f"--symbolic, {DAG_LEVELS} vs {DAG_LEVELS // 2} levels (2x the nodes)",
+               "dag_symbolic", "dag_half_symbolic", 2.0),
 ]
 
 

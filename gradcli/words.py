@@ -157,3 +157,27 @@ def overall(ok: bool, problems: Sequence[str], agreed: Iterable[str]) -> str:
 def number(value: Any, digits: int = 3) -> str:
     """A float to `digits` significant digits; anything else as it is."""
     return f"{value:.{digits}g}" if isinstance(value, float) else str(value)
+
+
+def chain_mismatch(node: str, name: str) -> str:
+    """trace --symbolic: a node whose formula's value differs from what torch passed on."""
+    return f"{node} {name}: the chain-rule formula's value differs from the gradient torch passed through it"
+
+
+def chain_leaf_mismatch(variable: str) -> str:
+    return f"{variable}: the composed chain-rule gradient differs from the gradient torch accumulated"
+
+
+def chain_proof_failed(variable: str) -> str:
+    return f"{variable}: the composed chain-rule gradient differs from sympy's derivative of the expression"
+
+
+def proof_words(kind: str, *, points: int = 0, why: str = "") -> str:
+    """How a leaf's composed gradient was shown equal to sympy's derivative."""
+    if kind == "simplify":
+        return "proved: simplify(composed − sympy's derivative) = 0"
+    if kind == "numeric":
+        return f"equal numerically at the traced values and {plural(points, 'random point')} ({why})"
+    if kind == "differs":
+        return f"DIFFERS from sympy's derivative ({why})"
+    return f"not compared: {why}"

@@ -50,6 +50,8 @@ class Built:
 #: Called before each operation is applied: (its name as written, e.g. "maximum" or "<",
 #: its evaluated positional arguments, its keyword arguments).
 Observer = Callable[[str, tuple[Any, ...], dict[str, Any]], None]
+#: Called after each operation is applied: the same three, then its result.
+Applied = Callable[[str, tuple[Any, ...], dict[str, Any], Any], None]
 
 
 def build(
@@ -58,11 +60,14 @@ def build(
     *,
     library: "Library | None" = None,
     observe: Observer | None = None,
+    applied: Applied | None = None,
 ) -> Built:
     """Evaluate `program` with torch, the variables bound to `leaves` (tensors).
 
     `observe`, when given, sees every operation's arguments before it is applied (the
-    checker measures from them how close points are to a branch boundary or a kink)."""
+    checker measures from them how close points are to a branch boundary or a kink);
+    `applied` sees each operation with its result (trace --symbolic pairs torch's nodes with
+    the formulas of the operations that made them)."""
     if library is None:
         from ..language.library import default_library
 
@@ -70,7 +75,7 @@ def build(
     missing = [v for v in program.variables if v not in leaves]
     if missing:
         raise UnknownNameError(f"no value for the variable '{missing[0]}'", hint=f"give one with --var {missing[0]}=...")
-    builder = _TorchBuilder(dict(leaves), library, observe)
+    builder = _TorchBuilder(dict(leaves), library, observe, applied)
     try:
         with paused_gc():  # a long program allocates many objects and no cycles
             return run_deep(builder.program, program)
@@ -81,11 +86,15 @@ def build(
 class _TorchBuilder(Interpreter):
     what = "torch builder"
 
-    def __init__(self, env: dict[str, Any], library: "Library", observe: Observer | None = None) -> None:
+    def __init__(
+        self, env: dict[str, Any], library: "Library", observe: Observer | None = None,
+        applied: Applied | None = None,
+    ) -> None:
         import torch
 
         self.torch = torch
         self.observe = observe
+        self.applied = applied
         self.leaves = dict(env)
         self.env = env
         self.library = library
@@ -192,6 +201,8 @@ class _TorchBuilder(Interpreter):
         grad_fn = getattr(result, "grad_fn", None)
         if grad_fn is not None and span is not None and SPAN_KEY not in grad_fn.metadata:
             grad_fn.metadata[SPAN_KEY] = span
+        if self.applied is not None:
+            self.applied(name, args, kwargs or {}, result)
         return result
 
     def _shape(self, value: Any) -> tuple[int, ...]:

@@ -39,6 +39,8 @@ def trace_command(
     zero_grad: Annotated[bool, typer.Option("--zero-grad", help="Set .grad to None between passes, as optimizer.zero_grad() does.")] = False,
     retain_grad: Annotated[NamesOption, typer.Option("--retain-grad", metavar="NAME", help="Keep the .grad of the intermediate NAME (its last assignment). Repeatable.")] = None,
     flow: Annotated[bool, typer.Option("--flow", help="Hook every node: show the gradient entering and leaving it, and where the first nan/inf appeared.")] = False,
+    symbolic: Annotated[bool, typer.Option("--symbolic", help="The chain rule node by node: each node's local derivatives and the gradient along each edge as formulas, their values beside torch's, each leaf's composed gradient proved equal to sympy's derivative.")] = False,
+    dot_formulas: Annotated[bool, typer.Option("--dot-formulas", help="With --symbolic and --dot: label each edge with the gradient formula sent along it.")] = False,
     json: JsonOption = False,
     dot: Annotated[Optional[str], typer.Option("--dot", metavar="PATH", help="Write the graph as Graphviz DOT to PATH ('-' prints it instead of the report); a .svg, .png or .pdf PATH is drawn by Graphviz's dot.")] = None,
     max_nodes: Annotated[int, typer.Option("--max-nodes", metavar="N", help="Draw at most N nodes in the tree (the rest are counted; --json and --dot are complete).")] = 50,
@@ -50,11 +52,11 @@ def trace_command(
     """Show the autograd graph of EXPR, run backward passes, and follow the gradient.
 
     Sections: Leaves, Graph (grad_fn.name(), saved tensors, assigned names), Passes,
-    Gradients, Flow (--flow). On code (model.py:NAME) each node also shows the module and
-    the line of your code that created it, and the graph is folded by module. A variable
-    without --var gets a default value (0.5, 1.5, -0.75, 2.0, ... in order of appearance),
-    printed; the seed is printed when something random was drawn. Exit status 1 when a pass
-    raised an autograd error or produced a nan/inf gradient; 2 for bad input.
+    Gradients, Chain rule (--symbolic), Flow (--flow). On code (model.py:NAME) each node also
+    shows the module and the line of your code that created it, and the graph is folded by
+    module. A variable without --var gets a default value (0.5, 1.5, -0.75, 2.0, ... in order
+    of appearance), printed; the seed is printed when something random was drawn. Exit status
+    1 when a pass raised an autograd error or produced a nan/inf gradient; 2 for bad input.
 
     Examples:
 
@@ -69,6 +71,7 @@ def trace_command(
       gradcli trace "sin(x).sum()" --dot -
       gradcli trace "h = x*x + x; h.sum()" --dot graph.svg
       gradcli trace torch.nn:Linear --init in_features=3 --init out_features=2 --var "input=randn(2,3)" --loss "out.sum()"
+      gradcli trace "h = x*sigmoid(x); y = h*h + h; y.sum()" --var "x=[0.5, 2.0]" --symbolic
     """
     from ..inspect.trace import trace
     from ..render import graphviz
@@ -77,6 +80,9 @@ def trace_command(
 
     if json and dot == "-":
         raise UsageError("--json and --dot - both want stdout", hint="write the DOT to a file: --dot graph.dot")
+    if dot_formulas and not (symbolic and dot is not None):
+        raise UsageError("--dot-formulas labels the edges of --dot with --symbolic's formulas",
+                         hint="add --symbolic and --dot PATH")
     if max_nodes < 1:
         raise UsageError("--max-nodes must be at least 1")
     if depth < 0:
@@ -91,14 +97,14 @@ def trace_command(
     result = trace(
         text, var or (), loss=loss, init=init or (), mode=mode, wrt=wrt or (), grad_output=grad_output, retain_graph=retain_graph,
         create_graph=create_graph, repeat=repeat, zero_grad=zero_grad, retain_grad=retain_grad or (),
-        flow=flow, dtype=dtype, device=device, seed=seed, library_dirs=library or (),
+        flow=flow, symbolic=symbolic, dtype=dtype, device=device, seed=seed, library_dirs=library or (),
     )
     if dot == "-":
-        show(result, "dot")
+        show(result, "dot", formulas=dot_formulas)
     elif picture:
-        graphviz.render(render(result, "dot"), dot)
+        graphviz.render(render(result, "dot", formulas=dot_formulas), dot)
     elif dot is not None:
-        _write(Path(dot), render(result, "dot"))
+        _write(Path(dot), render(result, "dot", formulas=dot_formulas))
     if json:
         show(result, "json")
     elif dot != "-":

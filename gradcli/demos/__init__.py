@@ -15,7 +15,7 @@ from typing import Any, Callable
 from ..errors import UsageError
 from .runner import Block, Session, Verdict
 
-NAMES = ("swish", "graph", "backward", "grad")
+NAMES = ("swish", "graph", "backward", "grad", "chain-rule")
 
 
 def load(name: str) -> ModuleType:
@@ -25,7 +25,7 @@ def load(name: str) -> ModuleType:
             f"there is no demo named {name!r}. The demos are:\n{listing()}",
             hint="run `gradcli demo NAME`, e.g. `gradcli demo swish`",
         )
-    return import_module(f"{__name__}.{name}")
+    return import_module(f"{__name__}.{name.replace('-', '_')}")  # chain-rule is chain_rule.py
 
 
 def listing() -> str:

@@ -20,6 +20,7 @@ from typing import Any, Sequence
 from .. import words
 from ..errors import LimitError, UsageError
 from ..targets.base import BuildSettings, Computation, LeafSource, OriginOf
+from ..targets.expression import ExpressionTarget
 from ..targets.resolve import as_target
 from ..build.variables import make_tensor, parse_spec
 from .explain import PassError, nonleaf_note
@@ -101,6 +102,7 @@ class TraceResult:
     target: dict[str, Any] | None = None  # {"kind", "name", "found"}: what NAME turned out to be
     modules: list[dict[str, Any]] | None = None  # path, class, parameters, inputs, output shapes
     forward_nonfinite: dict[str, Any] | None = None  # --flow: the first forward call with nan/inf
+    symbolic: Any = None  # with --symbolic: the chain rule node by node (chain/result.py ChainRule)
 
     @property
     def problems(self) -> list[str]:
@@ -111,6 +113,8 @@ class TraceResult:
             found.append(words.nonfinite_origin_problem(self.nonfinite_origin))
         if self.forward_nonfinite is not None:
             found.append(words.forward_nonfinite_problem(self.forward_nonfinite))
+        if self.symbolic is not None:
+            found += self.symbolic.problems
         return found
 
 
@@ -129,6 +133,7 @@ class TraceOptions:
     flow: bool = False
     dtype: str | None = None  # None: float64 for an expression, a model's own dtype for code
     device: str = "cpu"
+    symbolic: bool = False
 
 
 def trace(
@@ -149,7 +154,7 @@ def trace(
     forward or for `loss`); or a `Target`. `loss` reduces a code
     target's output (`"cross_entropy(out, labels)"`). Keyword options as in TraceOptions
     (mode, wrt, grad_output, retain_graph, create_graph, repeat, zero_grad, retain_grad, flow,
-    dtype, device); see `gradcli trace --help`."""
+    dtype, device, symbolic); see `gradcli trace --help`."""
     for key in ("wrt", "retain_grad"):
         if key in options:
             options[key] = tuple(options[key])
@@ -158,7 +163,13 @@ def trace(
     chosen = TraceOptions(**options)
     _check_options(chosen.mode, chosen.repeat)
     target = as_target(target, inputs, named, loss=loss, init=init, library_dirs=library_dirs)
-    settings = BuildSettings(chosen.dtype, chosen.device, seed, chosen.wrt, chosen.flow)
+    if chosen.symbolic and not isinstance(target, ExpressionTarget):
+        raise UsageError(
+            "--symbolic writes each node's local derivative from the expression's own operations, so it "
+            "takes an expression, not code",
+            hint="trace the code without --symbolic, or write the computation as an expression",
+        )
+    settings = BuildSettings(chosen.dtype, chosen.device, seed, chosen.wrt, chosen.flow, record=chosen.symbolic)
     with paused_gc():
         return trace_computation(target.build(settings), chosen)
 
@@ -193,7 +204,8 @@ def trace_computation(computation: Computation, options: TraceOptions) -> TraceR
         options.retain_graph, options.create_graph, options.repeat, options.zero_grad,
         explicit_targets=bool(options.wrt),
     )
-    recorder = FlowRecorder(graph.objects) if options.flow else None
+    # --symbolic sets each formula's value beside the gradient the hooks saw.
+    recorder = FlowRecorder(graph.objects) if options.flow or options.symbolic else None
     if recorder is not None:
         with recorder:
             records, live = run_passes(plan, before_pass=recorder.start_pass)
@@ -218,13 +230,22 @@ def trace_computation(computation: Computation, options: TraceOptions) -> TraceR
         options={**asdict(options), "wrt": list(targets), "retain_grad": list(options.retain_grad)},
         skipped_passes=options.repeat - len(records),
     )
-    if recorder is not None:
+    if recorder is not None and options.flow:
         result.flow = plain_steps(recorder.steps)
         result.nonfinite_origin = recorder.origin()
     if computation.found is not None:
         _describe_code(result, computation)
     if options.create_graph:
         result.gradient_graphs = _gradient_graphs(live, named, leaves, graph, computation.origin_of)
+    if options.symbolic:
+        from ..chain.rule import chain_rule
+
+        steps = plain_steps(recorder.steps) if recorder is not None else None
+        seconds = {g.of: g.second for g in result.gradient_graphs if g.second is not None}
+        result.symbolic = chain_rule(
+            computation.details["prepared"], computation.details["applications"], computation.bindings, graph,
+            steps, output, options.grad_output, seconds,
+        )
     return result
 
 

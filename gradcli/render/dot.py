@@ -28,10 +28,12 @@ def quote(text: str) -> str:
     return f'"{escaped}"'
 
 
-def trace_dot(result: Any) -> str:
-    """The DOT text of the traced graph."""
+def trace_dot(result: Any, *, formulas: bool = False) -> str:
+    """The DOT text of the traced graph; with `formulas` (trace --symbolic --dot-formulas)
+    each edge is labelled with the gradient the chain rule sends along it."""
     graph = result.graph
     leaves = {leaf.name: leaf for leaf in result.leaves}
+    labels = _edge_formulas(result) if formulas else {}
     lines = [_HEADER]
     code = result.target is not None
     if code:  # nodes drawn inside their modules' clusters, edges below
@@ -39,9 +41,11 @@ def trace_dot(result: Any) -> str:
     for node in graph.nodes:
         if not code:
             lines.append(_node(node, leaves, is_root=node.id == graph.root))
-        for child in node.next:
+        for index, child in enumerate(node.next):
             if child is not None:
-                lines.append(f"  {child} -> {node.id};\n")
+                label = labels.get((node.id, index))
+                lines.append(f"  {child} -> {node.id};\n" if label is None else
+                             f"  {child} -> {node.id} [label={quote(label)}, fontsize=9];\n")
         for key, value in node.saved.items():
             lines.extend(_saved(node, key, value))
     if graph.root is not None:
@@ -124,6 +128,13 @@ def _saved(node: Any, key: str, value: Any) -> list[str]:
     ]
 
 
+def _edge_formulas(result: Any) -> dict[tuple[str, int], str]:
+    chain = result.symbolic
+    if chain is None:
+        return {}
+    return {(node.node, edge.index): edge.gradient.text for node in chain.nodes for edge in node.edges if edge.index >= 0}
+
+
 def _output_label(result: Any) -> str:
     return f"output {result.result.get('shape')}"
 
@@ -134,4 +145,4 @@ class DotFormat(Format):
     name = "dot"
 
     def _render_TraceResult(self, result: Any) -> str:
-        return trace_dot(result)
+        return trace_dot(result, formulas=self.options.get("formulas", False))

@@ -17,6 +17,7 @@ For code targets (model.py:NAME), each node also has `module`, `module_class`, `
 parameters, input and output shapes), with --flow `forward_nonfinite`, and a pass error may
 carry `details` (the tensor and lines behind it); leaf values over 10,000 elements are a
 summary ({shape, dtype, numel, preview, norm}).
+With --symbolic, `symbolic` (the chain rule: docs/json.md lists its keys; render/chain.py draws it).
 Each node, leaf, pass and flow step is written on one line.
 """
 
@@ -117,6 +118,10 @@ def trace_document(result: Any) -> dict[str, Any]:
     if code:
         document["target"] = result.target
         document["modules"] = result.modules
+    if result.symbolic is not None:
+        from dataclasses import asdict
+
+        document["symbolic"] = asdict(result.symbolic)
     if result.options.get("create_graph"):
         document["gradient_graphs"] = [
             {

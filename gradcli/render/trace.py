@@ -39,6 +39,10 @@ def trace_renderables(result: Any, *, max_nodes: int = DEFAULT_MAX_NODES, depth:
     out += _section("Gradients", _gradients(result))
     for gradient in result.gradient_graphs:
         out += _gradient_graph(gradient, result, max_nodes)
+    if result.symbolic is not None:
+        from .chain import chain_lines
+
+        out += chain_lines(result.symbolic, max_nodes=max_nodes, source=result.expression)
     if result.flow is not None:
         out += _section("Flow", _flow(result))
     problems = result.problems

@@ -75,10 +75,12 @@ class Target(Protocol):
 @dataclass(frozen=True)
 class BuildSettings:
     """How to build: dtype (None keeps a model's own), device, seed, which inputs require grad,
-    and whether to watch forward for the first non-finite output."""
+    whether to watch forward for the first non-finite output, and whether to record each
+    operation as it is applied (--symbolic: only expressions can, their AST is the formula)."""
 
     dtype: str | None = None
     device: str = "cpu"
     seed: int | None = None
     wrt: tuple[str, ...] = ()
     watch_forward: bool = False
+    record: bool = False

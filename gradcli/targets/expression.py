@@ -30,7 +30,14 @@ class ExpressionTarget:
             self.text, self.variables, dtype=settings.dtype or DEFAULT_DTYPE, device=settings.device,
             seed=settings.seed, library_dirs=self.library_dirs, default=self.default,
         )
-        built = build_prepared(prepared)
+        details: dict[str, Any] = {}
+        if settings.record:  # --symbolic: each applied operation, matched to its node later
+            from ..chain.record import build_recorded
+
+            built, applications = build_recorded(prepared)
+            details = {"prepared": prepared, "applications": applications}
+        else:
+            built = build_prepared(prepared)
         leaves = prepared.leaves
         return Computation(
             kind="expression",
@@ -42,6 +49,7 @@ class ExpressionTarget:
             seed=leaves.seed,
             drew_random=any(spec.random for spec in leaves.specs.values()),
             origin_of=expression_origin,
+            details=details,
         )
 
 
