@@ -152,3 +152,38 @@ def overall(ok: bool, problems: Sequence[str], agreed: Iterable[str]) -> str:
 def number(value: Any, digits: int = 3) -> str:
     """A float to `digits` significant digits; anything else as it is."""
     return f"{value:.{digits}g}" if isinstance(value, float) else str(value)
+
+
+#: How each cause of a wrong or non-finite gradient is named (verify/causes.py).
+CAUSE_TITLES = {
+    "leaked_branch": "leaked branch",
+    "overflow": "overflow",
+    "inf_minus_inf": "inf - inf",
+    "zero_times_inf": "0·inf",
+    "cancellation": "cancellation",
+    "undefined": "truly undefined (not a bug)",
+    "unexplained": "cause not found",
+}
+
+
+def cause_lines(cause: Any) -> list[str]:
+    """A cause in words: what, where, why; then its proven rewrite or that none is known."""
+    head = (f"cause of {derivative_label(cause.derivative)} at {plural(cause.points, 'point')} "
+            f"({describe_where(cause.where)}): ")
+    lines = [head + f"{CAUSE_TITLES[cause.kind]}: {cause.summary}"]
+    for factor in cause.factors:
+        source = f" ({factor['source']})" if factor.get("source") else ""
+        lines.append(f"  {factor.get('role', 'gradient')}: {factor['value']} at {factor['node']}{source}")
+    rewrite = cause.rewrite
+    if rewrite is not None:
+        tradeoff = f" (trade-off: {rewrite['tradeoff']})" if rewrite.get("tradeoff") else ""
+        lines.append(f"  rewrite: {rewrite['expression']}: {_rewrite_outcome(rewrite)}{tradeoff}")
+    elif cause.is_bug:
+        lines.append("  rewrite: no known rewrite fixes it")
+    return lines
+
+
+def _rewrite_outcome(r: dict[str, Any]) -> str:
+    if r["wrong_before"]:
+        return f"wrong at {r['wrong_before']:,} points -> exact at all {r['points']:,}"
+    return f"autograd not finite at {r['nonfinite_before']:,} points -> {r['nonfinite_after']:,}"

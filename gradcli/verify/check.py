@@ -57,6 +57,7 @@ def check(
     seed: int | None = None,
     library_dirs: Sequence[Any] = (),
     simplify: bool = True,
+    explain: bool = True,
 ) -> CheckResult:
     """Check the gradient of `expression`; returns a CheckResult (`.ok`, readable `str()`).
 
@@ -64,6 +65,8 @@ def check(
     Without values, points come from the library entry's domain (when the expression is one
     library call) or `points` uniform draws (default DEFAULT_POINTS) plus special points.
     `simplify=False` shows the derivatives as differentiated (saves up to SIMPLIFY_BUDGET s).
+    `explain` names the cause of every wrong or non-finite gradient (verify/causes.py) and
+    proves the rewrites that fix them (verify/fixes.py); `explain=False` only checks.
     Raises GradcliError for bad input (exit 2 on the command line).
     """
     check_order(order)
@@ -93,6 +96,14 @@ def check(
         _drop(leaves, program.variables)
         result.points_source = _describe_leaves(leaves)
         _check_small(result, program, plan, library, leaves.tensors, device)
+    if explain and (not result.ok or result.causes):
+        from .fixes import propose
+
+        def rerun(text: str) -> CheckResult:
+            return check(text, options, points=points, order=order, atol=atol, rtol=rtol, dtype=dtype, device=device,
+                         seed=seed, library_dirs=library_dirs, simplify=False, explain=False)
+
+        propose(result, program, library, rerun)
     return result
 
 
@@ -178,6 +189,8 @@ def _check_elementwise(
         result.autograd_error = ev.autograd_error
         return
     rounded = {n: v.detach().to(resolve_dtype(result.dtype)).to(torch.float64).clone() for n, v in pts.items()}
+    result.points = rounded
+    result.autograd_nonfinite = sum(int((~torch.isfinite(v)).sum()) for v in ev.autograd.values())
     if ev.symbolic_skipped is not None:
         result.symbolic_skipped = f"{ev.symbolic_skipped}; gradcheck still runs"
     if ev.targets is not None and ev.formulas is not None:
@@ -196,6 +209,7 @@ def _check_elementwise(
             result.published.append(
                 compare(value, targets[names[0]], candidate_name="published", largest=_largest(torch.float64), **_tol(result))
             )
+        result.causes = _causes(result, plan, library, rounded, ev, program.source)
         keep = ~ev.outside & ~ev.near_kink
         for t in first:
             keep &= ~t.undefined & torch.isfinite(t.reference)
@@ -208,6 +222,15 @@ def _check_elementwise(
             )
         keep = ~near
     _gradchecks_elementwise(result, program, library, names, rounded, keep)
+
+
+def _causes(result: CheckResult, plan: Plan, library: Library, rounded: dict[str, torch.Tensor], ev: Any,
+            source: str) -> list[Any]:
+    """Why autograd is wrong or not finite where it is (verify/causes.py)."""
+    from .causes import find_causes
+
+    return find_causes(plan.body, library, rounded, ev.autograd, ev.targets, dtype=resolve_dtype(result.dtype),
+                       source=source, **_tol(result))
 
 
 def _show(result: CheckResult, first: dict[Any, Any], second: dict[Any, Any], simplify: bool) -> None:
@@ -302,6 +325,8 @@ def _check_small(
     except RuntimeError as err:
         result.autograd_error = str(err).strip().splitlines()[0]
         return
+    result.points = rounded
+    result.autograd_nonfinite = sum(int((~torch.isfinite(v)).sum()) for v in auto.values())
     reason = None
     shapes = {n: tuple(v.shape) for n, v in values.items()}
     targets, skipped = symbolic_side(lambda: exact_targets(exact_formulas(program, library, shapes, result.order), rounded))

@@ -59,6 +59,11 @@ class CheckResult:
     autograd_error: str | None = None
     notes: list[str] = field(default_factory=list)
     seed: int | None = None
+    causes: list[Any] = field(default_factory=list)  # verify/causes.py's Cause, per group of points
+    rewrites: list[Any] = field(default_factory=list)  # verify/fixes.py's Rewrite, each rule tried
+    fix: str | None = None  # every proven rewrite applied: passes the same check
+    autograd_nonfinite: int = 0  # autograd values that are nan or inf, at compared or skipped points
+    points: dict[str, Any] | None = field(default=None, repr=False)  # the values checked, for the proofs
 
     @property
     def comparisons(self) -> list[Comparison]:
@@ -133,6 +138,10 @@ class CheckResult:
             "problems": self.problems(),
             "notes": self.notes,
             "seed": self.seed,
+            "causes": [c.as_dict() for c in self.causes],
+            "rewrites": [r.as_dict() for r in self.rewrites],
+            "fix": self.fix,
+            "autograd_nonfinite": self.autograd_nonfinite,
         })
         return data
 
@@ -146,6 +155,9 @@ class CheckResult:
         lines += ["  " + words.describe_comparison(c) for c in self.comparisons]
         lines += [f"  {check.label}: {words.describe_gradcheck(check.verdict)}" for check in self.checks]
         lines.extend(f"  note: {note}" for note in self.notes)
+        lines.extend(f"  {line}" for cause in self.causes for line in words.cause_lines(cause))
+        if self.fix:
+            lines.append(f"  fix: {self.fix}")
         lines.extend(f"  problem: {p}" for p in self.problems())
         lines.append(self.verdict())
         return "\n".join(lines)
