@@ -187,3 +187,10 @@ def _rewrite_outcome(r: dict[str, Any]) -> str:
     if r["wrong_before"]:
         return f"wrong at {r['wrong_before']:,} points -> exact at all {r['points']:,}"
     return f"autograd not finite at {r['nonfinite_before']:,} points -> {r['nonfinite_after']:,}"
+
+
+def unseen_cause_problem(cause: Any) -> str:
+    """A non-finite gradient the float64 formula called undefined, the 50-digit value not."""
+    return (f"autograd's {derivative_label(cause.derivative)} is not finite at {plural(cause.points, 'point')} "
+            f"({describe_where(cause.where)}) where the exact derivative (50 digits) is finite: "
+            f"{CAUSE_TITLES[cause.kind]}")

@@ -87,6 +87,7 @@ def find_causes(
         bad, exact = _wrong(got, target, rtol, atol, largest)
         undefined = (target.undefined | ~torch.isfinite(target.reference)) & ~target.kink & ~torch.isfinite(got)
         undefined[bad] = False
+        bad, undefined = _confirm_undefined(bad, exact, undefined, target, largest)
         if bool(undefined.any()):
             found.append(_undefined(name, undefined.nonzero().flatten(), points, got, target))
         if not bad.numel():
@@ -128,6 +129,23 @@ def _wrong(got: torch.Tensor, target: Any, rtol: float, atol: float, largest: fl
             bad.append(index)
             exact[index] = value
     return torch.tensor(bad, dtype=torch.long), exact
+
+
+def _confirm_undefined(
+    bad: torch.Tensor, exact: dict[int, float], undefined: torch.Tensor, target: Any, largest: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Points the float64 formula calls undefined whose 50-digit exact derivative is finite
+    (log(sigmoid(x)) below -745: sigmoid underflows, the function is still defined) are wrong,
+    not undefined: they move to `bad`, with their exact values."""
+    indices = sample(undefined.nonzero().flatten().tolist())
+    values = target.exact(indices) if indices else []
+    moved = [i for i, v in zip(indices, values) if v is not UNDEFINED and math.isfinite(v) and abs(v) <= largest]
+    if not moved:
+        return bad, undefined
+    exact.update({i: v for i, v in zip(indices, values) if i in set(moved)})
+    undefined = undefined.clone()
+    undefined[torch.tensor(moved)] = False
+    return torch.cat([bad, torch.tensor(moved, dtype=torch.long)]).sort().values, undefined
 
 
 def _where(points: Mapping[str, torch.Tensor], index: torch.Tensor) -> dict[str, list[float]]:
@@ -187,10 +205,14 @@ class _Finder:
         """The first node (forward order) whose value is ±inf at most points from finite inputs."""
         for node in self.evidence.nodes:
             out = self.at(node.output)
-            if out is None or not bool(torch.isinf(out).float().mean() > 0.5):
+            if out is None:
                 continue
             inputs = [self.at(i) for i in node.inputs]
-            if all(i is None or i.dtype == torch.bool or bool(torch.isfinite(i).all()) for i in inputs):
+            made = torch.isinf(out)
+            for i in inputs:
+                if i is not None and i.dtype != torch.bool:
+                    made &= torch.isfinite(i)
+            if bool(made.any()):
                 return node
         return None
 

@@ -2,7 +2,8 @@
 
 For every rule of language/rewrites.py that matches the expression, the rewritten text is
 checked again with the same values, dtype, order and seed. It is shown as a fix only when it
-computes the same function (its values agree with the original's wherever those are finite)
+computes the same function (finite wherever the original is, and equal to the original's
+exact 50-digit values at sampled points)
 and the check then finds no wrong point (or, for a derivative that is really undefined
 somewhere, when autograd is finite at more points and still right everywhere else).
 Otherwise the cause says "no known rewrite". `fix` is every proven rule applied together,
@@ -11,6 +12,7 @@ checked once more: the expression `check --fix` prints.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -83,7 +85,8 @@ def _removes(rewrite: Rewrite, cause: Any) -> bool:
 
 
 def _outcome(rule: Any, text: str, before: Any, after: Any, same: bool) -> Rewrite:
-    wrong_before = sum(c.wrong for c in before.comparisons)
+    # Points check set aside as undefined whose 50-digit derivative is finite count as wrong too.
+    wrong_before = max(sum(c.wrong for c in before.comparisons), sum(c.points for c in before.causes if c.is_bug))
     wrong_after = sum(c.wrong for c in after.comparisons)
     points = max((c.points for c in after.variables), default=0)
     fixes = after.ok and wrong_after == 0 and (
@@ -94,7 +97,9 @@ def _outcome(rule: Any, text: str, before: Any, after: Any, same: bool) -> Rewri
 
 
 def same_function(original: Any, rewritten: Any, library: Any, points: Mapping[str, torch.Tensor] | None) -> bool:
-    """Whether the two programs agree (float64, rtol 1e-6) wherever the original is finite."""
+    """Whether the two programs compute the same function: finite wherever the original is,
+    and equal (rtol 1e-6) to the original's exact values (its float64 values when it has no
+    elementwise exact form)."""
     from ..build.to_torch import build
 
     if not points:
@@ -110,6 +115,45 @@ def same_function(original: Any, rewritten: Any, library: Any, points: Mapping[s
     if a.shape != b.shape:
         return False
     finite = torch.isfinite(a)
-    return bool(torch.isfinite(b[finite]).all()) and bool(
-        ((a[finite] - b[finite]).abs() <= 1e-12 + 1e-6 * a[finite].abs()).all()
-    )
+    if not bool(torch.isfinite(b[finite]).all()):
+        return False
+    truth = _exact_values(original, library, points)
+    if truth is not None:
+        # The original may itself be inaccurate (that is often the problem: x + sqrt(x**2 + 1)
+        # cancels), so the rewrite is held to the original's exact (50-digit) values instead.
+        index, values = truth
+        got = b.reshape(-1)[index] if b.numel() > 1 else b.reshape(1).expand(index.numel())
+        return bool(((got - values).abs() <= 1e-12 + 1e-6 * values.abs()).all())
+    return bool(((a[finite] - b[finite]).abs() <= 1e-12 + 1e-6 * a[finite].abs()).all())
+
+
+#: Points at which a rewrite's values are compared with the original's exact values.
+EXACT_SAMPLE = 25
+
+
+def _exact_values(program: Any, library: Any, points: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The original elementwise function's 50-digit values at up to EXACT_SAMPLE points
+    (where finite), or None for a program that is not elementwise."""
+    from ..build.to_sympy import to_sympy
+    from .arbitrate import UNDEFINED, exact_function, sample
+    from .plan import make_plan
+    from .symbolic import real_symbols
+
+    plan = make_plan(program, library)
+    if plan.mode != "elementwise" or any(v.dim() != 1 for v in points.values()):
+        return None
+    names = list(plan.body.variables)
+    symbols = real_symbols(names)
+    try:
+        fn = exact_function(to_sympy(plan.body, symbols, library=library), [symbols[n] for n in names])
+    except Exception:  # noqa: BLE001 - no exact form: fall back to comparing with torch
+        return None
+    size = next(iter(points.values())).numel()
+    chosen = sample(list(range(size)), EXACT_SAMPLE)
+    kept, values = [], []
+    for i in chosen:
+        value = fn(*(float(points[n][i]) for n in names))
+        if value is not UNDEFINED and math.isfinite(value):
+            kept.append(i)
+            values.append(value)
+    return torch.tensor(kept, dtype=torch.long), torch.tensor(values, dtype=torch.float64)
