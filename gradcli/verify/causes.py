@@ -105,7 +105,7 @@ def find_causes(
             if cause.kind == "overflow" and len(points) == 1:
                 (var, (low, high)), = cause.where.items()
                 start = low if abs(low) < abs(high) else high
-                cause.summary += f" (from {var} = {_fmt(start)} in the points checked)"
+                cause.summary = cause.summary.replace(" at these points", f" at these points (from {var} = {_fmt(start)})", 1)
             cause.examples = _examples(points, chosen, got, [exact[i] for i in chosen.tolist()], dtype)
             found.append(cause)
     return found
