@@ -30,7 +30,7 @@ class NodeEvidence:
     name: str  # grad_fn.name(): "ExpBackward0"
     call: str  # the torch call that made it: "exp", "add", "where"
     span: Any  # where in the source, when known
-    output: torch.Tensor  # the forward value (detached)
+    output: torch.Tensor | None  # the forward value (detached); None for a node made inside a call
     inputs: list[Any]  # the call's arguments, tensors detached
     arriving: torch.Tensor | None = None  # gradient with respect to the output
     leaving: list[torch.Tensor | None] = field(default_factory=list)  # per next_functions entry
@@ -38,6 +38,8 @@ class NodeEvidence:
 
     def local_derivative(self) -> list[torch.Tensor | None]:
         """The node's backward applied to a gradient of ones: d output / d input, elementwise."""
+        if self.output is None:
+            return []
         with torch.no_grad():
             try:
                 found = self.node(torch.ones_like(self.output))
@@ -89,7 +91,7 @@ def _call_name(func: Any) -> str:
     name = getattr(func, "__name__", str(func))
     if name.startswith("__") and name.endswith("__"):
         name = name[2:-2]
-        if name.startswith("r") and name[1:] in ("add", "sub", "mul", "truediv", "pow", "matmul"):
+        if name.startswith("r") and name[1:] in ("add", "sub", "mul", "div", "truediv", "pow", "matmul"):
             name = name[1:]
     return name
 
@@ -119,6 +121,7 @@ def _gather(run: Callable[[], Any], leaves: dict[str, torch.Tensor]) -> Evidence
                                 result.detach().clone(), inputs)
         known[id(grad_fn)] = evidence
         nodes.append(evidence)
+    nodes = _with_inner_nodes(nodes, known)
     for evidence in nodes:
         for index, (next_node, _) in enumerate(evidence.node.next_functions):
             if next_node is not None and id(next_node) in known:
@@ -138,6 +141,26 @@ def _gather(run: Callable[[], Any], leaves: dict[str, torch.Tensor]) -> Evidence
         for handle in handles:
             handle.remove()
     return Evidence(nodes, output, dict(zip(names, grads)))
+
+
+def _with_inner_nodes(nodes: list[NodeEvidence], known: dict[int, NodeEvidence]) -> list[NodeEvidence]:
+    """`nodes` with the nodes a recorded call made inside itself (`1/x` is a reciprocal, then a
+    multiplication) placed just before it: their gradients are recorded, their values are not."""
+    ordered: list[NodeEvidence] = []
+    for evidence in nodes:
+        inner: list[NodeEvidence] = []
+        stack = [next_node for next_node, _ in evidence.node.next_functions]
+        while stack:
+            node = stack.pop()
+            if node is None or id(node) in known or not hasattr(node, "next_functions") or node.name().endswith("AccumulateGrad"):
+                continue
+            made = NodeEvidence(node, node.name(), node.name().removesuffix("Backward0").lower(),
+                                node.metadata.get(SPAN_KEY) or evidence.span, None, [])
+            known[id(node)] = made
+            inner.append(made)
+            stack.extend(next_node for next_node, _ in node.next_functions)
+        ordered += [*reversed(inner), evidence]
+    return ordered
 
 
 def _arriving(evidence: NodeEvidence) -> Any:

@@ -216,12 +216,6 @@ class _Finder:
                 return node
         return None
 
-    def producer(self, value: torch.Tensor) -> NodeEvidence | None:
-        for node in self.evidence.nodes:
-            if node.output is value or (node.output.shape == value.shape and torch.equal(node.output, value)):
-                return node
-        return None
-
     # -- the causes -------------------------------------------------------------------------
     def nonfinite(self) -> Cause:
         origin = self.origin()
@@ -385,7 +379,8 @@ class _Finder:
 
     # -- words ------------------------------------------------------------------------------
     def _torch_dtype(self) -> torch.dtype:
-        return self.evidence.nodes[0].output.dtype if self.evidence.nodes else torch.float64
+        outputs = [node.output for node in self.evidence.nodes if node.output is not None]
+        return outputs[0].dtype if outputs else torch.float64
 
     def _dtype(self) -> str:
         return str(self._torch_dtype()).removeprefix("torch.")
