@@ -166,8 +166,9 @@ CAUSE_TITLES = {
 }
 
 
-def cause_lines(cause: Any) -> list[str]:
-    """A cause in words: what, where, why; then its proven rewrite or that none is known."""
+def cause_lines(cause: Any, *, rewrites: bool = True) -> list[str]:
+    """A cause in words: what, where, why; then (`rewrites`: when rewrites were tried) its
+    proven rewrite or that none is known."""
     head = (f"cause of {derivative_label(cause.derivative)} at {plural(cause.points, 'point')} "
             f"({describe_where(cause.where)}): ")
     lines = [head + f"{CAUSE_TITLES[cause.kind]}: {cause.summary}"]
@@ -175,6 +176,8 @@ def cause_lines(cause: Any) -> list[str]:
         source = f" ({factor['source']})" if factor.get("source") else ""
         lines.append(f"  {factor.get('role', 'gradient')}: {factor['value']} at {factor['node']}{source}")
     rewrite = cause.rewrite
+    if not rewrites:
+        return lines
     if rewrite is not None:
         tradeoff = f" (trade-off: {rewrite['tradeoff']})" if rewrite.get("tradeoff") else ""
         lines.append(f"  rewrite: {rewrite['expression']}: {_rewrite_outcome(rewrite)}{tradeoff}")
@@ -185,8 +188,9 @@ def cause_lines(cause: Any) -> list[str]:
 
 def _rewrite_outcome(r: dict[str, Any]) -> str:
     if r["wrong_before"]:
-        return f"wrong at {r['wrong_before']:,} points -> exact at all {r['points']:,}"
-    return f"autograd not finite at {r['nonfinite_before']:,} points -> {r['nonfinite_after']:,}"
+        return f"wrong at {plural(r['wrong_before'], 'point')} -> exact at all {r['points']:,} compared"
+    return (f"autograd not finite at {plural(r['nonfinite_before'], 'point')} -> {r['nonfinite_after']:,}, "
+            "right at every compared point")
 
 
 def unseen_cause_problem(cause: Any) -> str:

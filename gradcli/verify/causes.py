@@ -300,8 +300,8 @@ class _Finder:
                          f"±inf while the exact derivative is finite", node=inf.name, source=self.text(inf),
                          factors=factors)
         return Cause("overflow", "", 0, {},
-                     f"{self._name(inf)} overflows to ±inf in {self._dtype()} at these points (from finite "
-                     f"inputs) while the exact derivative is finite"
+                     f"{self._name(inf)} overflows to ±inf in {self._dtype()}, from finite inputs, at these points "
+                     f"while the exact derivative is finite"
                      + (f"; in backward the gradient arriving at {factors[1]['node']} is {factors[0]['value']} and its "
                         f"local derivative {factors[1]['value']}: 0·inf = nan" if factors else ""),
                      node=inf.name, source=self.text(inf), factors=factors)

@@ -41,13 +41,6 @@ class Rewrite:
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
-    def describe(self) -> str:
-        if self.wrong_before:
-            after = f"exact at all {self.points:,}" if not self.wrong_after else f"wrong at {self.wrong_after:,}"
-            return f"wrong at {self.wrong_before:,} points -> {after}"
-        return (f"autograd not finite at {self.nonfinite_before:,} points -> {self.nonfinite_after:,}, "
-                f"right at every compared point")
-
 
 def propose(result: Any, program: Any, library: Any, rerun: Any) -> None:
     """Try every matching rule; record them on `result` (rewrites, fix) and attach the proven
