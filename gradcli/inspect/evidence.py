@@ -34,7 +34,7 @@ class NodeEvidence:
     inputs: list[Any]  # the call's arguments, tensors detached
     arriving: torch.Tensor | None = None  # gradient with respect to the output
     leaving: list[torch.Tensor | None] = field(default_factory=list)  # per next_functions entry
-    consumers: list[tuple["NodeEvidence", int]] = field(default_factory=list)  # (node, its input index)
+    consumers: list[tuple[NodeEvidence, int]] = field(default_factory=list)  # (node, its input index)
 
     def local_derivative(self) -> list[torch.Tensor | None]:
         """The node's backward applied to a gradient of ones: d output / d input, elementwise."""

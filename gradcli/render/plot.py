@@ -43,7 +43,7 @@ def plot_lines(data: Any, *, width: int, terminal: bool = False) -> list[Line]:
     if data.kinks:
         out.append(Line("kinks at " + ", ".join(f"{data.variable} = {k:g}" for k in data.kinks[:10])))
     out += [Line(f"note: {note}") for note in data.notes]
-    out += [Line(text, soft_wrap=True) for cause in data.causes for text in words.cause_lines(cause, rewrites=False)]
+    out += [Line(text) for cause in data.causes for text in words.cause_lines(cause, rewrites=False)]
     return out
 
 
