@@ -23,9 +23,9 @@ from .cause import Cause
 class NodeReasoning:
     """The reasoning over one group's evidence (all tensors hold the group's points)."""
 
-    def __init__(self, evidence: Evidence, size: int, source: str) -> None:
+    def __init__(self, evidence: Evidence, size: int | None, source: str) -> None:
         self.evidence = evidence
-        self.size = size
+        self.size = size  # None: whole tensors of any shapes (a model's graph), not points
         self.source = source
 
     # -- per-point views --------------------------------------------------------------------
@@ -34,6 +34,8 @@ class NodeReasoning:
         if not isinstance(value, torch.Tensor) or value.is_complex():
             return None
         value = value.detach().to(torch.float64) if value.dtype != torch.bool else value.detach()
+        if self.size is None:
+            return value.reshape(-1)
         if value.numel() == self.size:
             return value.reshape(-1)
         if value.numel() == 1:
@@ -42,6 +44,8 @@ class NodeReasoning:
 
     def text(self, evidence: NodeEvidence) -> str | None:
         span = evidence.span
+        if isinstance(span, str):  # a user's source line, "file.py:12: code"
+            return span
         if span is None or span.line != span.end_line:
             return None
         lines = self.source.splitlines() or [""]
@@ -56,8 +60,12 @@ class NodeReasoning:
             inputs = [self.at(i) for i in node.inputs]
             made = torch.isinf(out)
             for i in inputs:
-                if i is not None and i.dtype != torch.bool:
+                if i is None or i.dtype == torch.bool:
+                    continue
+                if i.numel() == made.numel():
                     made &= torch.isfinite(i)
+                elif not bool(torch.isfinite(i).all()):  # shapes differ (a matmul): whole tensors
+                    made &= False
             if bool(made.any()):
                 return node
         return None
@@ -92,6 +100,12 @@ class NodeReasoning:
             if arriving is None:
                 continue
             leaving = [self.at(g) for g in node.leaving]
+            if self.size is None:  # whole tensors: finite in, something non-finite out
+                out_bad = any(g is not None and not bool(torch.isfinite(g).all()) for g in leaving)
+                count = int(bool(torch.isfinite(arriving).all()) and out_bad)
+                if count > best_count:
+                    best, best_count = node, count
+                continue
             bad_out = torch.zeros(self.size, dtype=torch.bool)
             for g in leaving:
                 if g is not None:
@@ -116,7 +130,7 @@ class NodeReasoning:
                     continue
                 unselected = ~cond.bool() if position == 0 else cond.bool()
                 share = float(unselected.float().mean())
-                if share < 0.5:
+                if share < 0.5 if self.size is not None else not bool(unselected.any()):
                     continue
                 value = self.at(origin.output)
                 made = "nan" if value is not None and bool(torch.isnan(value).any()) else "an infinite derivative"
@@ -176,6 +190,30 @@ class NodeReasoning:
             return Cause("inf_minus_inf", "", 0, {},
                          f"the gradients meeting at {node.name}{self._of(node)} are +inf and -inf: inf - inf = nan",
                          node=node.name, source=self.text(node), factors=factors)
+        return self.inf_minus_inf_at_leaf()
+
+    def inf_minus_inf_at_leaf(self) -> Any:
+        """The same where the gradients meet at a leaf (a variable or a parameter)."""
+        meeting: dict[int, list[tuple[NodeEvidence, torch.Tensor]]] = {}
+        for node in self.evidence.nodes:
+            for index, (next_node, _) in enumerate(node.node.next_functions):
+                part = self.at(node.leaving[index]) if index < len(node.leaving) else None
+                if next_node is not None and hasattr(next_node, "variable") and part is not None:
+                    meeting.setdefault(id(next_node), []).append((node, part))
+        for parts in meeting.values():
+            if len(parts) < 2 or any(bool(torch.isnan(p).any()) for _, p in parts):
+                continue
+            total = parts[0][1].clone()
+            for _, part in parts[1:]:
+                total = total + part if part.numel() == total.numel() else total
+            if not bool(torch.isnan(total).any()):
+                continue
+            factors = [{"node": n.name, "source": self.text(n), "value": _fmt(float(p[torch.isinf(p)][0]))
+                        if bool(torch.isinf(p).any()) else _fmt(float(p[0])), "role": "gradient sent"}
+                       for n, p in parts]
+            return Cause("inf_minus_inf", "", 0, {},
+                         "the gradients meeting at the leaf are +inf and -inf: inf - inf = nan",
+                         node=parts[0][0].name, source=self.text(parts[0][0]), factors=factors)
         return None
 
     def zero_times_inf(self, origin: NodeEvidence) -> Any:
@@ -195,7 +233,7 @@ class NodeReasoning:
         if arriving is None:
             return []
         for d in local:
-            if d is None:
+            if d is None or d.numel() != arriving.numel():
                 continue
             hit = ((arriving == 0) & torch.isinf(d)) | (torch.isinf(arriving) & (d == 0))
             if bool(hit.any()):

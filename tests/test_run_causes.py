@@ -1,0 +1,90 @@
+"""issue 15 on user code: a real torch.nn model whose loss gradient goes nan through each
+cause is diagnosed at the right node and the right source line (verify/run_causes.py).
+
+The source line is this file's own line that created the node (anomaly mode's traceback)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from gradcli.verify.run_causes import explain_nonfinite
+
+
+def _line(marker: str) -> int:
+    """The line number of this file's line ending in `# marker`."""
+    with open(__file__, encoding="utf-8") as handle:
+        return next(i for i, text in enumerate(handle, start=1) if text.rstrip().endswith(f"# {marker}"))
+
+
+class Layer(nn.Module):
+    """A linear layer with weights fixed so that its outputs are 0, negative or huge."""
+
+    def __init__(self, weight: list[float], bias: list[float]) -> None:
+        super().__init__()
+        self.lin = nn.Linear(1, len(weight))
+        with torch.no_grad():
+            self.lin.weight.copy_(torch.tensor(weight).reshape(-1, 1))
+            self.lin.bias.copy_(torch.tensor(bias))
+
+
+class SafeSqrt(Layer):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.lin(x)
+        return torch.where(h > 0, torch.sqrt(h), torch.zeros_like(h))  # leak
+
+
+class Softplus(Layer):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.lin(x)
+        return torch.log(1 + torch.exp(h))  # overflow
+
+
+class PowerOfSqrt(Layer):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.lin(x)
+        return torch.sqrt(h) ** 3  # zero-times-inf
+
+
+class Difference(Layer):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.lin(x)
+        return torch.sqrt(h) - 2 * torch.sqrt(h)  # inf-minus-inf
+
+
+def _diagnose(model: nn.Module) -> object:
+    x = torch.ones(4, 1)
+    cause = explain_nonfinite(lambda: model(x).sum(), dict(model.named_parameters()))
+    assert cause is not None
+    return cause
+
+
+def test_leaked_branch_in_a_model() -> None:
+    cause = _diagnose(SafeSqrt([1.0, -1.0], [0.5, -2.0]))
+    assert cause.kind == "leaked_branch" and cause.node == "SqrtBackward0"
+    assert cause.source.startswith(f"test_run_causes.py:{_line('leak')}: return torch.where")
+
+
+def test_overflow_in_a_model() -> None:
+    cause = _diagnose(Softplus([1.0, 1000.0], [0.0, 0.0]))
+    assert cause.kind == "overflow" and cause.node == "ExpBackward0"
+    assert cause.source.startswith(f"test_run_causes.py:{_line('overflow')}:")
+    assert [f["value"] for f in cause.factors] == ["0", "inf"]
+
+
+def test_zero_times_inf_in_a_model() -> None:
+    cause = _diagnose(PowerOfSqrt([1.0, 1.0], [-1.0, 0.0]))  # h = x - 1 is exactly 0 at x = 1
+    assert cause.kind == "zero_times_inf" and cause.node == "SqrtBackward0"
+    assert cause.source.startswith(f"test_run_causes.py:{_line('zero-times-inf')}:")
+
+
+def test_inf_minus_inf_in_a_model() -> None:
+    cause = _diagnose(Difference([1.0, 1.0], [-1.0, 0.0]))
+    assert cause.kind == "inf_minus_inf"
+    values = sorted(f["value"] for f in cause.factors)
+    assert values == ["-inf", "inf"]
+
+
+def test_a_finite_model_has_no_cause() -> None:
+    model = Softplus([1.0, 2.0], [0.0, 0.0])
+    assert explain_nonfinite(lambda: model(torch.ones(4, 1)).sum(), dict(model.named_parameters())) is None
