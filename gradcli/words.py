@@ -169,8 +169,11 @@ CAUSE_TITLES = {
 def cause_lines(cause: Any, *, rewrites: bool = True) -> list[str]:
     """A cause in words: what, where, why; then (`rewrites`: when rewrites were tried) its
     proven rewrite or that none is known."""
-    head = (f"cause of {derivative_label(cause.derivative)} at {plural(cause.points, 'point')} "
-            f"({describe_where(cause.where)}): ")
+    if cause.where:
+        head = (f"cause of {derivative_label(cause.derivative)} at {plural(cause.points, 'point')} "
+                f"({describe_where(cause.where)}): ")
+    else:  # a whole computation (trace --flow, a model): the gradients of these inputs
+        head = f"cause of the non-finite gradient of {cause.derivative} ({plural(cause.points, 'element')}): "
     lines = [head + f"{CAUSE_TITLES[cause.kind]}: {cause.summary}"]
     for factor in cause.factors:
         source = f" ({factor['source']})" if factor.get("source") else ""

@@ -88,3 +88,18 @@ def test_inf_minus_inf_in_a_model() -> None:
 def test_a_finite_model_has_no_cause() -> None:
     model = Softplus([1.0, 2.0], [0.0, 0.0])
     assert explain_nonfinite(lambda: model(torch.ones(4, 1)).sum(), dict(model.named_parameters())) is None
+
+
+def test_trace_flow_names_the_cause_at_the_origin() -> None:
+    import gradcli
+
+    leaked = gradcli.trace("where(x > 0, sqrt(x), 0).sum()", ["x=[-1.0, 1.0]"], flow=True)
+    assert leaked.nonfinite_origin is not None and leaked.cause.kind == "leaked_branch"
+    assert leaked.cause.source == "sqrt(x)"
+    overflow = gradcli.trace("log(1+exp(x)).sum()", ["x=[800.0, 1.0]"], flow=True)
+    assert overflow.cause.kind == "overflow" and overflow.cause.source == "exp(x)"
+    assert "exact derivative" not in overflow.cause.summary  # trace computes none: it claims none
+    own = gradcli.trace("sqrt(x).sum()", ["x=[0.0, 1.0]"], flow=True)
+    assert own.cause.kind == "undefined" and not own.cause.is_bug
+    finite = gradcli.trace("sin(x).sum()", ["x=[0.0, 1.0]"], flow=True)
+    assert finite.cause is None

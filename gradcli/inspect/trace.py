@@ -95,6 +95,7 @@ class TraceResult:
     skipped_passes: int = 0
     flow: list[FlowStep] | None = None
     nonfinite_origin: str | None = None
+    cause: Any = None  # why the gradient is not finite (verify/run_causes.py), with --flow
     gradient_graphs: list[GradientGraph] = field(default_factory=list)
 
     @property
@@ -193,9 +194,22 @@ def _run(expression: str, prepared: Any, options: TraceOptions) -> TraceResult:
     if recorder is not None:
         result.flow = plain_steps(recorder.steps)
         result.nonfinite_origin = recorder.origin()
+        if result.nonfinite_origin is not None:
+            result.cause = _cause(prepared)
     if options.create_graph:
         result.gradient_graphs = _gradient_graphs(live, named, leaves.tensors, graph)
     return result
+
+
+def _cause(prepared: Any) -> Any:
+    """Why a gradient is not finite, found again on fresh leaves of the same values (a gradient
+    of ones at the output) by the node-level reasoning that `check` uses."""
+    from ..build.to_torch import build
+    from ..verify.run_causes import explain_nonfinite
+
+    fresh = {n: t.detach().clone().requires_grad_(t.requires_grad) for n, t in prepared.leaves.tensors.items()}
+    return explain_nonfinite(lambda: build(prepared.program, fresh, library=prepared.library).output,
+                             {n: t for n, t in fresh.items() if t.requires_grad}, source=prepared.program.source)
 
 
 def _check_options(mode: str, repeat: int) -> None:

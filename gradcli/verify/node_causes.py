@@ -86,6 +86,12 @@ class NodeReasoning:
             product = self.zero_times_inf(origin)
             if product is not None:
                 return product
+            if self.size is None and self._own_value(origin):
+                return Cause("undefined", "", 0, {},
+                             f"the local derivative of {origin.name}{self._of(origin)} is itself infinite or "
+                             "undefined at these inputs, and a finite gradient arrives: not a numerical accident "
+                             "(gradcli check compares it with the exact derivative)",
+                             node=origin.name, source=self.text(origin))
             return Cause("unexplained", "", 0, {}, f"the first non-finite gradient leaves {origin.name}"
                          f"{self._of(origin)}, with no infinite value, leaked branch or 0·inf to explain it",
                          node=origin.name, source=self.text(origin))
@@ -157,11 +163,11 @@ class NodeReasoning:
             what = self._name(made) if made is not None else "its argument"
             return Cause("overflow", "", 0, {},
                          f"{what} underflows to 0 in {self._dtype()} at these points, so {self._name(inf)} is "
-                         f"±inf while the exact derivative is finite", node=inf.name, source=self.text(inf),
+                         f"±inf{self._exact_finite()}", node=inf.name, source=self.text(inf),
                          factors=factors)
         return Cause("overflow", "", 0, {},
-                     f"{self._name(inf)} overflows to ±inf in {self._dtype()}, from finite inputs, at these points "
-                     f"while the exact derivative is finite"
+                     f"{self._name(inf)} overflows to ±inf in {self._dtype()}, from finite inputs, at these points"
+                     f"{self._exact_finite()}"
                      + (f"; in backward the gradient arriving at {factors[1]['node']} is {factors[0]['value']} and its "
                         f"local derivative {factors[1]['value']}: 0·inf = nan" if factors else ""),
                      node=inf.name, source=self.text(inf), factors=factors)
@@ -222,9 +228,25 @@ class NodeReasoning:
             return None
         return Cause("zero_times_inf", "", 0, {},
                      f"at {origin.name}{self._of(origin)} a gradient of {factors[0]['value']} arrives from "
-                     f"{factors[0]['node']} and the local derivative is {factors[1]['value']}: 0·inf = nan, "
-                     "while the exact derivative is finite",
+                     f"{factors[0]['node']} and the local derivative is {factors[1]['value']}: 0·inf = nan"
+                     f"{self._exact_finite(',')}",
                      node=origin.name, source=self.text(origin), factors=factors)
+
+    def _exact_finite(self, joint: str = "") -> str:
+        """What check knows and a whole computation (no exact derivative) does not."""
+        return f"{joint} while the exact derivative is finite" if self.size is not None else ""
+
+    def _own_value(self, origin: NodeEvidence) -> bool:
+        """Whether a nonzero finite gradient arrives at `origin` where its local derivative is
+        not finite: the non-finite gradient is the derivative's own value (sqrt at 0)."""
+        arriving = self.at(origin.arriving)
+        if arriving is None:
+            return False
+        for d in (self.at(g) for g in origin.local_derivative()):
+            if d is not None and d.numel() == arriving.numel():
+                if bool((~torch.isfinite(d) & torch.isfinite(arriving) & (arriving != 0)).any()):
+                    return True
+        return False
 
     def _factors(self, origin: NodeEvidence) -> list[dict[str, Any]]:
         """[arriving gradient, local derivative] at `origin` when one is 0 and the other ±inf."""

@@ -11,6 +11,7 @@ that created it (the last frame of its traceback outside torch and gradcli).
 from __future__ import annotations
 
 import os
+import threading  # only its location: the stdlib's frames are not the user's
 from typing import Any, Callable, Mapping
 
 import torch
@@ -19,20 +20,23 @@ from ..inspect.evidence import gather
 from .cause import Cause
 from .node_causes import NodeReasoning
 
-_SKIPPED = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file__)))
+_SKIPPED = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file__)),
+            os.path.dirname(threading.__file__))
 
 
-def explain_nonfinite(run: Callable[[], Any], inputs: Mapping[str, torch.Tensor]) -> Cause | None:
-    """Run `run()` (computing a scalar loss from `inputs`, tensors or parameters that require
-    grad), backward, and name why some gradient is nan or inf; None when all are finite."""
+def explain_nonfinite(run: Callable[[], Any], inputs: Mapping[str, torch.Tensor], *, source: str = "") -> Cause | None:
+    """Run `run()` (computing a loss from `inputs`, tensors or parameters that require grad),
+    backward from it with a gradient of ones, and name why some gradient is nan or inf; None
+    when all are finite. `source` is the expression text that node spans point into."""
     with torch.autograd.set_detect_anomaly(True, check_nan=False):
         evidence = gather(run, dict(inputs))
     bad = {name: g for name, g in evidence.gradients.items() if g is not None and not bool(torch.isfinite(g).all())}
     if not bad:
         return None
     for node in evidence.nodes:
-        node.span = user_line(node.node.metadata.get("traceback_")) or node.span
-    cause = NodeReasoning(evidence, None, "").nonfinite()
+        if node.span is None:  # an expression's nodes carry their span; a user's, a source line
+            node.span = user_line(node.node.metadata.get("traceback_"))
+    cause = NodeReasoning(evidence, None, source).nonfinite()
     cause.derivative = ", ".join(bad)
     cause.points = sum(int((~torch.isfinite(g)).sum()) for g in bad.values())
     return cause
