@@ -103,3 +103,14 @@ def test_trace_flow_names_the_cause_at_the_origin() -> None:
     assert own.cause.kind == "undefined" and not own.cause.is_bug
     finite = gradcli.trace("sin(x).sum()", ["x=[0.0, 1.0]"], flow=True)
     assert finite.cause is None
+
+
+def test_a_target_that_builds_its_own_leaves() -> None:
+    """`run()` may make its leaves itself (as a code target's build does) and return them."""
+
+    def build() -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        model = SafeSqrt([1.0, -1.0], [0.5, -2.0])
+        return model(torch.ones(4, 1)).sum(), dict(model.named_parameters())
+
+    cause = explain_nonfinite(build, None, origin_of=lambda node: "model.py:7: h.sqrt()")
+    assert cause is not None and cause.kind == "leaked_branch" and cause.source == "model.py:7: h.sqrt()"

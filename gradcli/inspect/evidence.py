@@ -96,9 +96,10 @@ def _call_name(func: Any) -> str:
     return name
 
 
-def gather(run: Callable[[], Any], leaves: dict[str, torch.Tensor]) -> Evidence:
+def gather(run: Callable[[], Any], leaves: dict[str, torch.Tensor] | None) -> Evidence:
     """Run `run()` (which computes from `leaves`) recording every node, then backward from its
-    output with a gradient of ones, recording the gradient through every node."""
+    output with a gradient of ones, recording the gradient through every node. With `leaves`
+    None, `run()` makes its own and returns (output, leaves): a target that builds itself."""
     from .._deep import run_deep
 
     # The mode is thread-local: `run` must run in this thread, and the builder runs deep
@@ -106,10 +107,12 @@ def gather(run: Callable[[], Any], leaves: dict[str, torch.Tensor]) -> Evidence:
     return run_deep(_gather, run, leaves)
 
 
-def _gather(run: Callable[[], Any], leaves: dict[str, torch.Tensor]) -> Evidence:
+def _gather(run: Callable[[], Any], leaves: dict[str, torch.Tensor] | None) -> Evidence:
     recorder = _Recorder()
     with recorder:
         output = run()
+    if leaves is None:
+        output, leaves = output
     nodes: list[NodeEvidence] = []
     known: dict[int, NodeEvidence] = {}
     for call, args, result in recorder.calls:

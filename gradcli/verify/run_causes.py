@@ -24,18 +24,24 @@ _SKIPPED = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__f
             os.path.dirname(threading.__file__))
 
 
-def explain_nonfinite(run: Callable[[], Any], inputs: Mapping[str, torch.Tensor], *, source: str = "") -> Cause | None:
+def explain_nonfinite(
+    run: Callable[[], Any], inputs: Mapping[str, torch.Tensor] | None, *, source: str = "",
+    origin_of: Callable[[Any], str | None] | None = None,
+) -> Cause | None:
     """Run `run()` (computing a loss from `inputs`, tensors or parameters that require grad),
     backward from it with a gradient of ones, and name why some gradient is nan or inf; None
-    when all are finite. `source` is the expression text that node spans point into."""
+    when all are finite. `source` is the expression text that node spans point into. With
+    `inputs` None, `run()` returns (loss, inputs) (a target that builds its own leaves);
+    `origin_of(grad_fn)`, when given, names a node's source line instead of anomaly mode."""
     with torch.autograd.set_detect_anomaly(True, check_nan=False):
-        evidence = gather(run, dict(inputs))
+        evidence = gather(run, dict(inputs) if inputs is not None else None)
     bad = {name: g for name, g in evidence.gradients.items() if g is not None and not bool(torch.isfinite(g).all())}
     if not bad:
         return None
     for node in evidence.nodes:
         if node.span is None:  # an expression's nodes carry their span; a user's, a source line
-            node.span = user_line(node.node.metadata.get("traceback_"))
+            known = origin_of(node.node) if origin_of is not None else None
+            node.span = known or user_line(node.node.metadata.get("traceback_"))
     cause = NodeReasoning(evidence, None, source).nonfinite()
     cause.derivative = ", ".join(bad)
     cause.points = sum(int((~torch.isfinite(g)).sum()) for g in bad.values())
