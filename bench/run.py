@@ -37,6 +37,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import programs  # noqa: E402  (bench/programs.py: the chain and DAG program texts)
+from model import GRADCLI_ARGS as MODEL_ARGS  # noqa: E402  (bench/model.py: the ~5,000-node model)
 
 PYTHON = sys.executable
 BIG_POINTS = 10_000_000
@@ -127,6 +128,16 @@ def commands(work: Path) -> dict[str, Command]:
             "chain_small_json", [gradcli, "trace", f"@{small}", "--var", "x=0.5", "--json", "--flow"],
             f"gradcli trace --json --flow, {SMALL_CHAIN_OPS}-op chain",
         ),
+        Command(
+            "model_json", [gradcli, *MODEL_ARGS, "--json"],
+            "gradcli trace --json, bench/model.py:DeepMLP (4,956 nodes)",
+        ),
+        Command(
+            "torchviz_model", [PYTHON, str(HERE / "torchviz_model.py")],
+            "torchviz make_dot(loss, params=dict(model.named_parameters())).source, same model",
+        ),
+        Command("model_flow", [gradcli, *MODEL_ARGS, "--flow"], "gradcli trace --flow, same model"),
+        Command("plain_model", [PYTHON, str(HERE / "plain_model.py")], "bench/plain_model.py: forward + backward, same model"),
     ]
     return {c.name: c for c in listed}
 
@@ -139,6 +150,8 @@ COMPARISONS = [
     Comparison("chain", f"trace --json, {CHAIN_OPS:,}-op chain", "chain_json", "torchviz", 1.0),
     Comparison("dag", f"{DAG_LEVELS}-level DAG vs {SMALL_CHAIN_OPS}-op chain", "dag", "chain_small", 2.0),
     Comparison("dag_json", "same, --json --flow", "dag_json", "chain_small_json", 2.0),
+    Comparison("model_json", "trace --json on a ~5,000-node model", "model_json", "torchviz_model", 1.0),
+    Comparison("model_flow", "trace --flow on it vs forward+backward", "model_flow", "plain_model", 2.0),
 ]
 
 

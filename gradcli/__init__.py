@@ -21,7 +21,7 @@ _LAZY = {
     "parse": ("gradcli.pipeline", "parse"),
     "build": ("gradcli.build.to_torch", "build"),
     "to_sympy": ("gradcli.build.to_sympy", "to_sympy"),
-    "trace": ("gradcli.inspect.trace", "trace"),
+    "trace": ("gradcli.api", "trace"),
     "check": ("gradcli.verify.check", "check"),
     "check_function": ("gradcli.verify.function", "check_function"),
     "GradcliError": ("gradcli.errors", "GradcliError"),

@@ -128,5 +128,13 @@ class UsageError(GradcliError):
     """Options that do not fit together, or a command used the wrong way."""
 
 
+class UnreadableError(UsageError):
+    """A file or stream that cannot be read as text (`reason` says why)."""
+
+    def __init__(self, what: str, reason: str) -> None:
+        super().__init__(f"cannot read {what}: {reason}")
+        self.reason = reason
+
+
 class UserCodeError(GradcliError):
     """The user's own code (a check-function file) could not be loaded or raised."""

@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import math
 
+from .errors import LimitError
+
 #: Characters in one expression (after reading @FILE or stdin).
 MAX_SOURCE_CHARS = 2_000_000
+#: Bytes read from @FILE, stdin or a library file: room for MAX_SOURCE_CHARS characters of
+#: UTF-8 (up to 4 bytes each); reading stops one byte past it.
+MAX_FILE_BYTES = 4 * MAX_SOURCE_CHARS
 #: Statements in one program.
 MAX_STATEMENTS = 100_000
 #: Nodes of gradcli's AST (library calls count their arguments, not their bodies).
@@ -19,8 +24,13 @@ MAX_AST_NODES = 500_000
 MAX_DEPTH = 25_000
 #: Elements of any one tensor (a --var, or the result of a broadcast or matmul).
 MAX_ELEMENTS = 50_000_000
-#: Elements of all --var tensors together.
-MAX_TOTAL_ELEMENTS = 100_000_000
+#: Elements of all --var tensors together (and of a check's points for all its variables).
+#: Measured: `trace --json` of one 50,000,000-element variable peaks at 13.2 GB (the document
+#: holds values and gradients in full); two such variables ran out of this 24 GB machine.
+MAX_TOTAL_ELEMENTS = 50_000_000
+#: Elements times the nodes of the (inlined) program: torch saves about one tensor per
+#: operation, so memory grows with both. 50,000,000 elements through a 4-node program.
+MAX_WORK = 200_000_000
 #: Magnitude of a constant (a literal, or a constant power like 9**9**9).
 MAX_CONSTANT = 1e300
 #: Magnitude of a constant exponent handed to sympy (x**N is expanded to N terms by some rewrites).
@@ -40,11 +50,22 @@ def check_power(base: float, exponent: float) -> bool:
     return x * math.log10(b) <= math.log10(MAX_CONSTANT)
 
 
+def check_work(elements: int, nodes: int) -> None:
+    """Refuse `elements` values pushed through `nodes` operations beyond MAX_WORK."""
+    if elements * nodes > MAX_WORK:
+        raise LimitError(
+            f"{elements:,} values through {nodes:,} nodes is {elements * nodes:,} element-operations; "
+            f"the limit is {MAX_WORK:,}",
+            hint="use fewer values (a smaller --var or --points) or a shorter expression",
+        )
+
+
 def describe() -> str:
     """The limits as a short paragraph, for `--help` and the README."""
     return (
         f"expressions up to {MAX_SOURCE_CHARS:,} characters, {MAX_STATEMENTS:,} statements, "
         f"{MAX_AST_NODES:,} nodes and {MAX_DEPTH:,} levels deep; tensors up to "
-        f"{MAX_ELEMENTS:,} elements each and {MAX_TOTAL_ELEMENTS:,} in all; constants up to "
+        f"{MAX_ELEMENTS:,} elements each and {MAX_TOTAL_ELEMENTS:,} in all, and {MAX_WORK:,} "
+        f"elements times expression nodes; constants up to "
         f"{MAX_CONSTANT:g} in magnitude."
     )

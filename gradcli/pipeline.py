@@ -10,9 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from . import limits
 from .build.variables import Leaves, make_leaves
 from .language import parser
 from .language.library import Library, default_library, library_folders, load_library
+from .language.expansion import check_expansion, expanded_nodes
 from .language.nodes import Program
 from .language.signatures import Signature
 
@@ -20,7 +22,9 @@ from .language.signatures import Signature
 def load(expression: str, library_dirs: Sequence[str | Path] = ()) -> tuple[Program, Library]:
     """Parse `expression` with the library its folders define."""
     library = load_library(library_folders(library_dirs))
-    return parser.parse(expression, library.functions), library
+    program = parser.parse(expression, library.functions)
+    check_expansion(program, library.functions)
+    return program, library
 
 
 def parse(source: str, functions: Mapping[str, Signature] | None = None, **options: Any) -> Program:
@@ -55,6 +59,9 @@ def prepare(
     leaves = make_leaves(
         program.variables, var_options, dtype=dtype, device=device, seed=seed, default=default
     )
+    # The leaves are bounded by MAX_TOTAL_ELEMENTS; the graph built from them, by this.
+    elements = sum(t.numel() for t in leaves.tensors.values())
+    limits.check_work(elements, expanded_nodes(program, library.functions))
     return Prepared(program, library, leaves)
 
 

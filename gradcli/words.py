@@ -140,6 +140,11 @@ def nonfinite_origin_problem(node: str) -> str:
     return f"the first non-finite gradient comes out of {node}"
 
 
+def forward_nonfinite_problem(found: dict) -> str:
+    """Code targets: where forward first produced a nan or inf (a NaN loss usually starts there)."""
+    return f"forward first produced a nan or inf in {found['call']}() at {found['file']}:{found['line']}"
+
+
 def overall(ok: bool, problems: Sequence[str], agreed: Iterable[str]) -> str:
     """The one-line verdict: OK: what agreed; or PROBLEM: the first problem (and how many more)."""
     if not ok:

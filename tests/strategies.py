@@ -250,7 +250,7 @@ def clamp(draw: Any, sub: Callable[[], Expr]) -> Expr:
                      (clip(a.lo), clip(a.hi)), a.shape, a, atomic=True)
 
 
-COMPARE = {">": torch.gt, ">=": torch.ge, "<": torch.lt, "<=": torch.le}
+COMPARE = {">": torch.gt, ">=": torch.ge, "<": torch.lt, "<=": torch.le, "==": torch.eq, "!=": torch.ne}
 
 
 def where(draw: Any, sub: Callable[[], Expr]) -> Expr:
@@ -400,3 +400,157 @@ def programs(draw: Any, max_depth: int = 4, max_assignments: int = 2) -> Case:
     used = frozenset().union(output.names, *(e.names for _, e in assignments))
     values = {v: draw(box_values(shapes[v], boxes[v])) for v in sorted(used)}
     return Case(tuple(assignments), output, values)
+
+
+# -- Hostile families (issue 18): where float64 misleads a checker --------------------------
+# Each draws an expression, values, and the truth computed without gradcli: torch's own
+# autograd for what gradcli's autograd side sees, mpmath at 50 digits for the derivative.
+# A property then says: check is ok exactly when autograd agrees with the truth (no false
+# alarm, no missed nan).
+
+
+@dataclass(frozen=True)
+class Hostile:
+    """One expression of one variable x, its points, and its true derivative."""
+
+    text: str
+    values: tuple[float, ...]
+    torch_fn: Callable[[torch.Tensor], torch.Tensor]
+    derivative: Callable[[Any], Any] | None  # mpmath, exact; None: only the nan rule applies
+    boundary: float | None = None  # a where(...) boundary: the point itself is not compared
+
+    def var_options(self) -> list[str]:
+        return [f"x={list(self.values)!r}"]
+
+
+def _mp() -> Any:
+    import mpmath
+
+    return mpmath
+
+
+def _sig(x: Any) -> Any:
+    return 1 / (1 + _mp().exp(-x))
+
+
+#: (text, torch function, exact derivative) of functions defined on every real.
+SMOOTH = (
+    ("x", lambda x: x, lambda x: 1),
+    ("3*x", lambda x: 3 * x, lambda x: 3),
+    ("x + 1e20", lambda x: x + 1e20, lambda x: 1),
+    ("tanh(x)", torch.tanh, lambda x: 1 - _mp().tanh(x) ** 2),
+    ("sigmoid(x)", torch.sigmoid, lambda x: _sig(x) * (1 - _sig(x))),
+    ("softplus(x)", F.softplus, _sig),
+    ("x*sigmoid(x)", lambda x: x * torch.sigmoid(x), lambda x: _sig(x) + x * _sig(x) * (1 - _sig(x))),
+    ("log(sigmoid(x))", lambda x: torch.log(torch.sigmoid(x)), lambda x: 1 - _sig(x)),
+    ("log(1+exp(x))", lambda x: torch.log(1 + torch.exp(x)), _sig),
+    ("exp(x)", torch.exp, lambda x: _mp().exp(x)),
+    ("sin(x)", torch.sin, lambda x: _mp().cos(x)),
+    ("x**2", lambda x: x**2, lambda x: 2 * x),
+)
+
+#: (text, torch function, exact derivative where the function is defined, the pole or edge).
+EDGED = (
+    ("1/x", lambda x: 1 / x, lambda x: -1 / x**2, 0.0),
+    ("log(x)", torch.log, lambda x: 1 / x if x > 0 else None, 0.0),
+    ("sqrt(x)", torch.sqrt, lambda x: 1 / (2 * _mp().sqrt(x)) if x > 0 else None, 0.0),
+    ("1/(x - 0.5)", lambda x: 1 / (x - 0.5), lambda x: -1 / (x - _mp().mpf(0.5)) ** 2, 0.5),
+    ("asin(x)", torch.asin, lambda x: 1 / _mp().sqrt(1 - x**2) if abs(x) < 1 else None, 1.0),
+    ("log(1 - x)", lambda x: torch.log(1 - x), lambda x: -1 / (1 - x) if x < 1 else None, 1.0),
+)
+
+
+@st.composite
+def extreme_magnitudes(draw: Any) -> Hostile:
+    """Smooth functions at |x| from 1e-300 to 1e300 (and 0)."""
+    text, fn, derivative = draw(st.sampled_from(SMOOTH))
+    exponents = draw(st.lists(st.floats(-300, 300), min_size=1, max_size=4))
+    signs = draw(st.lists(st.sampled_from((1.0, -1.0)), min_size=len(exponents), max_size=len(exponents)))
+    values = tuple(sorted({s * 10.0**e for s, e in zip(signs, exponents)} | {draw(st.sampled_from((0.0, 1.0, -1.0)))}))
+    return Hostile(text, values, fn, derivative)
+
+
+@st.composite
+def poles_and_edges(draw: Any) -> Hostile:
+    """Points at, next to and 10^-k away from a pole or a domain edge, on both sides."""
+    text, fn, derivative, edge = draw(st.sampled_from(EDGED))
+    offsets = draw(st.lists(st.integers(1, 300), min_size=1, max_size=4))
+    values = {edge + s * 10.0**-k for k in offsets for s in (1.0, -1.0)}
+    values |= {edge, math.nextafter(edge, math.inf), math.nextafter(edge, -math.inf), edge + 0.25}
+    if draw(st.booleans()):  # linspace's ~1e-17 near-zero point, shifted to the edge
+        values |= {edge + float(v) for v in torch.linspace(-1, 1, 201, dtype=torch.float64)[99:102]}
+    return Hostile(text, tuple(sorted(values)), fn, derivative)
+
+
+@st.composite
+def under_and_overflow(draw: Any) -> Hostile:
+    """Smooth functions where exp under- or overflows in float64: |x| around 700-760 and 30-40."""
+    text, fn, derivative = draw(st.sampled_from(SMOOTH))
+    values = draw(st.lists(st.one_of(st.floats(700, 760), st.floats(-760, -700), st.floats(30, 40), st.floats(-40, -30)),
+                           min_size=1, max_size=4, unique=True))
+    return Hostile(text, tuple(sorted(values)), fn, derivative)
+
+
+#: Masks with == and != (text template with {f} and {c}); a point equal to c is a boundary.
+MASKS = ("where(x != {c}, {f}, 1)", "where(x == {c}, 1, {f})", "where({c} != x, {f}, 0.5*x)")
+
+
+@st.composite
+def equality_masks(draw: Any) -> Hostile:
+    """where(...) with == and !=, at points that include the boundary c exactly."""
+    text, fn, derivative = draw(st.sampled_from(SMOOTH[:8] + SMOOTH[10:]))
+    c = draw(st.sampled_from((0.0, 1.0, -0.5)))
+    template = draw(st.sampled_from(MASKS))
+    if draw(st.booleans()):  # sinc and friends: the branch divides by x - c
+        value = _SMOOTH_VALUES[text]
+        fn = lambda x, fn=fn, c=c: fn(x) / (x - c)
+        derivative = lambda x, d=derivative, v=value, c=c: _quotient(x, d, v, c)
+        text = f"({text})/(x - {c})"
+    values = tuple(sorted({c, *draw(st.lists(st.floats(-3, 3).filter(lambda v: v != c), min_size=1, max_size=4))}))
+    if template.startswith("where(x == "):
+        mask = lambda x, fn=fn, c=c: torch.where(x == c, 1.0, fn(x))
+    elif "0.5*x" in template:
+        mask = lambda x, fn=fn, c=c: torch.where(c != x, fn(x), 0.5 * x)
+    else:
+        mask = lambda x, fn=fn, c=c: torch.where(x != c, fn(x), 1.0)
+    return Hostile(template.format(f=text, c=c), values, mask, derivative, boundary=c)
+
+
+def _quotient(x: Any, d: Any, v: Any, c: float) -> Any:
+    """d/dx f(x)/(x - c) = f'/(x - c) - f/(x - c)**2: the two terms cancel to ~1/|x - c|**2
+    of their size near c, so the working precision grows with that (x = 1e-180 needs 360
+    more digits; found by the slow run, where 50 digits gave 0 instead of 0.25)."""
+    mp = _mp()
+    gap = abs(x - c)
+    extra = int(-2 * mp.log10(gap)) + 10 if 0 < gap < 1 else 0
+    with mp.extradps(extra):
+        return d(x) / (x - c) - v(mp, x) / (x - c) ** 2
+
+
+_SMOOTH_VALUES = {
+    "x": lambda mp, t: t, "3*x": lambda mp, t: 3 * t, "x + 1e20": lambda mp, t: t + mp.mpf(10) ** 20,
+    "tanh(x)": lambda mp, t: mp.tanh(t), "sigmoid(x)": lambda mp, t: _sig(t),
+    "softplus(x)": lambda mp, t: mp.log(1 + mp.exp(t)), "x*sigmoid(x)": lambda mp, t: t * _sig(t),
+    "log(sigmoid(x))": lambda mp, t: mp.log(_sig(t)), "log(1+exp(x))": lambda mp, t: mp.log(1 + mp.exp(t)),
+    "exp(x)": lambda mp, t: mp.exp(t), "sin(x)": lambda mp, t: mp.sin(t), "x**2": lambda mp, t: t**2,
+}
+
+#: Coupled programs over a where(...) kink; (template, nan-free) where g is the factor.
+COUPLED_FACTORS = (("x", True), ("sin(x)", True), ("x**2", True),
+                   ("where(x > 0, sqrt(x), 0)", False), ("where(x > 0, log(x), 0)", False))
+
+
+@st.composite
+def coupled_kinks(draw: Any) -> Hostile:
+    """sum(softmax(where(x > 0, x, c*x)) * g): a kink at x = 0 only. Exact mode up to 32
+    elements, gradcheck alone past that; a g whose autograd is nan beside the kink (the
+    where trap) must be caught, a smooth g must pass."""
+    c = draw(st.sampled_from((0.1, 0.5, 2.0)))
+    g, _ = draw(st.sampled_from(COUPLED_FACTORS))
+    count = draw(st.sampled_from((5, 9, 41)))
+    values = tuple(float(v) for v in torch.linspace(-1, 1, count, dtype=torch.float64))
+    torch_g = {"x": lambda x: x, "sin(x)": torch.sin, "x**2": lambda x: x**2,
+               "where(x > 0, sqrt(x), 0)": lambda x: torch.where(x > 0, torch.sqrt(x), 0.0),
+               "where(x > 0, log(x), 0)": lambda x: torch.where(x > 0, torch.log(x), 0.0)}[g]
+    fn = lambda x, c=c, tg=torch_g: (torch.softmax(torch.where(x > 0, x, c * x), 0) * tg(x)).sum()
+    return Hostile(f"sum(softmax(where(x > 0, x, {c}*x), dim=0) * {g})", values, fn, None, boundary=0.0)

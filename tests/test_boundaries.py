@@ -89,8 +89,12 @@ def test_elementwise_gradcheck_runs_on_every_point_away_from_boundaries(monkeypa
 
 def test_exact_check_does_not_run_gradcheck_across_a_boundary(monkeypatch):
     monkeypatch.setattr(check_module, "exact_formulas", _symbolic_times_out)
+    # x[0] sits on the boundary: held fixed; x[1] is still checked (kinks are per element).
     result = gradcli.check("softmax(where(x > 0, x, 1 + 0 * x), dim=0)", {"x": "[0.0, 1.0]"}, seed=0)
     assert result.ok, str(result)
+    assert result.gradcheck.ok is True and result.gradcheck.points == 1
+    assert any("1 of 2 elements are at or next to a kink" in note for note in result.notes)
+    result = gradcli.check("softmax(where(x > 0, x, 1 + 0 * x), dim=0)", {"x": "[0.0, 0.0]"}, seed=0)
     assert result.gradcheck.ok is None
     assert "branch boundary or a kink" in result.gradcheck.message
 

@@ -106,7 +106,10 @@ def test_hostile_input_is_refused_cleanly(case: dict[str, Any], worker_outcomes:
 def test_corpus_covers_the_issue():
     ids = " ".join(c["id"] for c in CASES)
     for kind in ("injection", "dunder", "subscript", "lambda", "string", "null-byte", "deep", "huge",
-                 "ragged", "mismatch", "dim-out-of-range", "nan", "inf", "function-file-missing", "demo-unknown"):
+                 "ragged", "mismatch", "dim-out-of-range", "nan", "inf", "function-file-missing", "demo-unknown",
+                 # issue 18, section 3
+                 "seed-beyond", "overflows-float", "wrong-sign", "var-empty", "beyond-int64", "above-limit",
+                 "constant-zero", "tolerance", "json-with-nan", "sys-exit", "order-2", "plot-axis", "library-domain"):
         assert kind in ids, f"no {kind} case"
     assert len({c["id"] for c in CASES}) == len(CASES), "case ids repeat"
 

@@ -157,7 +157,9 @@ def test_operators_elementwise(text):
 
 
 def test_every_row_is_tested_here():
-    tested = {op.name for op in UNARY} | set(MULTI) | (set(ARRAY_CASES) - {"operators"})
+    from test_losses import LOSS_CASES
+
+    tested = {op.name for op in UNARY} | set(MULTI) | (set(ARRAY_CASES) - {"operators"}) | set(LOSS_CASES)
     assert tested == set(OPS)
 
 

@@ -182,7 +182,7 @@ def test_a_long_line_is_cut_to_a_window_around_the_caret():
         ("x > 0", "comparisons are only allowed as the condition of where(...)", None),
         ("where(x, x, 0)", "the condition of where(...) must be a comparison", None),
         ("where(0 < x < 1, x, 0)", "chained comparisons are not part of the language", None),
-        ("where(x == 0, x, 0)", "the comparison '==' is not part of the language", None),
+        ("where(x is 0, x, 0)", "the comparison 'is' is not part of the language", None),
         ("sum(x, dim=1.5)", "'dim' must be an integer or a tuple of integers", None),
         ("sum(x, dim=y)", "'dim' must be an integer or a tuple of integers", None),
         ("sum(x, keepdim=1)", "'keepdim' must be True or False", None),

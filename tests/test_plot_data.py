@@ -54,9 +54,10 @@ def test_agreement_gives_no_shades_and_matches_torch():
 
 def test_domain_and_kink_from_the_verify_regions():
     data = plot_data("relu(x) + sqrt(x)", ["x=linspace(-2, 2, 5)"])
-    # sqrt is undefined for x < 0, and verify.regions counts x = 0 too (its slope is infinite).
+    # sqrt is undefined for x < 0; at x = 0 it is defined (0, decided exactly by
+    # verify.domain) but its slope is not (infinite).
     kinds = sorted((s.kind, s.order, s.first, s.last) for s in data.shades)
-    assert kinds == [("undefined", 0, -2.0, 0.0)]
+    assert kinds == [("undefined", 0, -2.0, -1.0), ("undefined", 1, 0.0, 0.0)]
     (curve,) = data.curves
     assert math.isnan(curve.exact[2])
     assert curve.exact[3] == pytest.approx(1 + 0.5)  # relu' + 1/(2 sqrt(1))

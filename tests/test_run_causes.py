@@ -114,3 +114,31 @@ def test_a_target_that_builds_its_own_leaves() -> None:
 
     cause = explain_nonfinite(build, None, origin_of=lambda node: "model.py:7: h.sqrt()")
     assert cause is not None and cause.kind == "leaked_branch" and cause.source == "model.py:7: h.sqrt()"
+
+
+import pytest  # noqa: E402 - the code-target tests below are the issue's "your own code" half
+
+MODELS = "tests/fixtures/models/nan_causes.py"
+
+
+@pytest.mark.parametrize("name, kind, node", [
+    ("LeakedBranch", "leaked_branch", "SqrtBackward0"),
+    ("Overflow", "overflow", "ExpBackward0"),
+    ("ZeroTimesInf", "zero_times_inf", "SqrtBackward0"),
+    ("InfMinusInf", "inf_minus_inf", None),
+])
+def test_trace_flow_on_a_model_file_names_the_cause_and_line(name: str, kind: str, node: str | None, monkeypatch) -> None:
+    import os
+
+    import gradcli
+
+    monkeypatch.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    result = gradcli.trace(f"{MODELS}:{name}", ["x=ones(4,1)"], flow=True, seed=0)
+    cause = result.cause
+    assert cause is not None and cause.kind == kind, cause
+    if node is not None:
+        assert cause.node == node
+    with open(MODELS, encoding="utf-8") as handle:
+        line = next(i for i, text in enumerate(handle, start=1) if text.rstrip().endswith(f"# {kind}"))
+    located = [cause.source, *(f.get("source") for f in cause.factors)]
+    assert any(s and s.startswith(f"nan_causes.py:{line}:") for s in located), located

@@ -88,7 +88,7 @@ def test_arrays_of_symbols_give_reductions_and_matmul_their_exact_meaning():
         ("pow(9, 9**9) * x", LimitError, "is larger than 1e+300"),
         ("x + pi**pi**pi**pi", LimitError, "is larger than 1e+300"),
         ("x + e**1000", LimitError, "is larger than 1e+300"),
-        ("x + 1e308 * 10", LimitError, "is larger than 1e+300"),
+        ("x + 1e300 * 1e300", LimitError, "is larger than 1e+300"),
         ("x ** (9**9)", LimitError, "beyond ±10,000 for the symbolic formula"),
         ("x.pow(100000)", LimitError, "beyond ±10,000 for the symbolic formula"),
         ("x ** -1e300", LimitError, "the exponent -1e+300 is beyond"),
@@ -108,7 +108,7 @@ def test_refuses_what_would_hang_or_mean_nothing(text, kind, message):
 
 @pytest.mark.parametrize(
     "text",
-    ["9**9**9**9", "x * 9**9**9", "x + 1/0", "x + 0**-1", "x + (-8)**(1/3)", "x + 1e308 * 10",
+    ["9**9**9**9", "x * 9**9**9", "x + 1/0", "x + 0**-1", "x + (-8)**(1/3)", "x + 1e300 * 1e300",
      "x + pi**pi**pi**pi", "x @ x", "sum(x, dim=5)"],
 )
 def test_both_interpreters_refuse_the_same_inputs(text):

@@ -133,7 +133,9 @@ def test_every_operation_appears_in_the_same_graph_table():
     from gradcli.language.ops import OPS
 
     covered = " ".join(text for text, _ in SAME_GRAPH)
-    missing = [name for name in OPS if f"{name}(" not in covered]
+    # Loss rows take class indices (integer tensors) that this table's leaves cannot give;
+    # test_losses.py compares their graphs, values and gradients with torch.nn.functional.
+    missing = [name for name, op in OPS.items() if f"{name}(" not in covered and op.kind != "loss"]
     assert missing == []
     for operator in ["+", "-", "*", "/", "**", "@"]:
         assert f" {operator} " in covered
@@ -209,7 +211,7 @@ def test_a_20000_statement_program_from_a_file_builds(tmp_path):
         ("9**9**9**9", LimitError, "the constant 9 ** 387420489 is larger than 1e+300"),
         ("x * 9**9**9", LimitError, "is larger than 1e+300"),
         ("x + 10.0**400", LimitError, "is larger than 1e+300"),
-        ("x + 1e308 * 10", LimitError, "the constant overflows a float64"),
+        ("x + 1e300 * 1e300", LimitError, "the constant overflows a float64"),
         ("x + pi**pi**pi**pi", LimitError, "is larger than 1e+300"),
         ("x + 1/0", ArgumentError, "division by zero in a constant"),
         ("x + 0**-1", ArgumentError, "division by zero in a constant"),

@@ -1,4 +1,4 @@
-"""`--var NAME=SPEC`: every form CLI.md lists, defaults, seeds, dtypes, and refusals.
+"""`--var NAME=SPEC`: every form docs/cli.md lists, defaults, seeds, dtypes, and refusals.
 
 Sizes are known from the spec text alone, so oversized specs are refused before any
 allocation: the tests patch torch's factories to record calls and check none happened.
@@ -172,10 +172,10 @@ def test_huge_shapes_are_refused_without_allocation(spec, no_allocation):
 
 
 def test_the_total_element_limit_counts_every_variable_before_allocating(no_allocation):
-    specs = ["x=randn(40000000)", "y=zeros(40000000)", "z=ones(30000000)"]
+    specs = ["x=randn(20000000)", "y=zeros(20000000)", "z=ones(15000000)"]
     with pytest.raises(LimitError) as info:
         make_leaves(("x", "y", "z"), specs, seed=0)
-    assert info.value.message == "the variables have 110,000,000 elements in all; the limit is 100,000,000"
+    assert info.value.message == "the variables have 55,000,000 elements in all; the limit is 50,000,000"
     assert no_allocation == []
 
 

@@ -56,6 +56,10 @@ class Constructor:
     make: Maker
     values: Values = Values.FLOAT
     random: bool = False
+    #: The largest magnitude the values reach, from the arguments and the shape alone (so a
+    #: value the dtype cannot hold is refused before torch turns it into inf); random draws
+    #: and ones/zeros stay within a few units.
+    largest: Callable[[Args, Shape], float] = lambda args, shape: 0.0
 
     @property
     def example(self) -> str:
@@ -101,6 +105,13 @@ def _integer(name: str, what: str, arg: Argument) -> int:
     return int(value)
 
 
+def _range(name: str, low: float, high: float) -> None:
+    """torch computes the step as high - low: beyond a float64 it is inf, and the tensor inf and nan."""
+    if not math.isfinite(high - low):
+        raise VariableError(f"{name}(): the range from {low:g} to {high:g} is wider than a float64 can hold",
+                            hint="keep high - low below 1.7e308")
+
+
 # Shape rules ------------------------------------------------------------------------------
 
 
@@ -118,11 +129,13 @@ def _shape_uniform(name: str, args: Args) -> Shape:
     _finite(name, args)
     if not _number(name, args[0]) < _number(name, args[1]):
         raise VariableError("uniform(low, high, ...) needs low < high")
+    _range(name, args[0], args[1])
     return _sizes(name, args[2:])
 
 
 def _shape_linspace(name: str, args: Args) -> Shape:
     _finite(name, args)
+    _range(name, _number(name, args[0]), _number(name, args[1]))
     return _sizes(name, [_number(name, args[2])])  # one dimension: the number of points
 
 
@@ -133,6 +146,12 @@ def _shape_arange(name: str, args: Args) -> Shape:
     start, end, step = (0.0, numbers[0], 1.0) if len(numbers) == 1 else (*numbers[:2], numbers[2] if len(numbers) == 3 else 1.0)
     if step == 0:
         raise VariableError("arange(): the step cannot be 0")
+    _range(name, start, end)
+    if (end - start) * step < 0:  # torch raises on it; say which way the values would go
+        raise VariableError(
+            f"arange({start:g}, {end:g}, {step:g}): a step of {step:g} never goes from {start:g} to {end:g}",
+            hint="give the step the sign of end - start",
+        )
     return (max(0, math.ceil((end - start) / step)),)
 
 
@@ -141,6 +160,23 @@ def _shape_randint(name: str, args: Args) -> Shape:
     if not low < high:
         raise VariableError(f"randint(low, high, shape) needs low < high (high is excluded), not {low} and {high}")
     return _sizes(name, args[2:])
+
+
+# Largest magnitudes -----------------------------------------------------------------------
+
+
+def _largest_fill(args: Args, shape: Shape) -> float:
+    return abs(_number("full", args[-1]))
+
+
+def _largest_ends(args: Args, shape: Shape) -> float:
+    return max(abs(_number("range", args[0])), abs(_number("range", args[1])))
+
+
+def _largest_arange(args: Args, shape: Shape) -> float:
+    numbers = [_number("arange", a) for a in args]
+    start, step = (0.0, 1.0) if len(numbers) == 1 else (numbers[0], numbers[2] if len(numbers) == 3 else 1.0)
+    return max(abs(start), abs(start + (shape[0] - 1) * step)) if shape[0] else 0.0
 
 
 # Makers -----------------------------------------------------------------------------------
@@ -210,12 +246,14 @@ _ROWS = (
     Constructor("rand", "rand(4): uniform samples in [0, 1)", (1, MAX_DIMS), _shape_sized, _make_rand, random=True),
     Constructor("ones", "ones(2,2)", (1, MAX_DIMS), _shape_sized, _make_ones),
     Constructor("zeros", "zeros(3)", (1, MAX_DIMS), _shape_sized, _make_zeros),
-    Constructor("full", "full(3, 0.5): shape, then the fill value", (2, MAX_DIMS + 1), _shape_full, _make_full),
-    Constructor("arange", "arange(0, 1, 0.25): start, end (excluded), step", (1, 3), _shape_arange, _make_arange),
+    Constructor("full", "full(3, 0.5): shape, then the fill value", (2, MAX_DIMS + 1), _shape_full, _make_full,
+                largest=_largest_fill),
+    Constructor("arange", "arange(0, 1, 0.25): start, end (excluded), step", (1, 3), _shape_arange, _make_arange,
+                largest=_largest_arange),
     Constructor("linspace", "linspace(-3, 3, 101): start, end, number of points", (3, 3), _shape_linspace,
-                _make_linspace),
+                _make_linspace, largest=_largest_ends),
     Constructor("uniform", "uniform(0.1, 2, 50): low, high, then the shape", (3, MAX_DIMS + 2), _shape_uniform,
-                _make_uniform, random=True),
+                _make_uniform, random=True, largest=_largest_ends),
     Constructor("randint", "randint(0, 100, (2, 8)): integers in [low, high), then the shape; data, no gradient",
                 (3, MAX_DIMS + 2), _shape_randint, _make_randint, values=Values.INTEGER, random=True),
 )

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from .. import limits
 from .._deep import run_deep
-from ..errors import ArgumentError, GradcliError, LimitError, ShapeError, UnknownNameError
+from ..errors import ArgumentError, DomainError, GradcliError, LimitError, ShapeError, UnknownNameError
 from ..language import nodes as n
 from ..language.ops import OPS, Op
 from ..language.signatures import bind
@@ -114,11 +114,17 @@ class _SympyTranslator(Interpreter):
             return self._numpy(node, OPS["matmul"].sympy, self.sp, self.np, left, right)
         result = self._array(self._numpy(node, _ARITHMETIC[op], left, right))
         self._check_constant(result, node)
+        if op == "/" and any(value == 0 for value in self._array(right).flat):
+            # sympy makes x/0 complex infinity times x, which no evaluator can print or compare.
+            raise DomainError(
+                "division by zero: the expression is undefined wherever it is evaluated", span=node.right.span,
+                hint="divide by something that is not 0, or use where(...) to pick another value there",
+            )
         return result
 
     def visit_Compare(self, node: n.Compare) -> Any:
         left, right = self.visit(node.left), self.visit(node.right)
-        relation = {">": "Gt", ">=": "Ge", "<": "Lt", "<=": "Le"}[node.op]
+        relation = {">": "Gt", ">=": "Ge", "<": "Lt", "<=": "Le", "==": "Eq", "!=": "Ne"}[node.op]
         compare = self.np.frompyfunc(getattr(self.sp, relation), 2, 1)
         return self._array(self._numpy(node, compare, left, right))
 

@@ -31,7 +31,8 @@ _BINARY = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
     "**": operator.pow, "@": operator.matmul,
 }
-_COMPARE = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
+_COMPARE = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le, "==": operator.eq,
+            "!=": operator.ne}
 _CONSTANTS = {"pi": math.pi, "e": math.e}
 #: Where a graph node came from in the source; the trace reads it from `grad_fn.metadata`.
 SPAN_KEY = "gradcli_span"
@@ -162,7 +163,7 @@ class _TorchBuilder(Interpreter):
                 tensors = [v for v in (*args, *kwargs.values()) if isinstance(v, tensor)]
         if op.kind == "matmul" and len(args) + len(kwargs) == 2:
             self._check_matmul(*args, *kwargs.values(), node.span)
-        elif len(tensors) > 1:
+        elif len(tensors) > 1 and op.kind != "loss":  # scores [N, C] and labels [N] do not broadcast
             self._check_broadcast(tensors, node.span)
         # A method is called through its class, receiver first: x.pow(2) is Tensor.pow(x, 2).
         fn = getattr(type(args[0]), op.name) if node.method else resolve_torch(op.torch)
@@ -179,9 +180,13 @@ class _TorchBuilder(Interpreter):
     ) -> Any:
         if self.observe is not None:
             self.observe(name, args, kwargs or {})
+        if any(type(a) is int and not _INT64_MIN <= a <= _INT64_MAX for a in args):
+            # Constants fold exactly as Python ints; torch takes an int only within int64, so a
+            # larger one (2**70, still under MAX_CONSTANT) enters torch as the float it is.
+            args = tuple(float(a) if type(a) is int else a for a in args)
         try:
             result = fn(*args, **(kwargs or {}))
-        except (RuntimeError, IndexError, TypeError, ValueError) as err:
+        except (RuntimeError, IndexError, TypeError, ValueError, OverflowError) as err:
             message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise ShapeError(f"torch refused '{name}': {message}", span=span) from None
         grad_fn = getattr(result, "grad_fn", None)
@@ -250,6 +255,9 @@ def _check_size(shape: tuple[int, ...], span: Span | None) -> None:
             f"{limits.MAX_ELEMENTS:,}",
             span=span,
         )
+
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 def _constant(op: str, left: Any, right: Any, span: Span | None) -> Any:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Literal, Sequence
 from .. import limits
 from ..errors import GradcliError, LimitError, Span, VariableError
 from .constructors import CONSTRUCTORS, Args, Constructor, Values, check_size
+from ..options import checked_seed
 
 if TYPE_CHECKING:
     import torch
@@ -193,12 +194,37 @@ def make_tensor(spec: VarSpec, *, dtype: "torch.dtype", device: Any, generator: 
     integer values (randint) in torch.long, as data without a gradient."""
     import torch
 
+    check_range(spec, dtype)
     factory: dict[str, Any] = {"dtype": torch.long if spec.integer else dtype, "device": device}
     if spec.constructor is None:  # a number or a nested list
         tensor = torch.tensor(spec.args[0], **factory)
     else:
         tensor = spec.constructor.make(spec.args, spec.shape, generator, factory)
     return tensor if spec.integer else tensor.requires_grad_(True)
+
+
+def _largest(spec: VarSpec) -> float:
+    """The largest magnitude a spec's values reach: a number's or a list's own, else the row's."""
+    if spec.constructor is not None:
+        return spec.constructor.largest(spec.args, spec.shape)
+    values = spec.args[0]
+    while isinstance(values, list) and values and isinstance(values[0], list):
+        values = [item for row in values for item in row]
+    return max(map(abs, values), default=0.0) if isinstance(values, list) else abs(values)
+
+
+def check_range(spec: VarSpec, dtype: "torch.dtype") -> None:
+    """Refuse values the dtype cannot hold: torch raises for some (full, linspace) and turns
+    others into inf without a word (a list, arange, uniform)."""
+    import torch
+
+    largest, limit = _largest(spec), torch.finfo(dtype).max
+    if math.isfinite(largest) and largest > limit:
+        name = str(dtype).removeprefix("torch.")
+        raise VariableError(
+            f"the values reach {largest:.6g}, beyond {name}'s largest value {limit:.6g}",
+            span=Span(1, 0, 1, len(spec.text)), hint="give smaller values, or a wider --dtype (float64)",
+        ).at(spec.text, f"--var {spec.name}")
 
 
 def check_total(specs: Iterable[VarSpec]) -> None:
@@ -259,7 +285,7 @@ def make_leaves(
     torch_device = resolve_device(device)
     import torch
 
-    if seed is None:
+    if checked_seed(seed) is None:
         from ..seeds import draw_seed
 
         seed = draw_seed()

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Callable, List, Optional, TypeVar
 import typer
 
 from ..build import constructors
-from ..errors import GradcliError, UsageError
+from ..errors import GradcliError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -59,18 +59,12 @@ def reports_errors(command: F) -> F:
 
 def read_expression(expr: str) -> str:
     """EXPR as given, or the text of `@FILE`, or stdin for `-`."""
+    from ..reading import read_capped, read_file
+
     if expr == "-":
-        try:
-            return sys.stdin.read()
-        except UnicodeDecodeError as err:
-            raise UsageError(f"cannot read the expression from stdin: {err}") from None
+        return read_capped(getattr(sys.stdin, "buffer", sys.stdin), "the expression from stdin")
     if expr.startswith("@"):
-        path = Path(expr[1:])
-        try:
-            return path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as err:
-            reason = getattr(err, "strerror", None) or str(err)
-            raise UsageError(f"cannot read the expression file '{path}': {reason}") from None
+        return read_file(Path(expr[1:]), f"the expression file '{expr[1:]}'", pipes=True)
     return expr
 
 

@@ -92,7 +92,7 @@ def _print_fix(result: Any) -> int:
 @app.command("check-function")
 @reports_errors
 def check_function_command(
-    target: Annotated[str, typer.Argument(metavar="PATH.py:NAME", help="Your file and the torch.autograd.Function class in it.")],
+    target: Annotated[str, typer.Argument(metavar="PATH.py:NAME", help="Your file and the torch.autograd.Function class in it, or package.module:NAME.")],
     ref: Annotated[Optional[str], typer.Option("--ref", help="A reference expression (x*sigmoid(x)) the forward and backward must match.")] = None,
     var: VarOption = None,
     order: OrderOption = 1,

@@ -10,7 +10,6 @@ import typer
 from ..errors import UsageError
 from .app import (
     DeviceOption,
-    DtypeOption,
     JsonOption,
     LibraryOption,
     SeedOption,
@@ -26,8 +25,11 @@ NamesOption = Optional[List[str]]
 @app.command("trace")
 @reports_errors
 def trace_command(
-    expr: Annotated[str, typer.Argument(metavar="EXPR", help="The expression or program; @FILE reads a file, - reads stdin.")],
+    expr: Annotated[str, typer.Argument(metavar="EXPR", help="The expression or program; @FILE reads a file, - reads stdin. Or your own code: path/to/model.py:NAME or package.module:NAME (importing it runs it, as python would).")],
     var: VarOption = None,
+    init: Annotated[NamesOption, typer.Option("--init", metavar="KEY=VALUE", help="Code: a keyword argument for the nn.Module class or model factory (a Python literal). Repeatable.")] = None,
+    loss: Annotated[Optional[str], typer.Option("--loss", metavar="EXPR", help="Code: reduce the output with EXPR, an expression in which out (out_1, ..., or a dict's keys) and the --var inputs are bound, e.g. 'cross_entropy(out, labels)'.")] = None,
+    depth: Annotated[int, typer.Option("--depth", metavar="N", help="Code: fold every module deeper than N into one line (nodes, parameters, shapes); --json and --dot stay complete.")] = 1,
     mode: Annotated[str, typer.Option("--mode", help="backward (torch.autograd.backward: fills .grad) or grad (torch.autograd.grad: returns gradients).")] = "backward",
     wrt: Annotated[NamesOption, typer.Option("--wrt", metavar="NAME", help="Differentiate with respect to NAME (a variable or an assigned name); default all variables. Repeatable.")] = None,
     grad_output: Annotated[Optional[str], typer.Option("--grad-output", metavar="SPEC", help="The starting gradient for a non-scalar output: 'ones' or a --var style SPEC of the output's shape.")] = None,
@@ -41,17 +43,18 @@ def trace_command(
     dot: Annotated[Optional[str], typer.Option("--dot", metavar="PATH", help="Write the graph as Graphviz DOT to PATH ('-' prints it instead of the report); a .svg, .png or .pdf PATH is drawn by Graphviz's dot.")] = None,
     max_nodes: Annotated[int, typer.Option("--max-nodes", metavar="N", help="Draw at most N nodes in the tree (the rest are counted; --json and --dot are complete).")] = 50,
     seed: SeedOption = None,
-    dtype: DtypeOption = "float64",
+    dtype: Annotated[Optional[str], typer.Option("--dtype", help="float64 (default for expressions), float32, float16 or bfloat16; code keeps the model's own dtype unless given.")] = None,
     device: DeviceOption = "cpu",
     library: LibraryOption = None,
 ) -> None:
     """Show the autograd graph of EXPR, run backward passes, and follow the gradient.
 
     Sections: Leaves, Graph (grad_fn.name(), saved tensors, assigned names), Passes,
-    Gradients, Flow (--flow). A variable without --var gets a default value (0.5, 1.5,
-    -0.75, 2.0, ... in order of appearance), printed; the seed is printed when something
-    random was drawn. Exit status 1 when a pass raised an autograd error or produced a
-    nan/inf gradient; 2 for bad input.
+    Gradients, Flow (--flow). On code (model.py:NAME) each node also shows the module and
+    the line of your code that created it, and the graph is folded by module. A variable
+    without --var gets a default value (0.5, 1.5, -0.75, 2.0, ... in order of appearance),
+    printed; the seed is printed when something random was drawn. Exit status 1 when a pass
+    raised an autograd error or produced a nan/inf gradient; 2 for bad input.
 
     Examples:
 
@@ -65,6 +68,7 @@ def trace_command(
       gradcli trace "h = x*x + x; h.sum()" --json
       gradcli trace "sin(x).sum()" --dot -
       gradcli trace "h = x*x + x; h.sum()" --dot graph.svg
+      gradcli trace torch.nn:Linear --init in_features=3 --init out_features=2 --var "input=randn(2,3)" --loss "out.sum()"
     """
     from ..inspect.trace import trace
     from ..render import graphviz
@@ -75,13 +79,19 @@ def trace_command(
         raise UsageError("--json and --dot - both want stdout", hint="write the DOT to a file: --dot graph.dot")
     if max_nodes < 1:
         raise UsageError("--max-nodes must be at least 1")
+    if depth < 0:
+        raise UsageError("--depth must be 0 or more")
+
     picture = dot is not None and dot != "-" and graphviz.is_picture(dot)
     if picture:
         graphviz.dot_program()  # missing Graphviz is a usage error before any work
+    from ..targets.load import is_code_target
+
+    text = expr if is_code_target(expr) else read_expression(expr)
     result = trace(
-        read_expression(expr), var or (), mode=mode, wrt=wrt or (), grad_output=grad_output,
-        retain_graph=retain_graph, create_graph=create_graph, repeat=repeat, zero_grad=zero_grad,
-        retain_grad=retain_grad or (), flow=flow, dtype=dtype, device=device, seed=seed, library_dirs=library or (),
+        text, var or (), loss=loss, init=init or (), mode=mode, wrt=wrt or (), grad_output=grad_output, retain_graph=retain_graph,
+        create_graph=create_graph, repeat=repeat, zero_grad=zero_grad, retain_grad=retain_grad or (),
+        flow=flow, dtype=dtype, device=device, seed=seed, library_dirs=library or (),
     )
     if dot == "-":
         show(result, "dot")
@@ -93,7 +103,7 @@ def trace_command(
         show(result, "json")
     elif dot != "-":
         console = make_console()
-        show(result, "text", console, max_nodes=max_nodes)
+        show(result, "text", console, max_nodes=max_nodes, depth=depth)
         if picture:
             say(f"\nGraph drawn to {dot} by Graphviz", console)
         elif dot is not None:

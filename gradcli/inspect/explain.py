@@ -18,6 +18,7 @@ class PassError:
     message: str
     explanation: str
     fix: str | None = None
+    details: dict | None = None  # code targets: the tensor and lines involved (see targets/diagnose.py)
 
 
 # (substring of torch's message, explanation, the flag that fixes it)

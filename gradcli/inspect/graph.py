@@ -15,13 +15,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from ..build.to_torch import SPAN_KEY
 from ..errors import Span
+from ..targets.base import Origin, OriginOf
+from ..targets.expression import expression_origin
 from .values import plain_scalar, summary
 
 #: What torch calls the node that writes a leaf's .grad.
 ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
 _SAVED_PREFIX = "_saved_"
+#: In torch's message when a saved tensor was modified in place after it was saved.
+_INPLACE = "modified by an inplace operation"
 
 
 @dataclass
@@ -34,8 +37,13 @@ class GraphNode:
     saved: dict[str, Any] = field(default_factory=dict)
     variable: str | None = None  # AccumulateGrad: the leaf it writes .grad of
     label: str | None = None  # the assigned name(s) bound to this node's output
-    span: Span | None = None  # where in the source the operation was written
+    origin: Origin | None = None  # where the operation was written (expression span, or code)
     same_as: str | None = None  # the same torch node in another walked graph (see walk_graph)
+
+    @property
+    def span(self) -> Span | None:
+        """Where in an expression's text the operation was written."""
+        return None if self.origin is None else self.origin.span
 
 
 @dataclass
@@ -57,12 +65,14 @@ def walk_graph(
     labels: Mapping[int, str] | None = None,
     prefix: str = "n",
     known: Graph | None = None,
+    origin_of: OriginOf = expression_origin,
 ) -> Graph:
     """Walk from the grad_fn `root` (None gives an empty graph).
 
     `leaf_names` maps id(leaf tensor) to its variable name, `labels` maps id(grad_fn) to the
-    assigned name(s) (see `Labels`). Ids are `prefix` + position in the walk. Nodes that are
-    also in the `known` graph (a gradient's graph reaching into the traced one) say which.
+    assigned name(s) (see `Labels`), `origin_of` says where a node was created (the
+    Computation's). Ids are `prefix` + position in the walk. Nodes that are also in the `known`
+    graph (a gradient's graph reaching into the traced one) say which.
     """
     leaf_names = leaf_names or {}
     labels = labels or {}
@@ -84,7 +94,7 @@ def walk_graph(
         order.append((grad_fn, edges))
         stack.extend(fn for fn, _ in reversed(edges) if fn is not None and id(fn) not in expanded)
     ids = {id(fn): f"{prefix}{i}" for i, (fn, _) in enumerate(order)}
-    reader = _NodeReader(ids, leaf_names, labels)
+    reader = _NodeReader(ids, leaf_names, labels, origin_of=origin_of)
     nodes = [reader.node(fn, edges) for fn, edges in order]
     if known is not None:
         known_ids = {id(obj): node_id for node_id, obj in known.objects.items()}
@@ -122,7 +132,7 @@ class _NodeReader:
 
     def __init__(
         self, ids: Mapping[int, str], leaf_names: Mapping[int, str], labels: Mapping[int, str],
-        bound: Mapping[int, str] | None = None,
+        bound: Mapping[int, str] | None = None, origin_of: OriginOf = expression_origin,
     ) -> None:
         import torch
 
@@ -131,6 +141,7 @@ class _NodeReader:
         self.leaf_names = leaf_names
         self.labels = labels
         self.bound = bound if bound is not None else getattr(labels, "tensors", {})
+        self.origin_of = origin_of
 
     def node(self, grad_fn: Any, edges: tuple[tuple[Any, int], ...]) -> GraphNode:
         """`edges` is the node's next_functions, as the walk already read them."""
@@ -142,12 +153,10 @@ class _NodeReader:
             next=[None if fn is None else ids[id(fn)] for fn, _ in edges],
             saved=self.saved(grad_fn),
             label=self.labels.get(id(grad_fn)),
+            origin=self.origin_of(grad_fn),
         )
         if name == ACCUMULATE_GRAD:
             node.variable = self.leaf_names.get(id(grad_fn.variable), "?")
-        span = grad_fn.metadata.get(SPAN_KEY)
-        if isinstance(span, Span):
-            node.span = span
         return node
 
     def saved(self, grad_fn: Any) -> dict[str, Any]:
@@ -157,7 +166,9 @@ class _NodeReader:
             try:
                 value = getattr(grad_fn, name)
             except RuntimeError as err:
-                saved[name] = {"freed": str(err).split(". ")[0]}
+                # Freed by an earlier pass, or changed in place since it was saved (user code).
+                message = str(err).split(". ")[0]
+                saved[name] = {"modified" if _INPLACE in message else "freed": message}
                 continue
             if isinstance(value, tensor_type):
                 saved[name] = self._tensor(value)

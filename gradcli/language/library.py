@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .. import limits
-from ..errors import GradcliError, LibraryError
+from ..errors import GradcliError, LibraryError, LimitError, UnreadableError
+from ..reading import read_file
 from . import nodes as n
 from .ops import OPS, Param
 from .parser import parse
@@ -140,11 +141,14 @@ def _load_library(folders: tuple[Path, ...], versions: tuple[Any, ...]) -> Libra
             raise LibraryError(f"the library folder '{folder}' does not exist")
         for path in sorted(folder.glob("*.toml")):
             try:
-                data = tomllib.loads(path.read_text(encoding="utf-8"))
-            except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+                data = tomllib.loads(read_file(path, f"the library file {path}"))
+            except tomllib.TOMLDecodeError as err:
                 raise LibraryError(f"{path}: not valid TOML ({err})") from None
-            except OSError as err:
-                raise LibraryError(f"{path}: cannot be read ({err.strerror or err})") from None
+            except UnreadableError as err:
+                what = "not valid TOML" if "UTF-8" in err.reason else "cannot be read"
+                raise LibraryError(f"{path}: {what} ({err.reason})") from None
+            except LimitError as err:
+                raise LibraryError(f"{path}: {err.message}") from None
             for name, entry in data.items():
                 if name in raw:
                     raise LibraryError(
@@ -260,10 +264,13 @@ def _function(
     if not (
         isinstance(domain, list)
         and len(domain) == 2
-        and all(_finite_number(v) for v in domain)
+        and all(_finite_number(v) and abs(v) <= limits.MAX_CONSTANT for v in domain)
         and domain[0] < domain[1]
     ):
-        raise LibraryError(f"{path}: [{name}] domain must be [low, high]: finite numbers, low < high")
+        raise LibraryError(
+            f"{path}: [{name}] domain must be [low, high]: numbers up to {limits.MAX_CONSTANT:g} "
+            "in magnitude, low < high"
+        )
     kinks = entry.get("kinks", [])
     if not (isinstance(kinks, list) and all(_finite_number(v) for v in kinks)):
         raise LibraryError(f"{path}: [{name}] kinks must be a list of finite numbers")

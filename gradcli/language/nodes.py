@@ -111,7 +111,7 @@ class Program:
 
 
 BINARY_OPS = {"+", "-", "*", "/", "**", "@"}
-COMPARISONS = {">", ">=", "<", "<="}
+COMPARISONS = {">", ">=", "<", "<=", "==", "!="}
 CONSTANTS = {"pi", "e"}
 #: Every expression node class, for isinstance checks.
 EXPR_TYPES = (Num, Const, Name, Tuple, UnaryOp, BinOp, Compare, Call)

@@ -48,7 +48,8 @@ ParamKind = Literal["tensor", "scalar", "cond", "dim", "bool", "number"]
 #: How an operation treats elements, which decides how `check` compares it (verify/plan.py):
 #: elementwise rows are differentiated with one symbol per variable; the others couple
 #: elements and are compared with one symbol per element.
-OpKind = Literal["elementwise", "reduction", "softmax", "matmul"]
+#: loss rows reduce an input against a target (labels, class indices) to their mean.
+OpKind = Literal["elementwise", "reduction", "softmax", "matmul", "loss"]
 
 
 @dataclass(frozen=True)
@@ -185,6 +186,57 @@ def _matmul(sp: Any, np: Any, a: Any, b: Any) -> Any:
     return np.asarray(np.matmul(a, b), dtype=object)
 
 
+def _plain(value: Any) -> Any:
+    """A 0-d object array (how the translator passes a number parameter) as its element."""
+    return value.item() if hasattr(value, "ndim") and value.ndim == 0 else value
+
+
+def _mean_of(sp: Any, np: Any, terms: Any) -> Any:
+    return np.asarray(np.sum(terms) / sp.Integer(terms.size), dtype=object)
+
+
+def _pairwise_loss(term: Callable[..., Any]) -> Callable[..., Any]:
+    """The mean over elements of term(input, target), broadcast as torch's losses do."""
+
+    def loss(sp: Any, np: Any, input: Any, target: Any, *extra: Any) -> Any:
+        a, b = np.broadcast_arrays(np.asarray(input, dtype=object), np.asarray(target, dtype=object))
+        fixed = [_plain(v) for v in extra]
+        terms = np.frompyfunc(lambda x, y: term(sp, x, y, *fixed), 2, 1)(a, b)
+        return _mean_of(sp, np, np.asarray(terms, dtype=object))
+
+    return loss
+
+
+def _class_index(sp: Any, value: Any) -> int:
+    number = sp.sympify(value)
+    if not number.is_Integer:
+        raise TypeError("the target holds class indices: it must be known integers (randint), not variables")
+    return int(number)
+
+
+def _indexed_loss(row_loss: Callable[..., Any]) -> Callable[..., Any]:
+    """cross_entropy / nll_loss: input [N, C] (or [C]) of scores, target [N] (or []) of classes."""
+
+    def loss(sp: Any, np: Any, input: Any, target: Any) -> Any:
+        if input.ndim not in (1, 2):
+            raise ValueError(f"the input must be [N, C] or [C], not {input.ndim}-d")
+        rows = input.reshape(1, -1) if input.ndim == 1 else input
+        classes = np.asarray(target, dtype=object).reshape(-1)
+        if len(classes) != rows.shape[0]:
+            raise ValueError(f"{rows.shape[0]} rows of scores but {len(classes)} targets")
+        terms = np.asarray([row_loss(sp, row, _class_index(sp, t)) for row, t in zip(rows, classes)], dtype=object)
+        return _mean_of(sp, np, terms)
+
+    return loss
+
+
+def _smooth_l1(sp: Any, x: Any, y: Any, beta: Any = 1.0) -> Any:
+    d = sp.Abs(x - y)
+    return sp.Piecewise((sp.Rational(1, 2) * (x - y) ** 2 / beta, d < beta), (d - sp.Rational(1, 2) * beta, True))
+
+
+LOSS = (Param("input"), Param("target"))
+
 POS = (0.0, INF)
 UNIT = (-1.0, 1.0)
 
@@ -259,6 +311,25 @@ OPS_LIST: tuple[Op, ...] = (
        _softmax(log=True), "log(softmax(x)) over dim, computed stably", kind="softmax"),
     Op("matmul", (Param("input"), Param("other")), "torch.matmul", _matmul,
        "matrix product (the @ operator)", kind="matmul"),
+    # Losses, mean-reduced as torch's defaults are (for --loss on a model's output `out`).
+    Op("cross_entropy", LOSS, "torch.nn.functional.cross_entropy",
+       _indexed_loss(lambda sp, row, t: sp.log(sum(sp.exp(v) for v in row)) - row[t]),
+       "mean of logsumexp(input) - input[target] over rows; target: class indices (randint)",
+       kind="loss", method=False),
+    Op("nll_loss", LOSS, "torch.nn.functional.nll_loss", _indexed_loss(lambda sp, row, t: -row[t]),
+       "mean of -input[target] over rows (input: log-probabilities); target: class indices",
+       kind="loss", method=False),
+    Op("mse_loss", LOSS, "torch.nn.functional.mse_loss", _pairwise_loss(lambda sp, x, y: (x - y) ** 2),
+       "mean of (input - target)**2", kind="loss", method=False),
+    Op("l1_loss", LOSS, "torch.nn.functional.l1_loss", _pairwise_loss(lambda sp, x, y: sp.Abs(x - y)),
+       "mean of |input - target|", kind="loss", method=False),
+    Op("smooth_l1_loss", (*LOSS, Param("beta", "number", 1.0)), "torch.nn.functional.smooth_l1_loss",
+       _pairwise_loss(_smooth_l1), "mean of 0.5*d**2/beta where |d| < beta, else |d| - beta/2 (d = input - target)",
+       kind="loss", method=False),
+    Op("binary_cross_entropy_with_logits", LOSS, "torch.nn.functional.binary_cross_entropy_with_logits",
+       _pairwise_loss(lambda sp, x, y: sp.log(1 + sp.exp(x)) - x * y),
+       "mean of log(1 + exp(input)) - input*target (target: probabilities in [0, 1])",
+       kind="loss", method=False),
 )
 
 OPS: dict[str, Op] = {op.name: op for op in OPS_LIST}

@@ -1,10 +1,11 @@
 """Parse expression text into gradcli's AST with an allow-list over Python's `ast`.
 
 Python's own parser does the tokenising and precedence; this module then walks its tree and
-accepts only the constructs the language has (see CLI.md), converting each into a node of
-`nodes.py`. Anything else (attributes, subscripts, lambdas, strings, ...) is refused with its
-position (the messages are worded in `refusals.py`, calls are matched to their signatures
-by `signatures.py`). Nothing is ever evaluated: the result is data for the interpreters.
+accepts only the constructs the language has (README.md, "The expression language"),
+converting each into a node of `nodes.py`. Anything else (attributes, subscripts, lambdas,
+strings, ...) is refused with its position (the messages are worded in `refusals.py`, calls
+are matched to their signatures by `signatures.py`). Nothing is ever evaluated: the result
+is data for the interpreters.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from .signatures import Signature, bind, is_constant, is_dim, signature_text
 _BINOPS = {
     ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**", ast.MatMult: "@",
 }
-_CMPOPS = {ast.Gt: ">", ast.GtE: ">=", ast.Lt: "<", ast.LtE: "<="}
+_CMPOPS = {ast.Gt: ">", ast.GtE: ">=", ast.Lt: "<", ast.LtE: "<=", ast.Eq: "==", ast.NotEq: "!="}
 _UNARY = {ast.USub: "-", ast.UAdd: "+"}
 
 
@@ -223,6 +224,8 @@ class _Parser:
         if isinstance(value, float):
             if not math.isfinite(value):
                 raise LimitError("the number overflows a float64", span=self.span(node))
+            if abs(value) > limits.MAX_CONSTANT:
+                raise LimitError(f"the number is larger than {limits.MAX_CONSTANT:g}", span=self.span(node))
             return n.Num(value, span=self.span(node))
         kind = "complex numbers are" if isinstance(value, complex) else f"'{value!r}' is"
         raise ParseError(f"{kind} not part of the language", span=self.span(node))
@@ -283,7 +286,7 @@ class _Parser:
             raise ParseError(
                 f"the comparison '{op_text(node.ops[0])}' is not part of the language",
                 span=self.span(node),
-                hint="use >, >=, < or <=",
+                hint="use >, >=, <, <=, == or !=",
             )
         return n.Compare(op, self.expr(node.left), self.expr(node.comparators[0]), span=self.span(node))
 

@@ -17,6 +17,7 @@ shaded x ranges. Renderers (mpl.py, terminal.py) read the result; nothing here d
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -103,6 +104,11 @@ def plot_data(
     x = leaves.tensors[axis].detach().reshape(-1).to(torch_dtype).to(torch.float64)
     x = x.sort().values
     size = x.numel()
+    if size and not math.isfinite(float(x[-1] - x[0])):  # the axis, its ticks and shades measure it
+        raise UsageError(
+            f"the x axis from {float(x[0]):g} to {float(x[-1]):g} is wider than a float64 can hold",
+            hint="plot a range whose width is below 1.7e308",
+        )
     if size > MAX_PLOT_POINTS:
         raise LimitError(f"{size:,} points on the x axis; plot draws at most {MAX_PLOT_POINTS:,}")
     fixed = {n: float(t.detach().to(torch_dtype).double().item()) for n, t in leaves.tensors.items() if n != axis}
@@ -186,7 +192,7 @@ def _fill(data: PlotData, program: Any, plan: Plan, library: Any, points: dict[s
     from ..verify.causes import find_causes
 
     data.causes = find_causes(plan.body, library, points, ev.autograd, ev.targets, dtype=dtype, rtol=rtol, atol=atol,
-                              source=program.source)
+                              source=program.source, outside=ev.outside)
 
 
 def _curve(order: int, formula: str, got: torch.Tensor, target: Target, comparison: Comparison, atol: float,

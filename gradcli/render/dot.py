@@ -33,8 +33,12 @@ def trace_dot(result: Any) -> str:
     graph = result.graph
     leaves = {leaf.name: leaf for leaf in result.leaves}
     lines = [_HEADER]
+    code = result.target is not None
+    if code:  # nodes drawn inside their modules' clusters, edges below
+        lines.extend(module_clusters(graph, lambda node: _node(node, leaves, is_root=node.id == graph.root, code=True)))
     for node in graph.nodes:
-        lines.append(_node(node, leaves, is_root=node.id == graph.root))
+        if not code:
+            lines.append(_node(node, leaves, is_root=node.id == graph.root))
         for child in node.next:
             if child is not None:
                 lines.append(f"  {child} -> {node.id};\n")
@@ -47,14 +51,63 @@ def trace_dot(result: Any) -> str:
     return "".join(lines)
 
 
-def _node(node: Any, leaves: dict[str, Any], *, is_root: bool) -> str:
+def _node(node: Any, leaves: dict[str, Any], *, is_root: bool, code: bool = False) -> str:
     if node.name == ACCUMULATE_GRAD:
         leaf = leaves.get(node.variable or "")
         text = f"{node.variable}\n{leaf.shape}" if leaf is not None else str(node.variable)
         return f"  {node.id} [label={quote(text)}, fillcolor=lightblue, tooltip={quote(node.name)}];\n"
     text = f"{node.label} = {node.name}" if node.label else node.name
+    if code and node.origin is not None and node.origin.line is not None:
+        file = (node.origin.file or "").rsplit("/", 1)[-1]
+        text += f"\n{file}:{node.origin.line}"
+        colour = "darkolivegreen1" if is_root else "lightgrey"
+        tip = node.origin.code or ""
+        return f"  {node.id} [label={quote(text)}, fillcolor={colour}, tooltip={quote(tip)}];\n"
     colour = "darkolivegreen1" if is_root else "lightgrey"
     return f"  {node.id} [label={quote(text)}, fillcolor={colour}];\n"
+
+
+def module_clusters(graph: Any, draw: Any) -> list[str]:
+    """The nodes, each inside nested `subgraph cluster_*` blocks, one per module on its path
+    (`encoder` holds `encoder.layers.0`, which holds its nodes); nodes of no module are top-level."""
+    children: dict[str, list[str]] = {}
+    members: dict[str, list[Any]] = {}
+    classes: dict[str, str] = {}
+    for node in graph.nodes:
+        origin = node.origin
+        path = origin.module if origin is not None and origin.module is not None else None
+        if path is None:
+            members.setdefault("", []).append(node)
+            continue
+        key = f".{path}" if path else "."  # "." is the root module, "" is outside every module
+        classes[key] = origin.module_class or ""
+        members.setdefault(key, []).append(node)
+        while key not in ("", "."):
+            parent = key.rsplit(".", 1)[0] or "."
+            if key not in children.setdefault(parent, []):
+                children[parent].append(key)
+            if parent == ".":
+                break
+            key = parent
+    if "." in members or "." in children:
+        children.setdefault("", []).append(".")
+    lines: list[str] = []
+    counter = [0]
+
+    def emit(key: str, indent: str) -> None:
+        for node in members.get(key, []):
+            lines.append(indent + draw(node).lstrip())
+        for child in children.get(key, []):
+            counter[0] += 1
+            path = child[1:]
+            label = f"{path} ({classes[child]})" if path else classes.get(child, "model")
+            lines.append(f"{indent}subgraph cluster_{counter[0]} {{\n")
+            lines.append(f'{indent}  label={quote(label)}; style="rounded,dashed"; color=grey50; fontsize=10;\n')
+            emit(child, indent + "  ")
+            lines.append(f"{indent}}}\n")
+
+    emit("", "  ")
+    return lines
 
 
 def _saved(node: Any, key: str, value: Any) -> list[str]:

@@ -103,6 +103,8 @@ def _describer(source: str, flow: dict[str, Any], origin: str | None) -> Callabl
 def _saved(value: Any) -> str:
     if isinstance(value, dict) and "freed" in value:
         return f"(freed: {value['freed']})"
+    if isinstance(value, dict) and "modified" in value:
+        return "(modified in place after it was saved: backward will fail)"
     if isinstance(value, dict) and "shape" in value:
         return _saved_tensor(value)
     if isinstance(value, list) and any(isinstance(v, dict) for v in value):

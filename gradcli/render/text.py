@@ -30,9 +30,10 @@ class TextFormat(Format):
         return function_lines(result)
 
     def _render_TraceResult(self, result: Any) -> list[Line]:
-        from .trace import DEFAULT_MAX_NODES, trace_renderables
+        from .trace import DEFAULT_DEPTH, DEFAULT_MAX_NODES, trace_renderables
 
-        return [Line(r) for r in trace_renderables(result, max_nodes=self.options.get("max_nodes", DEFAULT_MAX_NODES))]
+        return [Line(r) for r in trace_renderables(result, max_nodes=self.options.get("max_nodes", DEFAULT_MAX_NODES),
+                                                   depth=self.options.get("depth", DEFAULT_DEPTH))]
 
     def _render_Listing(self, result: Any) -> list[Line]:
         from .listing import listing_lines

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from .code import DEFAULT_DEPTH, code_flow, code_gradients, code_graph, code_header, code_leaves
 from .graph_tree import graph_tree
 from .values import fmt_value
 
 DEFAULT_MAX_NODES = 50
 
 
-def trace_renderables(result: Any, *, max_nodes: int = DEFAULT_MAX_NODES) -> list[Any]:
+def trace_renderables(result: Any, *, max_nodes: int = DEFAULT_MAX_NODES, depth: int = DEFAULT_DEPTH) -> list[Any]:
     from rich.text import Text
+
+    if result.target is not None:
+        return _code_renderables(result, max_nodes=max_nodes, depth=depth)
 
     out: list[Any] = [Text(f"trace  {_one_line(result.expression)}", style="bold")]
     out.append(Text(f"output: shape {result.result['shape']} {result.result['dtype']}  value {fmt_value(result.result['value'])}"))
@@ -37,6 +41,24 @@ def trace_renderables(result: Any, *, max_nodes: int = DEFAULT_MAX_NODES) -> lis
         out += _gradient_graph(gradient, result, max_nodes)
     if result.flow is not None:
         out += _section("Flow", _flow(result))
+    problems = result.problems
+    if problems:
+        out += _section("Problems (exit status 1)", [Text(f"  {p}", style="red") for p in problems])
+    return out
+
+
+def _code_renderables(result: Any, *, max_nodes: int, depth: int) -> list[Any]:
+    """The same sections for the user's own code: by module and line (render/code.py)."""
+    from rich.text import Text
+
+    out: list[Any] = code_header(result)
+    out.append(Text(f"output: shape {result.result['shape']} {result.result['dtype']}  value {fmt_value(result.result['value'])}"))
+    out += _section("Leaves", code_leaves(result))
+    out += _section("Graph", code_graph(result, depth=depth, max_nodes=max_nodes))
+    out += _section("Passes", _passes(result))
+    out += _section("Gradients", code_gradients(result, depth=depth))
+    if result.flow is not None:
+        out += _section("Flow", code_flow(result))
     problems = result.problems
     if problems:
         out += _section("Problems (exit status 1)", [Text(f"  {p}", style="red") for p in problems])

@@ -26,13 +26,15 @@ from .regions import near_each_other
 
 
 class _Margins:
-    """The observer: for each point, whether some boundary is within NEAR_KINK of it.
+    """The observer: for each point, whether some boundary is within NEAR_KINK of it (or,
+    with another `gap`, any other measure of a value against its boundary).
 
     What is a boundary is the op row's knowledge (`kinks`, `meets`); a comparison's boundary
     is where its two sides are equal."""
 
-    def __init__(self) -> None:
+    def __init__(self, gap: Any = None) -> None:
         self.near: list[torch.Tensor] = []
+        self.measure = near_each_other if gap is None else gap
 
     def __call__(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         if name in COMPARISONS:
@@ -54,7 +56,7 @@ class _Margins:
     def _gap(self, a: Any, b: Any) -> None:
         if b is None or not (isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor)):
             return
-        self.near.append(near_each_other(torch.as_tensor(a, dtype=torch.float64), torch.as_tensor(b, dtype=torch.float64)))
+        self.near.append(self.measure(torch.as_tensor(a, dtype=torch.float64), torch.as_tensor(b, dtype=torch.float64)))
 
 
 def near_boundaries(program: Any, library: Any, points: Mapping[str, torch.Tensor], size: int) -> torch.Tensor:
@@ -76,8 +78,8 @@ def any_near_boundary(program: Any, library: Any, values: Mapping[str, torch.Ten
     return any(bool(near.any()) for near in _measure(program, library, values))
 
 
-def _measure(program: Any, library: Any, values: Mapping[str, torch.Tensor]) -> list[torch.Tensor]:
-    margins = _Margins()
+def _measure(program: Any, library: Any, values: Mapping[str, torch.Tensor], gap: Any = None) -> list[torch.Tensor]:
+    margins = _Margins(gap)
     leaves = {name: v.detach().to(torch.float64) for name, v in values.items()}
     with torch.no_grad():
         build(program, leaves, library=library, observe=margins)

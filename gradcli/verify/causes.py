@@ -41,11 +41,13 @@ POINTS_SHOWN = 3
 def find_causes(
     program: Any, library: Any, points: Mapping[str, torch.Tensor], autograd: Mapping[Any, torch.Tensor],
     targets: Mapping[Any, Any], *, dtype: torch.dtype, rtol: float, atol: float, source: str,
+    outside: torch.Tensor | None = None,
 ) -> list[Cause]:
     """The causes of every wrong or undefined-and-not-finite group of points.
 
     `program` is the elementwise body checked, `points` the flat float64 points (rounded to
-    `dtype`), `autograd` and `targets` what `evaluate` computed on them."""
+    `dtype`), `autograd`, `targets` and `outside` (where the function itself is undefined)
+    what `evaluate` computed on them."""
     from ..build.to_torch import build
 
     def run_on(index: torch.Tensor) -> tuple[Evidence, dict[str, torch.Tensor]]:
@@ -60,7 +62,7 @@ def find_causes(
         bad, exact = _wrong(got, target, rtol, atol, largest)
         undefined = (target.undefined | ~torch.isfinite(target.reference)) & ~target.kink & ~torch.isfinite(got)
         undefined[bad] = False
-        bad, undefined = _confirm_undefined(bad, exact, undefined, target, largest)
+        bad, undefined = _confirm_undefined(bad, exact, undefined, target, largest, outside)
         if bool(undefined.any()):
             found.append(_undefined(name, undefined.nonzero().flatten(), points, got, target))
         if not bad.numel():
@@ -105,12 +107,17 @@ def _wrong(got: torch.Tensor, target: Any, rtol: float, atol: float, largest: fl
 
 
 def _confirm_undefined(
-    bad: torch.Tensor, exact: dict[int, float], undefined: torch.Tensor, target: Any, largest: float
+    bad: torch.Tensor, exact: dict[int, float], undefined: torch.Tensor, target: Any, largest: float,
+    outside: torch.Tensor | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Points the float64 formula calls undefined whose 50-digit exact derivative is finite
     (log(sigmoid(x)) below -745: sigmoid underflows, the function is still defined) are wrong,
     not undefined: they move to `bad`, with their exact values."""
-    indices = sample(undefined.nonzero().flatten().tolist())
+    # Where the function itself is outside its domain (decided in exact arithmetic by the
+    # check), the derivative's simplified formula may still be finite ((x**0.5)**2 is x): those
+    # points stay undefined.
+    candidates = undefined & ~outside if outside is not None else undefined
+    indices = sample(candidates.nonzero().flatten().tolist())
     values = target.exact(indices) if indices else []
     moved = [i for i, v in zip(indices, values) if v is not UNDEFINED and math.isfinite(v) and abs(v) <= largest]
     if not moved:

@@ -18,6 +18,7 @@ symbolic side is skipped, saying why, and gradcheck still runs.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping, Sequence
 
 import torch
@@ -27,19 +28,27 @@ from .._deep import run_deep
 from ..build.variables import default_spec, make_leaves, parse_var, resolve_dtype
 from ..errors import DomainError, LimitError, UsageError, VariableError
 from ..language.library import Library
+from ..language.expansion import expanded_nodes
+from ..options import checked_seed, checked_tolerance
 from ..pipeline import load
 from ..seeds import draw_seed
 from .boundaries import any_near_boundary, near_boundaries
 from .compare import Target, compare
 from .evaluation import TOLERANCES, check_order, evaluate, symbolic_side
+from .coordinates import at_kink, held_fixed
 from .exact import exact_autograd, exact_formulas, exact_targets
 from .gradchecks import GradcheckVerdict, run_gradcheck, spaced
 from .plan import EXACT_MAX_ELEMENTS, Plan, make_plan
-from .points import DEFAULT_POINTS, Points, domain_points, drawn_points
+from .points import (
+    DEFAULT_POINTS, SPECIAL, Points, check_point_total, domain_points, drawn_points, refuse_unusable,
+)
 from .published import published_values
 from .result import CheckResult
+from .settle import settle_elementwise, settle_exact
 from .symbolic import simplify_all
 
+#: Most second derivatives (elements squared) compared exactly at order 2 in exact mode.
+EXACT_SECOND_MAX_ENTRIES = 256
 #: Default values of variables without --var in the exact (small tensor) mode.
 EXACT_DEFAULT = "randn(4)"
 
@@ -75,7 +84,11 @@ def check(
     if points is not None and points > limits.MAX_ELEMENTS:  # refused before any allocation
         raise LimitError(f"--points {points:,} is more than the limit of {limits.MAX_ELEMENTS:,}")
     resolve_dtype(dtype)
+    checked_seed(seed)
+    checked_tolerance("atol", atol)
+    checked_tolerance("rtol", rtol)
     options = [f"{k}={v}" for k, v in var.items()] if isinstance(var, Mapping) else list(var)
+    refuse_unusable(options, resolve_dtype(dtype))
     program, library = load(expression, library_dirs)
     plan = run_deep(make_plan, program, library)  # a 20,000-level program recurses as deep
     every_variable, program = program.variables, plan.program  # without dead statements
@@ -89,6 +102,7 @@ def check(
         result.notes.append(f"not used by the output, so not checked: {', '.join(unused)}")
     if plan.mode in ("elementwise", "reduced"):
         pts = _elementwise_points(program.variables, every_variable, options, plan, points, seed, result)
+        limits.check_work(sum(t.numel() for t in pts.values()), expanded_nodes(program, library.functions))
         _check_elementwise(result, program, plan, library, pts, device, simplify)
     else:
         leaves = _finite(make_leaves)(every_variable, options, dtype="float64", device="cpu", seed=seed,
@@ -144,10 +158,13 @@ def _elementwise_points(
         _drop(leaves, names)
         if count is not None:
             result.notes.append("--points is ignored: --var gives the values")
+        shape = torch.broadcast_shapes(*(t.shape for t in leaves.tensors.values()))
+        check_point_total(shape.numel(), len(names))  # before broadcasting copies them
         values = torch.broadcast_tensors(*(t.detach() for t in leaves.tensors.values()))
         result.points_source = _describe_leaves(leaves)
         return {name: v.reshape(-1).clone() for name, v in zip(names, values)}
     count = count or DEFAULT_POINTS
+    check_point_total(count + len(SPECIAL), len(names))  # the special points come on top
     if plan.entry is not None:
         found: Points = domain_points(names[0], plan.entry, count)
     else:
@@ -184,7 +201,8 @@ def _check_elementwise(
 ) -> None:
     names = list(program.variables)
     size = next(iter(pts.values())).numel() if pts else 1
-    ev = evaluate(program, plan, library, pts, order=result.order, dtype=result.dtype, device=device, **_tol(result))
+    ev = evaluate(program, plan, library, pts, order=result.order, dtype=result.dtype, device=device,
+                  seed=result.seed or 0, **_tol(result))
     if ev.autograd_error is not None:
         result.autograd_error = ev.autograd_error
         return
@@ -207,21 +225,22 @@ def _check_elementwise(
         if plan.entry is not None and plan.entry.derivative is not None and result.order >= 1:
             value = published_values(plan.entry, plan.entry_call, rounded[names[0]], library)
             result.published.append(
-                compare(value, targets[names[0]], candidate_name="published", largest=_largest(torch.float64), **_tol(result))
+                compare(value, targets[names[0]], candidate_name="published", largest=_largest(torch.float64),
+                        seed=result.seed or 0, **_tol(result))
             )
         result.causes = _causes(result, plan, library, rounded, ev, program.source)
         keep = ~ev.outside & ~ev.near_kink
         for t in first:
             keep &= ~t.undefined & torch.isfinite(t.reference)
-    else:
-        near = near_boundaries(program, library, rounded, size)
-        if bool(near.any()):
-            result.notes.append(
-                f"{int(near.sum()):,} of {size:,} points are at or next to a branch boundary or a kink "
-                "(found with torch, the symbolic side being skipped): kept out of finite differences"
-            )
-        keep = ~near
-    _gradchecks_elementwise(result, program, library, names, rounded, keep)
+        _gradchecks_elementwise(result, program, library, names, rounded, keep, (plan, targets, size))
+        return
+    near = near_boundaries(program, library, rounded, size)
+    if bool(near.any()):
+        result.notes.append(
+            f"{int(near.sum()):,} of {size:,} points are at or next to a branch boundary or a kink "
+            "(found with torch, the symbolic side being skipped): kept out of finite differences"
+        )
+    _gradchecks_elementwise(result, program, library, names, rounded, ~near)
 
 
 def _causes(result: CheckResult, plan: Plan, library: Library, rounded: dict[str, torch.Tensor], ev: Any,
@@ -230,7 +249,7 @@ def _causes(result: CheckResult, plan: Plan, library: Library, rounded: dict[str
     from .causes import find_causes
 
     return find_causes(plan.body, library, rounded, ev.autograd, ev.targets, dtype=resolve_dtype(result.dtype),
-                       source=source, **_tol(result))
+                       source=source, outside=ev.outside, **_tol(result))
 
 
 def _show(result: CheckResult, first: dict[Any, Any], second: dict[Any, Any], simplify: bool) -> None:
@@ -252,7 +271,8 @@ def _compare_all(
     result: CheckResult, auto: dict[Any, torch.Tensor], targets: dict[Any, Target], names: list[str], dtype: Any
 ) -> None:
     for key, target in targets.items():
-        comparison = compare(auto[key], target, candidate_name="autograd", largest=_largest(dtype), **_tol(result))
+        comparison = compare(auto[key], target, candidate_name="autograd", largest=_largest(dtype),
+                             seed=result.seed or 0, **_tol(result))
         (result.variables if isinstance(key, str) else result.second).append(comparison)
 
 
@@ -266,23 +286,34 @@ def _largest(dtype: Any) -> float:
 
 def _gradchecks_elementwise(
     result: CheckResult, program: Any, library: Library, names: list[str], rounded: dict[str, torch.Tensor],
-    keep: torch.Tensor,
+    keep: torch.Tensor, exact: tuple[Plan, dict[Any, Target], int] | None = None,
 ) -> None:
+    """gradcheck on the kept points; with `exact` (plan, targets, size) a failure is settled
+    with the exact derivative (settle.py)."""
     index = keep.nonzero().flatten()
     index = index[spaced(index.numel())]
     inputs = [rounded[n][index] for n in names]
     _gradchecks(result, program, library, names, inputs, "no point is left for finite differences" if not index.numel() else None)
+    if exact is not None and index.numel():
+        plan, targets, size = exact
+
+        def rerun(kept: torch.Tensor, second: bool) -> GradcheckVerdict:
+            return run_gradcheck(_torch_fn(program, library, names), [x[kept] for x in inputs], seed=result.seed,
+                                 second=second)
+
+        settle_elementwise(result, plan, library, names, {n: x for n, x in zip(names, inputs)}, index, targets,
+                           size, rerun)
 
 
 def _gradchecks(
     result: CheckResult, program: Any, library: Library, names: list[str], inputs: list[torch.Tensor],
-    reason: str | None,
+    reason: str | None, held: list[torch.Tensor] | None = None,
 ) -> None:
-    from ..build.to_torch import build
-
-    def fn(*xs: torch.Tensor) -> Any:
-        return build(program, dict(zip(names, xs)), library=library).output
-
+    """gradcheck (and gradgradcheck) unless `reason` says why not; elements marked in `held`
+    keep their values (coordinates.py)."""
+    fn = _torch_fn(program, library, names)
+    if held is not None:
+        fn, inputs = held_fixed(fn, inputs, held)
     if reason is None and not names:
         reason = "the expression has no variables"
     if reason is None:
@@ -301,6 +332,15 @@ def _gradchecks(
         result.gradgradcheck = run_gradcheck(fn, inputs, seed=result.seed, second=True)
 
 
+def _torch_fn(program: Any, library: Library, names: list[str]) -> Any:
+    from ..build.to_torch import build
+
+    def fn(*xs: torch.Tensor) -> Any:
+        return build(program, dict(zip(names, xs)), library=library).output
+
+    return fn
+
+
 def _check_small(
     result: CheckResult, program: Any, plan: Plan, library: Library, values: dict[str, torch.Tensor], device: str
 ) -> None:
@@ -314,8 +354,7 @@ def _check_small(
             f"element, which is done up to {EXACT_MAX_ELEMENTS} elements; the variables have {total:,} "
             "(give smaller --var values for the exact comparison); gradcheck still runs"
         )
-        reason = _boundary_reason(program, library, values)
-        _gradchecks(result, program, library, names, [values[n] for n in names], reason)
+        _coupled_gradchecks(result, program, library, names, values, any_near_boundary(program, library, values))
         return
     torch_dtype = resolve_dtype(result.dtype)
     rounded = {n: v.detach().to(torch_dtype).to(torch.float64).clone() for n, v in values.items()}
@@ -327,9 +366,19 @@ def _check_small(
         return
     result.points = rounded
     result.autograd_nonfinite = sum(int((~torch.isfinite(v)).sum()) for v in auto.values())
-    reason = None
+    symbolic_order = result.order
+    if result.order == 2 and total * total > EXACT_SECOND_MAX_ENTRIES:
+        # sympy's second derivatives grow as elements squared, each a large formula to derive and
+        # evaluate at 50 digits: a 32-element softmax took 75 s at order 2 (6 s at order 1).
+        symbolic_order = 1
+        result.notes.append(
+            f"the {total} elements have {total * total:,} second derivatives, more than the "
+            f"{EXACT_SECOND_MAX_ENTRIES} compared exactly: gradgradcheck checks them numerically "
+            f"(give {math.isqrt(EXACT_SECOND_MAX_ENTRIES)} elements or fewer for the exact comparison)"
+        )
     shapes = {n: tuple(v.shape) for n, v in values.items()}
-    targets, skipped = symbolic_side(lambda: exact_targets(exact_formulas(program, library, shapes, result.order), rounded))
+    targets, skipped = symbolic_side(
+        lambda: exact_targets(exact_formulas(program, library, shapes, symbolic_order), rounded))
     if targets is None:
         result.symbolic_skipped = f"{skipped}; gradcheck still runs"
     else:
@@ -341,18 +390,42 @@ def _check_small(
             raise DomainError("the derivative is undefined at the given values (outside the domain)",
                               hint="give values inside the domain with --var")
         _compare_all(result, auto, targets, names, torch_dtype)
-        if any(t.near is not None and bool(t.near.any()) for t in targets.values()):
-            reason = "the values are at or next to a kink, where finite differences mislead"
+        near = any(t.near is not None and bool(t.near.any()) for t in targets.values())
     if result.symbolic_skipped:
-        reason = _boundary_reason(program, library, rounded)
-    _gradchecks(result, program, library, names, [rounded[n] for n in names], reason)
+        near = any_near_boundary(program, library, rounded)
+    if _coupled_gradchecks(result, program, library, names, rounded, near) and not result.symbolic_skipped:
+        settle_exact(result, program, library, names, rounded, targets)
 
 
-def _boundary_reason(program: Any, library: Library, values: Mapping[str, torch.Tensor]) -> str | None:
-    """Why gradcheck cannot judge these values, found with torch (the symbolic side was skipped)."""
-    if any_near_boundary(program, library, values):
-        return "the values are at or next to a branch boundary or a kink, where finite differences mislead"
-    return None
+def _coupled_gradchecks(
+    result: CheckResult, program: Any, library: Library, names: list[str], values: Mapping[str, torch.Tensor],
+    near: bool,
+) -> bool:
+    """gradcheck of a program whose operations couple elements. When some element is `near`
+    a kink, the elements whose own move changes a branch are found one by one and held
+    fixed (coordinates.py); the others are still checked. True when every element was."""
+    inputs = [values[n] for n in names]
+    if not near:
+        _gradchecks(result, program, library, names, inputs, None)
+        return True
+    held = at_kink(program, library, {n: values[n] for n in names})
+    if held is None:
+        _gradchecks(result, program, library, names, inputs, KINK_REASON)
+        return False
+    count, total = sum(int(h.sum()) for h in held.values()), sum(h.numel() for h in held.values())
+    if count == total:
+        _gradchecks(result, program, library, names, inputs, KINK_REASON)
+        return False
+    if count:
+        result.notes.append(
+            f"{count:,} of {total:,} elements are at or next to a kink (moving one alone changes a branch): "
+            "held fixed in gradcheck, the other elements checked"
+        )
+    _gradchecks(result, program, library, names, inputs, None, [held[n] for n in names] if count else None)
+    return not count
+
+
+KINK_REASON = "the values are at or next to a branch boundary or a kink, where finite differences mislead"
 
 
 def check_all(**options: Any) -> list[CheckResult]:

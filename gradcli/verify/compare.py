@@ -22,6 +22,14 @@ from .symbolic import CHUNK
 KINK_EXAMPLES = 3
 #: Ranges of wrong values listed in a report.
 RANGES_SHOWN = 5
+#: Agreeing points looked up at 50 digits all the same: a share of them, at least SAMPLE_MIN
+#: and at most SAMPLE_MAX, plus (at most FORCED_MAX) every point where the formula cancels
+#: or an input or the derivative is extreme (|v| >= EXTREME_* or 0 < |v| <= 1/EXTREME_*).
+SAMPLE_SHARE, SAMPLE_MIN, SAMPLE_MAX, FORCED_MAX = 0.01, 8, 200, 500
+#: In the exact mode (one symbol per element) each element's formula is compiled for its
+#: 50-digit value (~40 ms), so a quantity there samples this many agreeing elements.
+EXACT_SAMPLE = 2
+EXTREME_INPUT, EXTREME_VALUE = 1e6, 1e100
 
 
 @dataclass
@@ -36,6 +44,7 @@ class Target:
     point: Callable[[int], dict[str, Any]]  # {"x": 0.5} or {"element": "x[1]"}
     coords: dict[str, torch.Tensor] = field(default_factory=dict)  # per variable (P,), if elementwise
     near: torch.Tensor | None = None  # bool (P,): too close to a kink for finite differences
+    suspect: torch.Tensor | None = None  # bool (P,): the formula cancels there (regions.py)
 
 
 @dataclass
@@ -57,6 +66,7 @@ class Comparison:
     arbitrated: int = 0
     float64_formula_wrong: int = 0
     not_arbitrated: int = 0
+    sampled_exact: int = 0  # agreeing points checked at 50 digits all the same (`_sampled`)
     wrong: int = 0
     wrong_ranges: list[dict[str, Any]] = field(default_factory=list)
     note: str | None = None
@@ -72,7 +82,8 @@ class Comparison:
 
 
 def compare(
-    candidate: torch.Tensor, target: Target, *, candidate_name: str, atol: float, rtol: float, largest: float
+    candidate: torch.Tensor, target: Target, *, candidate_name: str, atol: float, rtol: float, largest: float,
+    seed: int = 0,
 ) -> Comparison:
     """Compare `candidate` (any float dtype, P values) with `target`; `largest` is the
     candidate dtype's largest finite value (exact values beyond it are set aside)."""
@@ -119,9 +130,25 @@ def compare(
     result.arbitrated = len(chosen)
     result.not_arbitrated = len(disputed) - len(chosen)
     exact = target.exact(chosen) if chosen else []
+    # Two float64 computations that agree may share an error (both cancel the same way):
+    # some agreeing points are looked up at 50 digits too. Where the formula cannot be
+    # compiled for mpmath (lambdify refuses some Piecewise conditions), none are.
+    extra = _sampled(close, got, target, seed)
+    try:
+        extra_exact = target.exact(extra) if extra else []
+    except Exception:  # noqa: BLE001 - sympy's printers raise many kinds; sampling is extra
+        extra, extra_exact = [], []
+    result.sampled_exact = len(extra)
+    arbitrated = set(chosen)
+    found = dict(zip(extra, extra_exact))
+    found.update(zip(chosen, exact))
+    disputed = sorted(set(disputed) | set(extra))
 
     decided_idx, decided_exact, verdicts = [], [], []
-    for index, value in zip(chosen, exact):
+    for index in sorted(found):
+        value = found[index]
+        if index not in arbitrated and (value is UNDEFINED or abs(value) > largest):
+            continue  # a sampled point the float64 values settled: nothing to add
         if value is UNDEFINED:
             result.skipped_outside_domain += 1
         elif abs(value) > largest:
@@ -131,7 +158,7 @@ def compare(
             decided_idx.append(index)
             decided_exact.append(value)
             verdicts.append(good)
-            if good:
+            if good and index in arbitrated:
                 result.float64_formula_wrong += 1
     result.wrong = verdicts.count(False)
 
@@ -150,6 +177,45 @@ def compare(
         result.worst_at = {**target.point(worst), candidate_name: got[worst].item(), "exact": truth}
     result.wrong_ranges = _ranges(decided_idx, decided_exact, verdicts, got, target, disputed)
     return result
+
+
+def _sampled(close: torch.Tensor, got: torch.Tensor, target: Target, seed: int) -> list[int]:
+    """Agreeing points to look up at 50 digits anyway: every point (at most FORCED_MAX,
+    evenly spaced) where the formula cancels or a value is extreme, and a share of the rest
+    (SAMPLE_SHARE, between SAMPLE_MIN and SAMPLE_MAX points) drawn with `seed`."""
+    forced = torch.zeros_like(close)
+    if target.suspect is not None:
+        forced |= target.suspect
+    for values in target.coords.values():
+        size = values.abs()
+        forced |= (size >= EXTREME_INPUT) | ((size > 0) & (size <= 1 / EXTREME_INPUT))
+    size = got.abs()
+    forced |= (size >= EXTREME_VALUE) | ((size > 0) & (size <= 1 / EXTREME_VALUE))
+    forced &= close
+    picked = set(_spaced(forced.nonzero().flatten(), FORCED_MAX if target.coords else EXACT_SAMPLE))
+    share = min(SAMPLE_MAX, max(SAMPLE_MIN, math.ceil(SAMPLE_SHARE * close.numel())))
+    if not target.coords:  # the exact mode
+        share = EXACT_SAMPLE
+    if share and close.numel():
+        # Random positions among the agreeing, not forced points, without listing them
+        # all (10^7 points): draw positions, keep the eligible ones, draw again if short.
+        generator = torch.Generator().manual_seed(seed)
+        eligible = close & ~forced
+        found: list[int] = []
+        for _ in range(4):
+            drawn = torch.randint(0, close.numel(), (8 * share,), generator=generator)
+            found = list(dict.fromkeys([*found, *drawn[eligible[drawn]].tolist()]))[:share]
+            if len(found) == share:
+                break
+        picked |= set(found)
+    return sorted(picked)
+
+
+def _spaced(indices: torch.Tensor, limit: int) -> list[int]:
+    """At most `limit` of `indices`, evenly spaced, first and last included."""
+    if indices.numel() <= limit:
+        return indices.tolist()
+    return indices[torch.linspace(0, indices.numel() - 1, limit).round().long()].tolist()
 
 
 def _errors(

@@ -17,8 +17,11 @@ import torch
 
 from ..build.to_sympy import to_sympy
 from ..build.to_torch import build
+from ..errors import DomainError
 from ..language.library import Library
-from .arbitrate import exact_function
+from .arbitrate import UNDEFINED, exact_function
+from .coordinates import where_ties
+from .domain import defined_at, doubtful, forward_nan
 from .compare import Target
 from .plan import Plan
 from .regions import analyse_all
@@ -33,6 +36,8 @@ class Formulas:
     first: dict[str, Any]
     second: dict[tuple[str, str], Any]
     symbols: dict[str, Any]
+    body: Any = None  # the program differentiated, as written (domain.py evaluates it exactly)
+    library: Any = None
 
 
 def formulas(plan: Plan, library: Library, order: int, points: int) -> Formulas:
@@ -51,7 +56,7 @@ def formulas(plan: Plan, library: Library, order: int, points: int) -> Formulas:
             for i, a in enumerate(names):
                 for b in names[i:]:
                     second[(a, b)] = tame(sympy.diff(first[a], symbols[b]))
-        return Formulas(function, first, second, symbols)
+        return Formulas(function, first, second, symbols, plan.body, library)
 
     return within(SYMBOLIC_BUDGET, work)
 
@@ -73,7 +78,14 @@ def targets(
         return {name: points[name][i].item() for name in order}
 
     exprs = [*forms.first.items(), *forms.second.items()]
-    outside, analysed = analyse_all(forms.function, [expr for _, expr in exprs], env, size)
+    _no_degenerate_function(forms.function)
+    outside, analysed, cancel = analyse_all(forms.function, [expr for _, expr in exprs], env, size)
+    if forms.body is not None:
+        _decide_domain(forms, points, size, outside, [(expr, a[0]) for (_, expr), a in zip(exprs, analysed)])
+        ties = where_ties(forms.body, forms.library, points, size)
+        for _, kink, near, _ in analysed:
+            kink |= ties
+            near |= ties
     found: dict[Any, Target] = {}
     for (key, expr), (undefined, kink, near, reference) in zip(exprs, analysed):
         if isinstance(key, str):
@@ -87,8 +99,51 @@ def targets(
             point=point,
             coords=points,
             near=near,
+            suspect=cancel,
         )
     return found, outside, near_kink
+
+
+def _no_degenerate_function(function: Any) -> None:
+    """A function infinite or undefined for every value (softplus(x, beta=0) is zoo) has no
+    derivative to claim: refused, like a domain that holds no point."""
+    import sympy
+
+    if function.has(sympy.zoo, sympy.nan, sympy.oo, -sympy.oo):
+        raise DomainError(
+            f"the function is not finite for any value (sympy gives {sympy.sstr(function)}): "
+            "it has no derivative to check",
+            hint="a parameter may make it degenerate (e.g. beta=0 divides by zero)",
+        )
+
+
+def _decide_domain(
+    forms: Formulas, points: dict[str, torch.Tensor], size: int, outside: torch.Tensor,
+    derivatives: list[tuple[Any, torch.Tensor]],
+) -> None:
+    """Where the float64 evidence about the domain is in doubt, the program decides at 50
+    digits, as written (domain.py); the masks are corrected in place. Where the function
+    is defined after all, a derivative counts as defined where its own exact value is (the
+    slope of sqrt at 0 is not); the comparison then arbitrates its float64 value."""
+    nan = forward_nan(forms.body, forms.library, points, size)
+    maybe_inside, maybe_outside = doubtful(outside, nan)
+    names = list(forms.symbols)
+    symbols = [forms.symbols[n] for n in names]
+    exact: dict[int, Any] = {}
+    for indices, inside in ((maybe_inside, True), (maybe_outside, False)):
+        for i in indices:
+            args = [points[n][i].item() for n in names]
+            defined = defined_at(forms.body, forms.library, dict(zip(names, args)))
+            if defined != inside:
+                continue  # the float64 verdict stands
+            outside[i] = not defined
+            for k, (expr, mask) in enumerate(derivatives):
+                if not defined:
+                    mask[i] = True
+                    continue
+                if k not in exact:
+                    exact[k] = exact_function(expr, symbols)
+                mask[i] = exact[k](*args) is UNDEFINED
 
 
 def _exact_at(expr: Any, forms: Formulas, points: dict[str, torch.Tensor]) -> Callable[[list[int]], list[Any]]:

@@ -68,12 +68,13 @@ class Evaluation:
 
 def evaluate(
     program: Any, plan: Plan, library: Library, points: Mapping[str, torch.Tensor], *, order: int, dtype: str,
-    device: str = "cpu", rtol: float | None = None, atol: float | None = None,
+    device: str = "cpu", rtol: float | None = None, atol: float | None = None, seed: int = 0,
 ) -> Evaluation:
     """autograd at `dtype` and the exact derivatives at the same (rounded) `points`, compared.
 
     `points` are flat float64 tensors of one size, one per variable of an elementwise plan.
-    Tolerances default to TOLERANCES[dtype].
+    Tolerances default to TOLERANCES[dtype]; `seed` picks the agreeing points whose exact
+    value is sampled at 50 digits (compare.py).
     """
     from ..build.variables import resolve_dtype
 
@@ -101,7 +102,7 @@ def evaluate(
     tol = {"rtol": default_rtol if rtol is None else rtol, "atol": default_atol if atol is None else atol}
     largest = float(torch.finfo(torch_dtype).max)
     ev.comparisons = {
-        key: compare(ev.autograd[key], target, candidate_name="autograd", largest=largest, **tol)
+        key: compare(ev.autograd[key], target, candidate_name="autograd", largest=largest, seed=seed, **tol)
         for key, target in ev.targets.items()
     }
     return ev

@@ -88,11 +88,15 @@ def exact_targets(forms: ExactFormulas, values: dict[str, torch.Tensor]) -> dict
     args = [env[s].item() for s in all_symbols]
     found: dict[Any, Target] = {}
     for key, exprs in [*forms.first.items(), *forms.second.items()]:
+        # A kink counts for a partial derivative only if its condition moves with that
+        # element: at a kink of x[4], d/dx[0] is still taken along x[0] alone.
         if isinstance(key, str):
             labels = forms.labels[key]
+            wrt = [{s} for s in forms.symbols[key]]
         else:
             labels = [f"{p},{q}" for p in forms.labels[key[0]] for q in forms.labels[key[1]]]
-        masks = [regions(None, [e], env, 1) for e in exprs]
+            wrt = [{p, q} for p in forms.symbols[key[0]] for q in forms.symbols[key[1]]]
+        masks = [regions(None, [e], env, 1, w) for e, w in zip(exprs, wrt)]
         found[key] = Target(
             name=key if isinstance(key, str) else ",".join(key),
             reference=torch.cat([evaluate(e, env, 1) for e in exprs]),

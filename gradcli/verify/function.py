@@ -23,9 +23,12 @@ import torch
 
 from .. import words
 from ..errors import UsageError, UserCodeError
+from ..options import checked_seed
 from . import diagnose
+from .fdarbiter import ATOL, EPS, FLAT_FORWARD, LEAVES_DOMAIN, RTOL, STEP_ROUNDED, Differences, reason
 from .gradchecks import GradcheckVerdict, run_gradcheck
 from .jacobian import JACOBIAN_MAX, InputCheck, analytical, backward_of, compare_blocks, flat_output, numerical
+from .points import refuse_unusable
 from .reference import ForwardCheck, reference_checks
 from .evaluation import check_order
 from .result import FiniteDifferences, finite_difference_checks
@@ -141,7 +144,8 @@ def check_function(
         cls = check_class(function, getattr(function, "__name__", repr(function)))
         label = cls.__name__
     options = [f"{k}={v}" for k, v in var.items()] if isinstance(var, Mapping) else list(var)
-    seed = 0 if seed is None else seed
+    refuse_unusable(options, torch.float64)
+    seed = 0 if seed is None else checked_seed(seed)
     inputs = make_inputs(cls, options, seed)
     tensors = {n: t.detach().to(torch.float64) for n, t in inputs.tensors().items()}
     if not tensors:
@@ -174,11 +178,14 @@ def check_function(
     else:
         result.notes.append(f"the inputs have {size:,} elements: only gradcheck (fast mode) runs past {JACOBIAN_MAX:,}")
     if order == 2:
-        result.gradgradcheck = run_gradcheck(positional, list(tensors.values()), seed=seed, second=True)
+        result.gradgradcheck = _run_user(
+            lambda: run_gradcheck(positional, list(tensors.values()), seed=seed, second=True), "backward", cls
+        )
         if small:
             gradient = backward_of(fn)
             result.second = compare_blocks(
-                _analytical_second(gradient, tensors), numerical(gradient, tensors), tensors, "grad"
+                _run_user(lambda: _analytical_second(gradient, tensors), "backward", cls),
+                _run_user(lambda: numerical(gradient, tensors), "backward", cls), tensors, "grad",
             )
             result.causes += diagnose.second_order_causes(
                 result.second, first_ok=all(c.ok for c in result.first), saved_intermediates=saved,
@@ -187,12 +194,75 @@ def check_function(
     if ref is not None:
         result.ref = ref
         got_first = _run_user(lambda: analytical(fn, tensors), "backward", cls) if small else None
-        got_second = _analytical_second(backward_of(fn), tensors) if small and order == 2 else None
+        got_second = (_run_user(lambda: _analytical_second(backward_of(fn), tensors), "backward", cls)
+                      if small and order == 2 else None)
         result.ref_forward, result.ref_first, result.ref_second, notes = reference_checks(
             ref, inputs, flat_output(fn, tensors).detach(), got_first, got_second, library_dirs
         )
         result.notes += notes
+        if small:
+            _settle_with_reference(result, fn, tensors)
+    elif small:
+        _explain_without_reference(result, fn, tensors)
     return result
+
+
+def _explain_without_reference(result: FunctionResult, fn: Any, tensors: dict[str, torch.Tensor]) -> None:
+    """Without a reference there is no exact derivative to settle a disagreement, so it
+    stands; but where the finite differences are plainly broken (the step is lost to
+    rounding, leaves the domain, or the forward does not move) the note says so."""
+    broken: dict[str, int] = {}
+    for check in result.first:
+        bad = ~((check.got - check.expected).abs() <= ATOL + RTOL * check.expected.abs())
+        for i, j in bad.nonzero().tolist():
+            why = _entry_reason(fn, tensors, check.name, i, j, check.got[i, j].item())
+            if why in (STEP_ROUNDED, LEAVES_DOMAIN, FLAT_FORWARD):
+                broken[why] = broken.get(why, 0) + 1
+    if broken:
+        listed = "; ".join(f"{why}: {n:,}" for why, n in sorted(broken.items(), key=lambda item: -item[1]))
+        result.notes.append(f"finite differences are unreliable at {sum(broken.values()):,} of the disagreeing "
+                            f"Jacobian entries ({listed}): give --ref EXPR to decide them with the exact derivative")
+
+
+def _settle_with_reference(result: FunctionResult, fn: Any, tensors: dict[str, torch.Tensor]) -> None:
+    """Finite differences do not overrule an exact derivative (fdarbiter.py): where they
+    disagree with your backward but the reference's derivative agrees with it everywhere,
+    the disagreeing entries are finite differences' fault, counted with their reason."""
+    failed = result.gradcheck.ok is False or not all(c.ok for c in result.first)
+    reference_agrees = (result.ref_forward is not None and result.ref_forward.ok and result.ref_first
+                        and all(c.ok for c in result.ref_first))
+    if not failed or not reference_agrees:
+        return
+    reasons: dict[str, int] = {}
+    for check in result.first:
+        bad = ~((check.got - check.expected).abs() <= ATOL + RTOL * check.expected.abs())
+        for i, j in bad.nonzero().tolist():
+            why = _entry_reason(fn, tensors, check.name, i, j, check.got[i, j].item())
+            reasons[why] = reasons.get(why, 0) + 1
+        check.count, check.mismatches, check.max_abs_err = 0, [], 0.0
+    count = sum(reasons.values())
+    if count:
+        listed = "; ".join(f"{why}: {n:,}" for why, n in sorted(reasons.items(), key=lambda item: -item[1]))
+        sentence = (f"finite differences are unreliable at {count:,} Jacobian entr{'ies' if count != 1 else 'y'} "
+                    f"({listed}), where your backward agrees with the derivative of {result.ref}")
+        result.notes.append(f"gradcheck: {sentence}")
+    if result.gradcheck.ok is False:
+        result.gradcheck = GradcheckVerdict(True, result.gradcheck.fast_mode, sentence if count else None,
+                                            result.gradcheck.points, count, reasons)
+
+
+def _entry_reason(fn: Any, tensors: dict[str, torch.Tensor], name: str, i: int, j: int, exact: float) -> str:
+    """Why the central difference of output i in element j of `name` misleads."""
+    flat = tensors[name].reshape(-1)
+    outputs = []
+    with torch.no_grad():
+        for sign in (1, -1):
+            moved = flat.clone()
+            moved[j] += sign * EPS
+            outputs.append(flat_output(fn, {**tensors, name: moved.reshape(tensors[name].shape)})[i].to(torch.float64))
+    plus, minus = (torch.stack([o]) for o in outputs)
+    diffs = Differences(flat[j:j + 1].to(torch.float64), plus, minus, (plus - minus) / (2 * EPS))
+    return reason(diffs, 0, exact)
 
 
 def _analytical_second(gradient: Any, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -211,7 +281,7 @@ def _run_user(call: Any, what: str, cls: type) -> Any:
         return call()
     except UserCodeError:
         raise
-    except Exception as err:
+    except (Exception, SystemExit) as err:  # sys.exit() in a backward is the user's code too
         import inspect
         from pathlib import Path
 

@@ -155,6 +155,11 @@ class NodeReasoning:
         factors = self._factors(origin) if origin is not None else []
         if zero is not None and inf.call in ("log", "log2", "log10", "div", "reciprocal", "rsqrt", "pow"):
             made = self.producer_of_zero()
+            if made is not None and made.call in ("add", "sub") and self.size is None and self._identical(made):
+                return Cause("undefined", "", 0, {},
+                             f"{self._name(made)} subtracts a value from itself, so it is exactly 0, and "
+                             f"{self._name(inf)} of 0 is infinite: the function itself is not finite there",
+                             node=made.name, source=self.text(made), factors=factors)
             if made is not None and made.call in ("add", "sub"):
                 return Cause("cancellation", "", 0, {},
                              f"{self._name(made)} cancels to exactly 0 at these points (its terms are equal in "
@@ -291,7 +296,14 @@ class NodeReasoning:
     def _dtype(self) -> str:
         return str(self._torch_dtype()).removeprefix("torch.")
 
+    def _identical(self, node: NodeEvidence) -> bool:
+        """Whether a subtraction's two tensor operands hold the same values (h - h)."""
+        tensors = [i for i in node.inputs if isinstance(i, torch.Tensor)]
+        return len(tensors) == 2 and tensors[0].shape == tensors[1].shape and bool(torch.equal(*tensors))
+
     def _name(self, node: NodeEvidence) -> str:
+        if isinstance(node.span, str):  # a user's line: the call, then where it is
+            return f"{node.call}() at {node.span}"
         text = self.text(node)
         return text if text else node.call
 

@@ -14,6 +14,10 @@ from typing import TYPE_CHECKING, Sequence
 
 import torch
 
+from .. import limits
+from ..errors import LimitError, VariableError
+from ..build.variables import check_range, parse_var
+
 if TYPE_CHECKING:
     from ..language.library import LibraryFunction
 
@@ -23,6 +27,33 @@ DEFAULT_POINTS = 1000
 DRAW_RANGE = (-5.0, 5.0)
 #: Always checked too (without --var): zero, +-1, and large magnitudes.
 SPECIAL = (0.0, 1.0, -1.0, 0.5, -0.5, 10.0, -10.0, 100.0, -100.0, 1000.0, -1000.0)
+
+
+def refuse_unusable(options: Sequence[str], dtype: torch.dtype) -> None:
+    """Refuse --var values a check cannot use. Checks build their points in float64 and round
+    them to `dtype`, where a value beyond its range would become inf without a word; and a
+    --var with no elements leaves nothing to compare (gradcheck would pass vacuously)."""
+    for option in options:
+        spec = parse_var(option)
+        check_range(spec, dtype)
+        if spec.numel == 0:
+            raise VariableError(
+                f"--var {spec.name}={spec.text} has no elements: there is nothing to check",
+                hint="give at least one value, e.g. --var 'x=linspace(-3, 3, 61)'",
+            )
+
+
+def check_point_total(points: int, variables: int) -> None:
+    """Refuse `points` per variable beyond the per-tensor limit, or beyond the limit in all
+    once every variable has its own copy (a check holds each variable's values at every point)."""
+    if points > limits.MAX_ELEMENTS:
+        raise LimitError(f"{points:,} points per variable; the limit is {limits.MAX_ELEMENTS:,}")
+    if points * variables > limits.MAX_TOTAL_ELEMENTS:
+        raise LimitError(
+            f"{points:,} points for each of {variables} variables make {points * variables:,} values; "
+            f"the limit is {limits.MAX_TOTAL_ELEMENTS:,} in all",
+            hint="give fewer --points (or smaller --var ranges), or check fewer variables at once",
+        )
 
 
 @dataclass

@@ -21,6 +21,9 @@ from .symbolic import CHUNK, _Evaluator
 
 #: Relative distance to a kink below which a point is kept out of finite differences.
 NEAR_KINK = 1e-4
+#: A sum smaller than this share of its largest term lost most of its digits to cancellation:
+#: float64 agreement there proves nothing (`1e20*(sqrt(x**2+1) - x)` at 1e8 is 0 on both sides).
+CANCELLATION = 1e-8
 
 
 class _Walker:
@@ -36,6 +39,10 @@ class _Walker:
         if masks is None:
             masks = tuple(torch.zeros(size, dtype=torch.bool) for _ in range(3))  # type: ignore[assignment]
         self.undefined, self.kink, self.near = masks  # type: ignore[misc]
+        self.cancel: torch.Tensor | None = None  # set by the caller to also mark cancellations
+        # The symbols a derivative is taken in (exact mode: one element's): a branch whose
+        # condition none of them moves is no kink of that partial derivative.
+        self.wrt: set[Any] | None = None
         self.seen: set[Any] = set()
 
     def value(self, expr: Any) -> torch.Tensor:
@@ -51,6 +58,8 @@ class _Walker:
             return
         self._domain(expr, active)
         self._kinks(expr, active)
+        if self.cancel is not None and expr.is_Add:
+            self._cancellation(expr, active)
         for arg in expr.args:
             self.walk(arg, active)
 
@@ -96,9 +105,25 @@ class _Walker:
             return self.value(base) <= 0  # d/d(exponent) needs log(base)
         return None
 
+    def _cancellation(self, expr: Any, active: torch.Tensor | None) -> None:
+        terms = [a for a in expr.args if a.free_symbols]
+        if not terms:
+            return
+        largest = self.value(terms[0]).abs()
+        for term in terms[1:]:
+            largest = torch.maximum(largest, self.value(term).abs())
+        # largest > 0 and finite, and the sum lost more than 1/CANCELLATION of it
+        lost = (self.value(expr).abs() <= CANCELLATION * largest) & (largest > 0) & (largest < torch.inf)
+        self._mark(self.cancel, lost, active)  # type: ignore[arg-type]
+
+    def _moves(self, expr: Any) -> bool:
+        return self.wrt is None or bool(expr.free_symbols & self.wrt)
+
     def _kinks(self, expr: Any, active: torch.Tensor | None) -> None:
         import sympy
 
+        if not self._moves(expr):
+            return
         if isinstance(expr, (sympy.Abs, sympy.sign, sympy.Heaviside)):
             self._boundary(self.value(expr.args[0]), torch.zeros(()), active)
         elif isinstance(expr, (sympy.Max, sympy.Min)) and len(expr.args) == 2:
@@ -123,7 +148,8 @@ class _Walker:
         if not self._first_visit("condition", cond, active):
             return
         if isinstance(cond, sympy.core.relational.Relational):
-            self._boundary(self.value(cond.lhs), self.value(cond.rhs), active)
+            if self._moves(cond):
+                self._boundary(self.value(cond.lhs), self.value(cond.rhs), active)
             self.walk(cond.lhs, active)
             self.walk(cond.rhs, active)
         elif isinstance(cond, sympy.ITE):
@@ -151,29 +177,32 @@ def near_each_other(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def regions(
-    function: Any, derivatives: list[Any], env: Mapping[Any, torch.Tensor], size: int
+    function: Any, derivatives: list[Any], env: Mapping[Any, torch.Tensor], size: int, wrt: set[Any] | None = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(undefined, kink, near_kink) boolean masks over `size` points.
 
     `undefined`: the function or a derivative is outside its domain there. `kink`: a
     derivative changes branch exactly there. `near_kink`: within NEAR_KINK (relative) of a
     branch change, too close for finite differences. Computed in chunks of CHUNK points.
+    With `wrt`, only conditions that move with one of these symbols make kinks.
     """
-    return _chunked(function, derivatives, env, size)  # type: ignore[return-value]
+    return _chunked(function, derivatives, env, size, wrt)  # type: ignore[return-value]
 
 
 def analyse_all(
     function: Any, derivatives: list[Any], env: Mapping[Any, torch.Tensor], size: int
-) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]]:
+) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]], torch.Tensor]:
     """The function's `undefined` mask (its own domain), and per derivative its
     (undefined | the function's undefined, kink, near_kink, float64 value): the same masks
-    as `regions(function, [derivative], ...)` and the value of `evaluate(derivative, ...)`.
+    as `regions(function, [derivative], ...)` and the value of `evaluate(derivative, ...)`;
+    last, where the function or a derivative subtracts near-equal terms (CANCELLATION).
 
     One evaluator per chunk serves the function's walk, every derivative's walk and their
     values, so a subexpression they share (sigmoid(x) in x*sigmoid(x) and its derivative)
     is computed once per chunk.
     """
     outside = torch.zeros(size, dtype=torch.bool)
+    cancel = torch.zeros(size, dtype=torch.bool)
     found = [
         (*(torch.zeros(size, dtype=torch.bool) for _ in range(3)), torch.empty(size, dtype=torch.float64))
         for _ in derivatives
@@ -185,32 +214,35 @@ def analyse_all(
         evaluator = _Evaluator(chunk, stop - start)
         unused = (torch.zeros(stop - start, dtype=torch.bool), torch.zeros(stop - start, dtype=torch.bool))
         outer = _Walker(chunk, stop - start, evaluator, (outside[part], *unused))
+        outer.cancel = cancel[part]
         # The function's own domain counts (log(x) at x < 0, where 1/x is finite); its
         # kinks are judged from the derivatives, element by element.
         outer.walk(function)
         for expr, (undefined, kink, near, value) in zip(derivatives, found):
             walker = _Walker(chunk, stop - start, evaluator, (undefined[part], kink[part], near[part]))
+            walker.cancel = cancel[part]
             walker.walk(expr)
             walker.undefined |= outer.undefined
             value[part] = walker.value(expr)
-    return outside, found
+    return outside, found, cancel
 
 
 def _chunked(
-    function: Any, derivatives: list[Any], env: Mapping[Any, torch.Tensor], size: int
+    function: Any, derivatives: list[Any], env: Mapping[Any, torch.Tensor], size: int, wrt: set[Any] | None = None
 ) -> tuple[torch.Tensor, ...]:
     parts = []
     for start in range(0, max(size, 1), CHUNK):
         stop = min(start + CHUNK, size)
         chunk = {s: (v[start:stop] if v.dim() else v) for s, v in env.items()}
-        parts.append(_regions(function, derivatives, chunk, stop - start))
+        parts.append(_regions(function, derivatives, chunk, stop - start, wrt))
     return tuple(torch.cat([p[i] for p in parts]) for i in range(3))
 
 
 def _regions(
-    function: Any, derivatives: list[Any], env: Mapping[Any, torch.Tensor], size: int
+    function: Any, derivatives: list[Any], env: Mapping[Any, torch.Tensor], size: int, wrt: set[Any] | None = None
 ) -> tuple[torch.Tensor, ...]:
     walker = _Walker(env, size)
+    walker.wrt = wrt
     for expr in derivatives:
         walker.walk(expr)
     if function is not None:

@@ -1,4 +1,4 @@
-"""The outcome of `check`: plain data, its JSON document (CLI.md) and a readable text.
+"""The outcome of `check`: plain data, its JSON document (docs/json.md) and a readable text.
 
 `CheckResult.ok` and `str(result)` are what a user's own pytest suite relies on:
 
@@ -124,7 +124,7 @@ class CheckResult:
         return words.overall(self.ok, self.problems() if not self.ok else [], self.agreed())
 
     def as_dict(self) -> dict[str, Any]:
-        """The `check --json` document, with extra keys after the contract's."""
+        """The `check --json` document (docs/json.md): the first contract's keys, then the others."""
         data: dict[str, Any] = {
             "expression": self.expression,
             "ok": self.ok,

@@ -39,18 +39,23 @@ class Unsupported(Exception):
 
 
 def within(budget: float, fn: Callable[..., T], *args: Any) -> T:
-    """fn(*args) in a daemon thread; SymbolicTimeout if it takes longer than `budget` s.
-
-    XXX: Python cannot stop a thread, so an overrun keeps computing in the background until
-    it finishes (a daemon thread: it never keeps the process alive).
-    """
+    """fn(*args) in a daemon thread; SymbolicTimeout if it takes longer than `budget` s, and
+    then the work is stopped (`_stop`): a sympy thread left running holds the GIL and slowed
+    everything after it 5-50x."""
     from .._deep import run_deep
 
+    if budget <= 0:  # no time at all: not even a fast (or cached) result may slip through
+        raise SymbolicTimeout(f"the symbolic work took longer than {budget:g} s")
     outcome: dict[str, Any] = {}
+    workers: list[int] = []
+
+    def work(*values: Any) -> T:
+        workers.append(threading.get_ident())  # run_deep may run it in a thread of its own
+        return fn(*values)
 
     def target() -> None:
         try:
-            outcome["value"] = run_deep(fn, *args)
+            outcome["value"] = run_deep(work, *args)
         except BaseException as exc:  # re-raised in the caller
             outcome["error"] = exc
 
@@ -58,10 +63,33 @@ def within(budget: float, fn: Callable[..., T], *args: Any) -> T:
     thread.start()
     thread.join(budget)
     if thread.is_alive():
+        _stop(thread, workers)
         raise SymbolicTimeout(f"the symbolic work took longer than {budget:g} s")
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]
+
+
+class _Cancelled(BaseException):
+    """Raised inside an overrunning symbolic thread to end it (never seen by a caller)."""
+
+
+#: Seconds to wait for a cancelled thread to end (it ends at its next Python instruction; a
+#: long call into C, such as one huge integer product, finishes first).
+STOP_WAIT = 5.0
+
+
+def _stop(thread: threading.Thread, workers: list[int]) -> None:
+    """End the work by raising _Cancelled in the thread that runs it.
+
+    Python has no API to kill a thread; CPython's PyThreadState_SetAsyncExc raises an
+    exception in another thread at its next bytecode, which sympy (pure Python) reaches often.
+    """
+    import ctypes
+
+    for ident in workers or [thread.ident]:
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(_Cancelled))
+    thread.join(STOP_WAIT)
 
 
 def real_symbols(names: Any) -> dict[str, Any]:

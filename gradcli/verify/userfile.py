@@ -29,8 +29,14 @@ DEFAULT_INPUT = (-2.5, -1.0, -0.5, -0.1, 0.2, 0.5, 1.0, 2.5)
 
 
 def load_function(target: str) -> type:
-    """The class NAME from PATH.py (`target` is "PATH.py:NAME")."""
+    """The class NAME from PATH.py or from an importable module (`target` is "PATH.py:NAME"
+    or "package.module:NAME", NAME possibly dotted, as trace takes them)."""
+    from ..targets.load import is_code_target, load_object
+
     path_text, sep, name = target.rpartition(":")
+    if is_code_target(target) and not path_text.endswith(".py"):
+        value, where = load_object(target)
+        return check_class(value, where)
     if not sep or not path_text or not name:
         raise UsageError(f"'{target}' is not PATH.py:NAME", hint="e.g. gradcli check-function my_ops.py:Swish")
     path = Path(path_text)

@@ -1,0 +1,1 @@
+"""What gradcli inspects: a `Target` builds a `Computation` (see base.py)."""

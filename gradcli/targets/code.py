@@ -1,0 +1,285 @@
+"""The user's own code as a Target: an nn.Module (class, factory or instance) or a function.
+
+`CodeTarget.build` makes the model (`--init KEY=VALUE`, Python literals read with
+`ast.literal_eval`), binds forward's (or the function's) parameters to `--var` values or to
+values given from Python, runs the call under the `ForwardRecorder`, and reduces the output
+with `--loss` when one is given. The leaves are the module's parameters, named by their path
+(`encoder.layers.0.linear1.weight`), and the tensor inputs: data unless `--wrt` names them
+(a function's floating inputs require grad, as an expression's variables do).
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..errors import GradcliError, UsageError
+from .diagnose import CodeExplainer
+from .base import BuildSettings, Computation, LeafSource, Origin
+from .inputs import bind_inputs
+from .load import load_object, user_error
+from .outputs import loss_variables, name_outputs, reduce_output
+from .record import ORIGIN_KEY, ForwardRecorder, Recording, origin_of
+
+
+@dataclass(frozen=True)
+class Callee:
+    """What a code target turned out to be: the callable to run, its model, how it was found."""
+
+    run: Any
+    model: Any  # the nn.Module, or None for a plain function
+    found: str
+    signature_of: Any  # whose signature names the inputs
+
+
+@dataclass(frozen=True)
+class CodeTarget:
+    """`path.py:NAME`, `package.module:NAME`, or the object itself (from the Python API)."""
+
+    obj: Any = None  # the object; None: load `where`
+    where: str = ""
+    variables: Sequence[str] = ()  # --var texts
+    values: Sequence[Any] = ()  # positional inputs given from Python
+    named_values: dict[str, Any] = field(default_factory=dict)
+    init: Sequence[str] = ()  # --init KEY=VALUE texts
+    loss: str | None = None
+    library_dirs: Sequence[str | Path] = ()
+
+    def build(self, settings: BuildSettings) -> Computation:
+        import torch
+
+        obj, where = (self.obj, self.where or _describe(self.obj)) if self.obj is not None else load_object(self.where)
+        seed = settings.seed if settings.seed is not None else int(torch.randint(0, 2**31 - 1, ()).item())
+        # The seed also drives the model's initialisation and forward's randomness (dropout),
+        # on a copy of torch's RNG state, so --seed repeats the whole run.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            callee = resolve(obj, where, parse_init(self.init))
+            model = callee.model
+            if model is not None and settings.dtype is not None:
+                from ..build.variables import resolve_dtype
+
+                model.to(resolve_dtype(settings.dtype))
+            inputs = bind_inputs(
+                callee.signature_of, where, self.variables, self.values, self.named_values,
+                dtype=_input_dtype(model, settings), device=settings.device, seed=seed,
+                wrt=settings.wrt, data_inputs=model is not None, loss_names=loss_variables(self.loss, self.library_dirs),
+            )
+            names = {id(m): path for path, m in model.named_modules()} if model is not None else {}
+            recorder = ForwardRecorder(names, watch_nonfinite=settings.watch_forward)
+            try:
+                with recorder:
+                    output = callee.run(*inputs.args, **inputs.kwargs)
+            except GradcliError:
+                raise
+            except (Exception, SystemExit) as err:  # the user's forward raised: their frames only
+                raise user_error(f"{where} raised", err) from None
+        outputs = name_outputs(output, where)
+        loss_inputs = {name: t for name, t in inputs.tensors.items()}
+        loss_value, loss_bindings = reduce_output(outputs, loss_inputs, self.loss, self.library_dirs)
+        if self.loss is not None and getattr(loss_value, "grad_fn", None) is not None:
+            tag_loss(loss_value.grad_fn, self.loss)
+        parameters = dict(model.named_parameters()) if model is not None else {}
+        clash = set(parameters) & set(inputs.tensors)
+        if clash:
+            raise UsageError(f"the input '{sorted(clash)[0]}' has the name of a parameter", hint="rename the input in forward's signature")
+        leaves = {**parameters, **inputs.tensors}
+        owners = _owners(model)
+        sources = {name: LeafSource(f"parameter of {_module_words(*owners.get(name, ('', '?')))}") for name in parameters}
+        sources.update({name: LeafSource(inputs.specs[name], name in inputs.defaulted) for name in inputs.tensors})
+        return Computation(
+            kind="module" if model is not None else "function",
+            description=where,
+            leaves=leaves,
+            sources=sources,
+            output=loss_value,
+            bindings=[*outputs.items(), *loss_bindings],
+            seed=inputs.seed,
+            origin_of=_CodeOrigins(parameters, owners, self.loss),
+            found=callee.found,
+            strict_output=False,
+            explain=CodeExplainer(recorder.recording, list(getattr(loss_value, "shape", [])), list(outputs)),
+            details={
+                "recording": recorder.recording,
+                "modules": _module_table(model, recorder.recording),
+                "outputs": list(outputs),
+                "loss": self.loss,
+            },
+            keep_alive=[model, output],
+        )
+
+
+def resolve(obj: Any, where: str, init: dict[str, Any]) -> Callee:
+    """What `obj` is, and how to run it; anything that cannot be run is an exit-2 error."""
+    import torch
+
+    nn = torch.nn
+    if inspect.isclass(obj) and issubclass(obj, nn.Module):
+        model = _call_user(obj, init, where, "constructing")
+        return Callee(model, model, f"nn.Module subclass {obj.__name__}, constructed as {_call_text(obj.__name__, init)}", model.forward)
+    if isinstance(obj, nn.Module):
+        if init:
+            raise UsageError(f"{where} is an nn.Module instance, already constructed: --init does not apply", hint="drop --init")
+        return Callee(obj, obj, f"nn.Module instance of {type(obj).__name__}", obj.forward)
+    if inspect.isclass(obj) and issubclass(obj, torch.autograd.Function):
+        if init:
+            raise UsageError(f"{where} is a torch.autograd.Function: --init does not apply", hint="drop --init")
+        return Callee(obj.apply, None, f"torch.autograd.Function {obj.__name__}, called through .apply", _function_signature(obj))
+    if inspect.isclass(obj) or not callable(obj):
+        kind = f"class {obj.__name__}" if inspect.isclass(obj) else f"{type(obj).__name__} value"
+        raise UsageError(
+            f"{where} is a {kind}: gradcli traces an nn.Module (class, instance or factory) or a function",
+            hint="name an nn.Module subclass, a function returning one, a module instance, or a function of tensors",
+        )
+    if init or not _required(obj):
+        made = _call_user(obj, init, where, "calling")
+        if not isinstance(made, nn.Module):
+            raise UsageError(
+                f"{where} called as {_call_text(getattr(obj, '__name__', 'NAME'), init)} returned a {type(made).__name__}, not an nn.Module",
+                hint="--init is for a model factory; a function of tensors takes its inputs from --var",
+            )
+        return Callee(made, made, f"model factory {getattr(obj, '__name__', where)}, called as {_call_text(getattr(obj, '__name__', 'NAME'), init)} -> {type(made).__name__}", made.forward)
+    return Callee(obj, None, f"function {getattr(obj, '__name__', where)}, called with the inputs", obj)
+
+
+def parse_init(options: Sequence[str]) -> dict[str, Any]:
+    """`--init KEY=VALUE` texts as keyword arguments; VALUE is a Python literal (literal_eval,
+    never eval); a bare word that is not one is taken as a string."""
+    init: dict[str, Any] = {}
+    for option in options:
+        key, sep, text = option.partition("=")
+        key = key.strip()
+        if not sep or not key.isidentifier():
+            raise UsageError(f"--init '{option}' is not KEY=VALUE", hint="e.g. --init hidden=16 --init act=\"'relu'\"")
+        try:
+            init[key] = ast.literal_eval(text.strip())
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            if not text.strip().isidentifier():
+                raise UsageError(
+                    f"--init {key}: '{text}' is not a Python literal",
+                    hint="numbers, strings, True/False/None, tuples and lists: --init sizes=(3,4)",
+                ) from None
+            init[key] = text.strip()  # --init act=relu reads as the string 'relu'
+    return init
+
+
+def _required(fn: Any) -> list[str]:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return ["?"]
+    return [p.name for p in params if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+
+def _function_signature(cls: type) -> Any:
+    """forward's signature without ctx, as a callable inspect can read."""
+    params = list(inspect.signature(cls.forward).parameters.values())[1:]  # type: ignore[attr-defined]
+
+    def apply(*args: Any) -> Any: ...
+
+    apply.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    apply.__name__ = f"{cls.__name__}.apply"
+    return apply
+
+
+def _call_user(fn: Any, init: dict[str, Any], where: str, doing: str) -> Any:
+    try:
+        return fn(**init)
+    except (Exception, SystemExit) as err:
+        raise user_error(f"{doing} {where} as {_call_text(getattr(fn, '__name__', 'NAME'), init)} raised", err) from None
+
+
+def _call_text(name: str, init: dict[str, Any]) -> str:
+    return f"{name}(" + ", ".join(f"{k}={v!r}" for k, v in init.items()) + ")"
+
+
+def _describe(obj: Any) -> str:
+    return getattr(obj, "__qualname__", None) or type(obj).__name__
+
+
+def _input_dtype(model: Any, settings: BuildSettings) -> str:
+    if settings.dtype is not None:
+        return settings.dtype
+    if model is not None:
+        for tensor in (*model.parameters(), *model.buffers()):
+            if tensor.is_floating_point():
+                return str(tensor.dtype).removeprefix("torch.")
+        return "float32"
+    return "float64"
+
+
+def _owners(model: Any) -> dict[str, tuple[str, str]]:
+    """parameter name -> (its module's path, the module's class)."""
+    if model is None:
+        return {}
+    owners = {}
+    for path, module in model.named_modules():
+        for name, _ in module.named_parameters(recurse=False):
+            owners[f"{path}.{name}" if path else name] = (path, type(module).__name__)
+    return owners
+
+
+def _module_words(path: str, cls: str) -> str:
+    return f"{path} ({cls})" if path else cls
+
+
+def _module_table(model: Any, recording: Recording) -> list[dict[str, Any]]:
+    """Every module of the model, in definition order: path, class, parameters, shapes."""
+    if model is None:
+        return [
+            {"path": run.path, "class": run.cls, "parameters": None, "inputs": run.inputs, "output": run.output}
+            for run in recording.modules.values()
+        ]
+    table = []
+    for path, module in model.named_modules():
+        run = recording.modules.get(path)
+        table.append({
+            "path": path, "class": type(module).__name__,
+            "parameters": sum(p.numel() for p in module.parameters()),
+            "inputs": run.inputs if run else [], "output": run.output if run else [],
+        })
+    return table
+
+
+def tag_loss(root: Any, loss: str) -> None:
+    """Give the nodes --loss built an Origin: their span in the --loss text; a node made inside
+    one call (cross_entropy's LogSoftmaxBackward0) gets the span of the call that made it."""
+    from ..build.to_torch import SPAN_KEY
+
+    lines = loss.splitlines()
+    stack: list[tuple[Any, Origin | None]] = [(root, None)]
+    while stack:
+        node, parent = stack.pop()
+        metadata = node.metadata
+        if ORIGIN_KEY in metadata or hasattr(node, "variable"):
+            continue  # forward's own node (tagged by the recorder), or a leaf
+        span = metadata.get(SPAN_KEY)
+        if span is not None:
+            code = lines[span.line - 1].strip() if 0 < span.line <= len(lines) else None
+            origin = Origin(span=span, file="--loss", line=span.line, code=code)
+        else:
+            origin = parent
+        if origin is not None:
+            metadata[ORIGIN_KEY] = origin
+        stack.extend((fn, origin) for fn, _ in node.next_functions if fn is not None)
+
+
+class _CodeOrigins:
+    """origin_of for code: the tag the recorder or tag_loss wrote, or a parameter's module."""
+
+    def __init__(self, parameters: dict[str, Any], owners: dict[str, tuple[str, str]], loss: str | None) -> None:
+        self.by_leaf = {
+            id(tensor): Origin(module=owners[name][0], module_class=owners[name][1])
+            for name, tensor in parameters.items() if name in owners
+        }
+        self.keep = list(parameters.values())
+
+    def __call__(self, grad_fn: Any) -> Origin | None:
+        origin = origin_of(grad_fn)
+        if origin is not None:
+            return origin
+        variable = getattr(grad_fn, "variable", None)
+        return None if variable is None else self.by_leaf.get(id(variable))

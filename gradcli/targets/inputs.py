@@ -1,0 +1,138 @@
+"""Binding a forward's (or a function's) parameters to values: `--var` texts or Python values.
+
+Inputs are matched by name to the signature, as a call would bind them. A parameter with a
+numeric default given a number (`--var beta=1.5`) is passed as that Python number; other
+values become tensors of the model's dtype. A module's tensor inputs are data (no gradient)
+unless `--wrt` names them; a function's floating inputs require grad, as an expression's
+variables do; integer tensors (token ids, labels) never do. A required parameter without a
+value is an exit-2 error that prints the signature and an example.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from ..errors import UsageError, VariableError
+from ..build.variables import VarSpec, check_total, make_tensor, parse_var, resolve_device, resolve_dtype
+
+
+@dataclass
+class BoundInputs:
+    """The call's arguments, and the tensors among them by name (the data leaves)."""
+
+    args: list[Any] = field(default_factory=list)
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    tensors: dict[str, Any] = field(default_factory=dict)
+    specs: dict[str, str] = field(default_factory=dict)  # name -> how it was given
+    defaulted: list[str] = field(default_factory=list)
+    seed: int = 0
+
+
+def bind_inputs(
+    fn: Any,
+    where: str,
+    variables: Sequence[str],
+    values: Sequence[Any],
+    named_values: dict[str, Any],
+    *,
+    dtype: str,
+    device: str,
+    seed: int | None,
+    wrt: Sequence[str] = (),
+    data_inputs: bool,
+    loss_names: Sequence[str] = (),
+) -> BoundInputs:
+    """Arguments for `fn` from Python `values` and `--var` texts (`variables`); a --var that
+    names no parameter but a variable of --loss (`loss_names`: labels, targets) is made too."""
+    import torch
+
+    signature = _signature(fn, where)
+    params = [p for p in signature.parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    names = [p.name for p in params]
+    for_loss = {name: v for name, v in named_values.items() if name not in names and name in loss_names}
+    named_values = {name: v for name, v in named_values.items() if name not in for_loss}
+    try:
+        given = signature.bind_partial(*values, **named_values).arguments
+    except TypeError as err:
+        raise UsageError(f"the inputs do not fit {where}{signature}: {err}") from None
+    specs: dict[str, VarSpec] = {}
+    for option in variables:
+        spec = parse_var(option)
+        if spec.name not in names and spec.name not in loss_names:
+            raise VariableError(
+                f"--var {spec.name}: {where} has no input '{spec.name}', and --loss does not use it",
+                hint=f"its signature: {signature}",
+            )
+        if spec.name in specs or spec.name in given:
+            raise VariableError(f"the input '{spec.name}' is given twice")
+        specs[spec.name] = spec
+    check_total(specs.values())
+    if seed is None:
+        seed = int(torch.randint(0, 2**31 - 1, ()).item())
+    generator = torch.Generator().manual_seed(seed)
+    torch_dtype, torch_device = resolve_dtype(dtype), resolve_device(device)
+    bound = BoundInputs(seed=seed)
+    skipped = False
+    for p in params:
+        if p.name in given:
+            value = given[p.name]
+            bound.specs[p.name] = "given from Python"
+        elif p.name in specs:
+            value = _value(p, specs[p.name], torch_dtype, torch_device, generator)
+            bound.specs[p.name] = specs[p.name].text
+        elif p.default is not p.empty:
+            if p.kind == p.POSITIONAL_ONLY:
+                bound.args.append(p.default)
+            skipped = True  # forward's own default; later inputs go by keyword
+            continue
+        else:
+            raise UsageError(
+                f"{where} needs the input '{p.name}': forward{signature}" if data_inputs else
+                f"{where} needs the input '{p.name}': {getattr(fn, '__name__', 'fn')}{signature}",
+                hint=f"give it with --var, e.g. --var '{p.name}=randn(2, 3)' (the shape {where} expects)",
+            )
+        if isinstance(value, torch.Tensor):
+            value = _leaf(value, wants_grad=(p.name in wrt) or not data_inputs, given=p.name in given)
+            bound.tensors[p.name] = value
+        # Positional while nothing was skipped, as a call would be written (module hooks see
+        # positional arguments only, and they record each module's input shapes).
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and not skipped:
+            bound.args.append(value)
+        else:
+            bound.kwargs[p.name] = value
+    for name, value in for_loss.items():
+        if isinstance(value, torch.Tensor):
+            bound.tensors[name] = _leaf(value, wants_grad=name in wrt, given=True)
+            bound.specs[name] = "given from Python"
+    for name, spec in specs.items():
+        if name not in names:  # for --loss only
+            tensor = make_tensor(spec, dtype=torch_dtype, device=torch_device, generator=generator)
+            bound.tensors[name] = _leaf(tensor, wants_grad=name in wrt, given=False)
+            bound.specs[name] = spec.text
+    return bound
+
+
+def _signature(fn: Any, where: str) -> inspect.Signature:
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        raise UsageError(f"cannot read the signature of {where}", hint="give it a Python signature (def forward(self, x): ...)") from None
+
+
+def _value(p: inspect.Parameter, spec: VarSpec, dtype: Any, device: Any, generator: Any) -> Any:
+    numeric_default = isinstance(p.default, (int, float)) and not isinstance(p.default, bool)
+    if numeric_default and spec.kind == "number":
+        return spec.args[0]
+    return make_tensor(spec, dtype=dtype, device=device, generator=generator)
+
+
+def _leaf(tensor: Any, *, wants_grad: bool, given: bool) -> Any:
+    """The tensor as a leaf that requires grad exactly when it should."""
+    floating = tensor.is_floating_point() or tensor.is_complex()
+    if given and (tensor.requires_grad or not wants_grad):
+        return tensor  # the caller's own tensor, as the caller made it
+    if not floating or not wants_grad:
+        return tensor.detach()
+    return tensor.detach().requires_grad_(True)

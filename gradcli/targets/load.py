@@ -1,0 +1,126 @@
+"""Finding the user's code: `path/to/model.py:NAME` or `package.module:NAME`, NAME dotted.
+
+Importing a file runs it, exactly as `python path/to/model.py` would import it: its folder
+goes first on sys.path so its own imports work. Anything the user's code raises becomes a
+`UserCodeError` (exit 2) showing only the user's own frames: file, line, the line's code and
+the exception; gradcli's, torch's and importlib's frames are left out.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import linecache
+import re
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError, UserCodeError
+
+_NAME = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
+#: `file.py:NAME` (any path without spaces or colons) or `dotted.module:NAME`.
+_CODE = re.compile(rf"^(?P<where>[^\s:]+\.py|{_NAME}):(?P<name>{_NAME})$")
+#: Frames from these folders are gradcli's or torch's own, never the user's.
+_NOT_USER = tuple(
+    str(Path(p).resolve()) + "/" for p in (Path(__file__).parent.parent, Path(importlib.util.find_spec("torch").origin).parent)  # type: ignore[arg-type, union-attr]
+)
+
+
+def is_code_target(text: str) -> bool:
+    """Whether `text` names code (`model.py:Net`, `torch.nn:Linear`) rather than an expression."""
+    return _CODE.match(text.strip()) is not None
+
+
+def load_object(text: str) -> tuple[Any, str]:
+    """The object `text` names, and where it was found (for messages)."""
+    match = _CODE.match(text.strip())
+    if match is None:
+        raise UsageError(f"'{text}' is not PATH.py:NAME or package.module:NAME", hint="e.g. examples/mlp.py:MLP or torch.nn:Linear")
+    where, name = match["where"], match["name"]
+    module = _import_file(Path(where)) if where.endswith(".py") else _import_module(where)
+    value: Any = module
+    for part in name.split("."):
+        if not hasattr(value, part):
+            raise UsageError(f"{where} has no '{name}'", hint=_candidates(module))
+        value = getattr(value, part)
+    return value, f"{where}:{name}"
+
+
+def _import_file(path: Path) -> Any:
+    if not path.is_file():
+        raise UsageError(f"no file '{path}'", hint="give the path of a .py file, then :NAME")
+    folder = str(path.resolve().parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    # Named after the file, as python names an imported file, unless that name is taken.
+    module_name = path.stem
+    existing = sys.modules.get(module_name)
+    if existing is not None and getattr(existing, "__file__", None) == str(path.resolve()):
+        return existing
+    if existing is not None or not module_name.isidentifier():
+        module_name = f"gradcli_user_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(module_name, path.resolve())
+    if spec is None or spec.loader is None:
+        raise UsageError(f"cannot import '{path}' as Python")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except (Exception, SystemExit) as err:  # the user's code: report it, do not crash
+        sys.modules.pop(module_name, None)
+        raise user_error(f"importing {path} raised", err) from None
+    return module
+
+
+def _import_module(name: str) -> Any:
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as err:
+        if err.name is not None and name.startswith(err.name):  # the module itself is missing
+            raise UsageError(f"no module named '{err.name}'", hint="give an importable module, or a file: path/to/model.py:NAME") from None
+        raise user_error(f"importing {name} raised", err) from None
+    except (Exception, SystemExit) as err:
+        raise user_error(f"importing {name} raised", err) from None
+
+
+def _candidates(module: Any) -> str:
+    import torch
+
+    names = [
+        key for key, value in vars(module).items()
+        if not key.startswith("_") and getattr(value, "__module__", None) == module.__name__
+        and (callable(value) or isinstance(value, torch.nn.Module))
+    ]
+    return ("it defines: " + ", ".join(names[:12])) if names else "it defines no class or function of its own"
+
+
+def user_frames(err: BaseException) -> list[traceback.FrameSummary]:
+    """The frames of `err`'s traceback that are the user's own code."""
+    frames = traceback.extract_tb(err.__traceback__)
+    return [f for f in frames if is_user_file(f.filename)]
+
+
+@functools.lru_cache(maxsize=4096)  # asked for every frame of every recorded torch call
+def is_user_file(filename: str) -> bool:
+    """Whether `filename` is the user's code (not gradcli's, torch's or a frozen module)."""
+    if filename.startswith("<"):  # <frozen importlib._bootstrap>, <string>
+        return False
+    return not str(Path(filename).resolve()).startswith(_NOT_USER)
+
+
+def user_error(what: str, err: BaseException) -> UserCodeError:
+    """`what` (e.g. "forward raised"), then the user's frames and the exception, as Python
+    prints a traceback but without gradcli's or torch's frames."""
+    lines = [f"{what} {type(err).__name__}: {err}".rstrip()]
+    frames = user_frames(err)
+    for frame in frames:
+        lines.append(f'  File "{frame.filename}", line {frame.lineno}, in {frame.name}')
+        code = frame.line or linecache.getline(frame.filename, frame.lineno or 0).strip()
+        if code:
+            lines.append(f"    {code}")
+    if frames:
+        lines.append(f"{type(err).__name__}: {err}".rstrip())
+    return UserCodeError("\n".join(lines))

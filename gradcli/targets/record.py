@@ -1,0 +1,262 @@
+"""Watching the user's forward run: which module and which line of their code made each node.
+
+A `TorchFunctionMode` sees every torch call the user's code makes (functions, Tensor methods
+and operators; torch's own calls inside a handled call are not seen again), and module
+forward hooks keep the stack of modules running. For each call the recorder walks the
+Python frames up to the first one in the user's own files: that line, and the innermost
+module running, are the node's `Origin`, written into `grad_fn.metadata`. Nodes a single
+call creates internally (cross_entropy's LogSoftmaxBackward0 under its NllLossBackward0)
+get the same origin: the nearest user line.
+
+This was chosen over anomaly mode's `metadata["traceback_"]`, which formats the whole stack
+for every node (see bench/README.md for the measured cost). The same pass notes what later
+diagnoses need: in-place modifications, the calls that cut the graph (detach, `.data`,
+`.item()`, no_grad, integer results), the first non-finite forward output, and each
+module's input and output shapes.
+"""
+
+from __future__ import annotations
+
+import linecache
+import re
+import sys
+from pathlib import Path
+from dataclasses import dataclass, field
+from typing import Any
+
+from .base import Origin
+from .load import is_user_file
+
+#: A trailing comment, written PEP 8's way (two spaces, then #): left out of a node's code.
+_COMMENT = re.compile(r"\s{2,}#.*$")
+#: gradcli's own folder: frames from here are the recorder's, or gradcli calling the model.
+_HERE = str(Path(__file__).resolve().parent.parent) + "/"
+#: Where the recorder writes a node's Origin in `grad_fn.metadata`.
+ORIGIN_KEY = "gradcli_origin"
+
+
+@dataclass
+class Event:
+    """One noteworthy call in forward: what it was, where, and on what."""
+
+    call: str
+    origin: Origin
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ModuleRun:
+    """A module's first call: input and output shapes."""
+
+    path: str
+    cls: str
+    inputs: list[list[int]]
+    output: list[list[int]]
+
+
+@dataclass
+class Recording:
+    """What forward left behind besides its output."""
+
+    inplace: list[Event] = field(default_factory=list)  # in-place calls on tensors with a graph
+    cuts: list[Event] = field(default_factory=list)  # calls whose result left the graph
+    nonfinite: Event | None = None  # the first call whose output held nan or inf (when watched)
+    modules: dict[str, ModuleRun] = field(default_factory=dict)
+
+
+def origin_of(grad_fn: Any) -> Origin | None:
+    """The Origin the recorder wrote on a node."""
+    return grad_fn.metadata.get(ORIGIN_KEY)
+
+
+class ForwardRecorder:
+    """Use as a context manager around the user's forward; `names` maps id(module) -> path."""
+
+    def __init__(self, names: dict[int, str], *, watch_nonfinite: bool = False) -> None:
+        self.names = names
+        self.watch_nonfinite = watch_nonfinite
+        self.recording = Recording()
+        self._stack: list[tuple[str, str]] = []  # (module path, class) of running modules
+        self._origins: dict[tuple[Any, ...], Origin] = {}
+        self._code: dict[tuple[str, int], str] = {}  # (file, line) -> the line's code
+        self._handles: list[Any] = []
+        self._mode: Any = None
+
+    # -- entering and leaving ----------------------------------------------------------------
+    def __enter__(self) -> "ForwardRecorder":
+        import torch
+        from torch.nn.modules import module as nn_module
+
+        self._handles = [
+            nn_module.register_module_forward_pre_hook(self._enter_module),
+            nn_module.register_module_forward_hook(self._leave_module, always_call=True),
+        ]
+        self._tensor = torch.Tensor
+        # `x.data` reaches the mode as a fresh method-wrapper of this descriptor's __get__.
+        self._data = torch._C.TensorBase.__dict__["data"]
+        self._mode = _Mode(self)
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._mode.__exit__(*exc)
+        for handle in self._handles:
+            handle.remove()
+
+    def _enter_module(self, module: Any, args: Any) -> None:
+        path = self.names.get(id(module), f"({type(module).__name__})")
+        self._stack.append((path, type(module).__name__))
+        if path not in self.recording.modules:
+            self.recording.modules[path] = ModuleRun(path, type(module).__name__, _shapes(args), [])
+
+    def _leave_module(self, module: Any, args: Any, output: Any) -> None:
+        if self._stack:
+            path, _ = self._stack.pop()
+            run = self.recording.modules.get(path)
+            if run is not None and not run.output:
+                run.output = _shapes(output)
+
+    # -- every torch call --------------------------------------------------------------------
+    def origin(self) -> Origin:
+        """The innermost running module and the nearest frame in the user's own files."""
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_filename.startswith(_HERE):  # the recorder
+            frame = frame.f_back  # type: ignore[assignment]
+        while frame is not None and not is_user_file(frame.f_code.co_filename):
+            if frame.f_code.co_filename.startswith(_HERE):
+                frame = None  # back in gradcli, which called the model: no user line in between
+                break
+            frame = frame.f_back  # type: ignore[assignment]
+        module, cls = self._stack[-1] if self._stack else (None, None)
+        file, line = (frame.f_code.co_filename, frame.f_lineno) if frame is not None else (None, None)
+        key = (module, file, line)
+        origin = self._origins.get(key)
+        if origin is None:
+            code = self._code.get((file, line)) if file else None
+            if file and code is None:
+                code = self._code[(file, line)] = _COMMENT.sub("", linecache.getline(file, line)).strip()
+            origin = self._origins[key] = Origin(module=module, module_class=cls, file=file, line=line, code=code or None)
+        return origin
+
+    def called(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any, before: Any) -> None:
+        """After `func` ran: tag the nodes it made; note cuts, in-place calls, non-finite output."""
+        tensor_type = self._tensor
+        # Most calls return one tensor; property reads (x.shape) return no tensor at all.
+        tensors = [result] if isinstance(result, tensor_type) else [t for t in _flat(result) if isinstance(t, tensor_type)]
+        name = getattr(func, "__name__", "")
+        if not tensors and before is None and name not in _TO_PYTHON:
+            return
+        origin: Origin | None = None
+        for tensor in tensors:
+            grad_fn = tensor.grad_fn
+            if grad_fn is not None and ORIGIN_KEY not in grad_fn.metadata:
+                origin = origin or self.origin()
+                _tag(grad_fn, origin)
+        if before is not None:  # an in-place call on a tensor that had a graph node
+            origin = origin or self.origin()
+            self.recording.inplace.append(Event(name, origin, before))
+        if (tensors or name in _TO_PYTHON) and not any(t.requires_grad for t in tensors):
+            if any(isinstance(a, self._tensor) and a.requires_grad for a in _flat(args)):
+                if getattr(func, "__self__", None) is self._data or not name.startswith("__") or name in _TO_PYTHON:
+                    self._cut(func, name, tensors, result, origin)
+        if self.watch_nonfinite and self.recording.nonfinite is None:
+            self._check_finite(name, tensors, origin)
+
+    def _cut(self, func: Any, name: str, tensors: list[Any], result: Any, origin: Origin | None) -> None:
+        import torch
+
+        if getattr(func, "__self__", None) is self._data:
+            how = ".data"
+        elif not torch.is_grad_enabled():
+            how = "torch.no_grad()"
+        elif name == "detach":
+            how = "detach()"
+        elif not tensors:
+            how = f"{name}()"  # .item(), .tolist(): a Python value
+        elif not any(t.is_floating_point() or t.is_complex() for t in tensors):
+            how = f"{name}() (an integer result)"
+        else:
+            how = f"{name}()"
+        self.recording.cuts.append(Event(name, origin or self.origin(), {"how": how}))
+
+    def _check_finite(self, name: str, tensors: list[Any], origin: Origin | None) -> None:
+        import torch
+
+        for tensor in tensors:
+            if (tensor.is_floating_point() or tensor.is_complex()) and not bool(torch.isfinite(tensor.detach()).all()):
+                node = tensor.grad_fn.name() if tensor.grad_fn is not None else None
+                self.recording.nonfinite = Event(name, origin or self.origin(), {"node": node, "shape": list(tensor.shape)})
+                return
+
+    def before(self, func: Any, args: tuple[Any, ...]) -> Any:
+        """What an in-place call is about to modify, while it still has its old node."""
+        name = getattr(func, "__name__", "")
+        if not name.endswith("_") or name.endswith("__") or not args or not isinstance(args[0], self._tensor):
+            return None
+        target = args[0]
+        grad_fn = target.grad_fn
+        return {
+            "node": grad_fn.name() if grad_fn is not None else None,
+            "leaf": grad_fn is None and target.requires_grad,
+            "shape": list(target.shape),
+            "version": target._version + 1,
+        }
+
+
+#: Calls that turn a tensor into Python values: the graph cannot follow them.
+_TO_PYTHON = frozenset({"item", "tolist", "numpy", "__float__", "__int__", "__index__"})
+
+
+def _tag(grad_fn: Any, origin: Origin) -> None:
+    """Tag grad_fn and the untagged nodes behind it that the same call made."""
+    stack = [grad_fn]
+    while stack:
+        node = stack.pop()
+        metadata = node.metadata
+        if ORIGIN_KEY in metadata:
+            continue
+        metadata[ORIGIN_KEY] = origin
+        stack.extend(
+            fn for fn, _ in node.next_functions
+            if fn is not None and not hasattr(fn, "variable") and ORIGIN_KEY not in fn.metadata
+        )
+
+
+def _flat(value: Any) -> list[Any]:
+    if isinstance(value, (tuple, list)):
+        return [item for part in value for item in _flat(part)]
+    if isinstance(value, dict):
+        return [item for part in value.values() for item in _flat(part)]
+    return [value]
+
+
+def _shapes(value: Any) -> list[list[int]]:
+    return [list(t.shape) for t in _flat(value) if hasattr(t, "shape") and hasattr(t, "grad_fn")]
+
+
+def _mode_class() -> type:
+    from torch.overrides import TorchFunctionMode
+
+    class Mode(TorchFunctionMode):
+        def __init__(self, recorder: ForwardRecorder) -> None:
+            super().__init__()
+            self.recorder = recorder
+
+        def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            before = self.recorder.before(func, args)
+            result = func(*args, **kwargs)
+            self.recorder.called(func, args, kwargs, result, before)
+            return result
+
+    return Mode
+
+
+def _Mode(recorder: ForwardRecorder) -> Any:
+    global _MODE
+    if _MODE is None:
+        _MODE = _mode_class()
+    return _MODE(recorder)
+
+
+_MODE: Any = None

@@ -1,0 +1,38 @@
+"""From what a caller hands `trace` (text, a module, a function) to a Target."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..errors import UsageError
+from .code import CodeTarget
+from .expression import ExpressionTarget
+from .load import is_code_target
+
+
+def as_target(
+    target: Any, inputs: Sequence[Any], named: dict[str, Any] | None = None, *, loss: str | None = None, init: Sequence[str] = (),
+    library_dirs: Sequence[str | Path] = (),
+) -> Any:
+    """A Target for `target`; `inputs` are --var texts (text targets) or values (objects)."""
+    named = named or {}
+    if named and (isinstance(target, str) or not callable(target)):
+        raise UsageError(f"unknown option(s): {', '.join(named)}", hint="inputs by name go with a module or a function")
+    if hasattr(target, "build") and not callable(target):
+        return target  # already a Target
+    if isinstance(target, str):
+        texts = [text for group in inputs for text in ([group] if isinstance(group, str) else group)]
+        if not all(isinstance(text, str) for text in texts):
+            raise UsageError("a target given as text takes its inputs as --var texts ('x=randn(3)')")
+        if is_code_target(target):
+            return CodeTarget(where=target.strip(), variables=texts, init=tuple(init), loss=loss, library_dirs=library_dirs)
+        if loss is not None or init:
+            raise UsageError("--loss and --init apply to code (model.py:NAME), not to an expression")
+        return ExpressionTarget(target, texts, library_dirs)
+    if callable(target):
+        return CodeTarget(
+            obj=target, values=tuple(inputs), named_values=dict(named), init=tuple(init), loss=loss,
+            library_dirs=library_dirs,
+        )
+    raise UsageError(f"cannot trace a {type(target).__name__}", hint="give an expression, model.py:NAME, an nn.Module or a function")

@@ -1,0 +1,114 @@
+"""Finite differences do not overrule the exact derivative (issue 18, section 1).
+
+Each case here failed before: gradcheck's central differences (step 1e-6, float64) are
+wrong at these points while autograd is right, as the 50-digit derivative (mpmath, computed
+here without gradcli) shows. A gradient that is really wrong must still fail.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import mpmath
+import pytest
+import torch
+
+import gradcli
+from gradcli.verify.fdarbiter import (
+    FLAT_FORWARD, LEAVES_DOMAIN, STEP_ROUNDED, arbitrate, elementwise_differences,
+)
+from gradcli.verify.gradchecks import run_gradcheck
+
+FIXTURES = Path(__file__).parent / "fixtures" / "identity_functions.py"
+
+
+def _exact(derivative, x: float) -> float:
+    with mpmath.workdps(50):
+        return float(derivative(mpmath.mpf(x)))
+
+
+@pytest.mark.parametrize(
+    ("expression", "values", "derivative", "torch_f", "unreliable"),
+    [
+        ("x", "[1e20]", lambda x: 1, lambda x: x, 1),  # x +- 1e-6 rounds back to x
+        ("1/x", "linspace(-1,1,201)", lambda x: -1 / x**2, lambda x: 1 / x, 1),  # the ~1e-17 point by the pole
+        ("sqrt(x)", "[1e-300, 1e-20, 1.0]", lambda x: 1 / (2 * mpmath.sqrt(x)), torch.sqrt, 2),  # leaves the domain
+        ("log(x)", "[1e-7, 1.0]", lambda x: 1 / x, torch.log, 1),  # the step x - 1e-6 < 0
+        ("sin(x**2)", "[50000.0]", lambda x: 2 * x * mpmath.cos(x**2), lambda x: torch.sin(x**2), 1),  # oscillates
+        ("x + 1e20", "[1.0, 2.0]", lambda x: 1, lambda x: x + 1e20, 2),  # the forward is constant in float64
+    ],
+)
+def test_finite_differences_do_not_overrule_the_exact_derivative(expression, values, derivative, torch_f, unreliable):
+    result = gradcli.check(expression, {"x": values})
+    assert result.ok, str(result)
+    assert result.gradcheck.ok is not False
+    assert result.gradcheck.unreliable_points == unreliable
+    assert any("finite differences are unreliable" in note for note in result.notes)
+    # autograd itself, against mpmath's derivative at every point
+    x = torch.tensor(eval(values) if values.startswith("[") else torch.linspace(-1, 1, 201).tolist(),
+                     dtype=torch.float64, requires_grad=True)
+    (grad,) = torch.autograd.grad(torch_f(x).sum(), x)
+    for xi, gi in zip(x.tolist(), grad.tolist()):
+        truth = _exact(derivative, xi)
+        assert gi == pytest.approx(truth, rel=1e-12, abs=1e-300)
+
+
+def test_the_reasons_are_named():
+    assert gradcli.check("x", {"x": "[1e20]"}).gradcheck.unreliable_reasons == {STEP_ROUNDED: 1}
+    assert gradcli.check("x + 1e20", {"x": "[1.0]"}).gradcheck.unreliable_reasons == {FLAT_FORWARD: 1}
+    assert gradcli.check("log(x)", {"x": "[1e-7]"}).gradcheck.unreliable_reasons == {LEAVES_DOMAIN: 1}
+
+
+def test_the_points_left_are_still_gradchecked():
+    result = gradcli.check("1/x", {"x": "linspace(-1,1,201)"})
+    assert result.gradcheck.ok is True and result.gradcheck.points == 200
+
+
+def test_a_gradient_only_finite_differences_catch_still_fails():
+    # autograd is off by 2 at one point, the exact derivative is right: arbitration says wrong.
+    x = torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64)
+    diffs = elementwise_differences(lambda v: torch.sin(v["x"]), {"x": x}, "x")
+    auto = torch.cos(x)
+    auto[1] += 2.0
+    outcome = arbitrate(diffs, auto, lambda idx: [float(mpmath.cos(x[i].item())) for i in idx], atol=1e-10, rtol=1e-7)
+    assert outcome.wrong_at == [1] and not outcome.explained
+
+
+def test_check_function_with_a_reference_settles_finite_differences():
+    result = gradcli.check_function(f"{FIXTURES}:Identity", ["x=[1e20, 1.0]"], ref="x")
+    assert result.ok, str(result)
+    assert result.gradcheck.unreliable_points == 1
+
+
+@pytest.mark.parametrize("ref", [None, "x"])
+def test_check_function_still_fails_a_wrong_backward(ref):
+    result = gradcli.check_function(f"{FIXTURES}:IdentityScaled", ["x=[1e20, 1.0]"], ref=ref)
+    assert not result.ok
+    assert result.gradcheck.ok is False
+
+
+def test_check_function_without_a_reference_says_why_finite_differences_failed():
+    result = gradcli.check_function(f"{FIXTURES}:Identity", ["x=[1e20, 1.0]"])
+    assert not result.ok  # no exact derivative to settle it: the failure stands
+    assert any("give --ref" in note and STEP_ROUNDED in note for note in result.notes)
+
+
+def test_a_failing_fast_mode_never_builds_a_dense_jacobian(monkeypatch):
+    module = importlib.import_module("torch.autograd.gradcheck")
+    calls = []
+    original = module._get_numerical_jacobian
+    monkeypatch.setattr(module, "_get_numerical_jacobian", lambda *a, **k: calls.append(1) or original(*a, **k))
+
+    class Doubled(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            return 2 * g
+
+    verdict = run_gradcheck(Doubled.apply, [torch.linspace(0, 1, 10_000, dtype=torch.float64)], seed=0)
+    assert verdict.fast_mode and verdict.ok is False
+    assert calls == []  # torch's slow-mode reprint (a 10,000 x 10,000 Jacobian) did not run

@@ -1,0 +1,124 @@
+"""Every `--json` document matches docs/json.md key by key, both ways.
+
+Real runs of each command (chosen so that together they produce every documented key) are
+walked against the page's tables: a produced key without a row, a value of another type than
+written, or a row no run produces fails with the key and the table named.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from json_docs import Checker, read_tables
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# (the table of the document, the arguments, the expected exit status)
+RUNS = [
+    ("trace", ["trace", "h = x*x; sqrt(h).sum()", "--var", "x=[0.0, 1.0]", "--flow", "--create-graph",
+               "--retain-grad", "h"], 1),
+    ("trace", ["trace", "x.pow(2).sum()", "--var", "x=[1.0, 2.0]", "--repeat", "2"], 1),
+    ("trace", ["trace", "h = x.exp(); (h*y).sum()", "--mode", "grad", "--wrt", "x", "--seed", "0"], 0),
+    ("trace", ["trace", "(2*x).sum()", "--create-graph"], 0),
+    ("check", ["check", "relu(x)*y", "--order", "2", "--points", "20", "--seed", "0"], 0),
+    ("check", ["check", "softmax(log(1+exp(x)), dim=0)", "--var", "x=[1000.0, 1.0, 2.0]"], 1),
+    ("check", ["check", "softmax(x, dim=0)", "--var", "x=randn(40)", "--seed", "0"], 0),
+    ("check", ["check", "swish(x)"], 0),
+    ("check", ["check", "log(1+exp(x))", "--var", "x=linspace(-1000,1000,2001)"], 1),
+    ("check all", ["check", "--all"], 0),
+    ("check-function", ["check-function", "examples/swish.py:Swish", "--ref", "x*sigmoid(x)", "--order", "2"], 0),
+    ("check-function", ["check-function", "examples/swish_saved_sigmoid.py:Swish", "--ref", "x*sigmoid(x)",
+                        "--order", "2"], 1),
+    ("list", ["list"], 0),
+    # Code targets (issue 13): origins per node, the in-place details, a cut, summaries, --flow.
+    ("trace", ["trace", "examples/residual_mlp.py:ResidualMLP", "--var", "x=randn(4,4)", "--loss", "out.pow(2).mean()",
+               "--seed", "0"], 1),
+    ("trace", ["trace", "tests/fixtures/models/broken.py:Detached", "--var", "x=randn(2,3)", "--seed", "0"], 1),
+    ("trace", ["trace", "tests/fixtures/models/broken.py:LogOfZero", "--var", "x=randn(2,3)", "--flow", "--seed", "0"], 1),
+    ("trace", ["trace", "torch.nn:Linear", "--init", "in_features=200", "--init", "out_features=60",
+               "--var", "input=randn(2,200)", "--loss", "out.sum()", "--seed", "0"], 0),
+]
+
+
+@pytest.fixture(scope="module")
+def documents():
+    """Each run's document, produced once for the module."""
+    from typer.testing import CliRunner
+
+    from gradcli.cli import app
+
+    runner = CliRunner(env={"COLUMNS": "120", "NO_COLOR": "1"})
+    produced = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(ROOT)
+        for table, args, status in RUNS:
+            result = runner.invoke(app, [*args, "--json"], catch_exceptions=False)
+            assert result.exit_code == status, (args, result.stdout, result.stderr)
+            produced.append((table, "gradcli " + " ".join(args) + " --json", json.loads(result.stdout)))
+    return produced
+
+
+@pytest.mark.parametrize("index", range(len(RUNS)), ids=[" ".join(r[1][:2]) for r in RUNS])
+def test_every_produced_key_is_documented_with_its_type(documents, index):
+    table, origin, document = documents[index]
+    checker = Checker(read_tables())
+    checker.document(document, table, origin)
+    assert not checker.problems, "\n".join(checker.problems)
+
+
+def test_every_documented_key_is_produced_by_some_run(documents):
+    checker = Checker(read_tables())
+    for table, origin, document in documents:
+        checker.document(document, table, origin)
+    assert not checker.unused(), "\n".join(checker.unused())
+
+
+def test_every_type_named_in_the_tables_is_a_type_or_a_table():
+    tables = read_tables()
+    assert {"trace", "check", "check all", "check-function", "list"} <= set(tables)
+    known = {"string", "integer", "number", "boolean", "null", "tensor", "any", "object", *tables}
+    for name, rows in tables.items():
+        for key, types in rows.items():
+            for kind in types:
+                while kind.startswith("list of "):
+                    kind = kind[len("list of "):].split(" or ")[0]
+                assert kind in known, f"table `{name}`, row `{key}`: unknown type `{kind}`"
+
+
+PAGE = """
+<!-- json: doc -->
+| key | type | meaning |
+| --- | --- | --- |
+| `a` | integer | a |
+| `b` | object | b |
+| `b.*` | list of number or null | by name |
+"""
+
+
+def test_the_checker_names_an_undocumented_key_and_its_table():
+    checker = Checker(read_tables(PAGE))
+    checker.document({"a": 1, "b": {"x": [1.5, "nan", None]}, "c": 2}, "doc", "gradcli x --json")
+    assert checker.problems == [
+        "gradcli x --json: the key `c` is not in docs/json.md: add the row `c` to the table `doc`"
+    ]
+
+
+def test_the_checker_names_a_value_of_the_wrong_type():
+    checker = Checker(read_tables(PAGE))
+    checker.document({"a": "1", "b": {"y": [float("nan")]}}, "doc", "run")
+    assert checker.problems == [
+        "run: `a` is a string (1), but docs/json.md says integer (row `a` of the table `doc`)",
+        "run: `b.y[0]` is a number (nan), but docs/json.md says number or null (row `b.*` of the table `doc`)",
+    ]
+
+
+def test_the_checker_names_a_documented_key_no_run_produced():
+    checker = Checker(read_tables(PAGE))
+    checker.document({"a": 1}, "doc", "run")
+    assert checker.unused() == [
+        "docs/json.md documents `b` in the table `doc`, but no run produced it",
+        "docs/json.md documents `b.*` in the table `doc`, but no run produced it",
+    ]
