@@ -118,7 +118,7 @@ def test_a_target_that_builds_its_own_leaves() -> None:
 
 import pytest  # noqa: E402 - the code-target tests below are the issue's "your own code" half
 
-MODELS = "tests/fixtures/models/nan_causes.py"
+MODELS = "examples/nan_causes.py"
 
 
 @pytest.mark.parametrize("name, kind, node", [
