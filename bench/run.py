@@ -138,6 +138,14 @@ def commands(work: Path) -> dict[str, Command]:
         ),
         Command("model_flow", [gradcli, *MODEL_ARGS, "--flow"], "gradcli trace --flow, same model"),
         Command("plain_model", [PYTHON, str(HERE / "plain_model.py")], "bench/plain_model.py: forward + backward, same model"),
+        Command(
+            "grads_mlp", [gradcli, "grads", f"{HERE / 'mlp24.py'}:MLP24", "--var", "x=randn(64, 1024)", "--loss", "out.pow(2).mean()"],
+            "gradcli grads, 24-layer MLP (width 1024, batch 64, float32)",
+        ),
+        Command(
+            "handwritten_grads", [PYTHON, str(HERE / "handwritten_grads.py")],
+            "bench/handwritten_grads.py (same model: forward, backward, print each grad norm)",
+        ),
     ]
     return {c.name: c for c in listed}
 
@@ -152,6 +160,7 @@ COMPARISONS = [
     Comparison("dag_json", "same, --json --flow", "dag_json", "chain_small_json", 2.0),
     Comparison("model_json", "trace --json on a ~5,000-node model", "model_json", "torchviz_model", 1.0),
     Comparison("model_flow", "trace --flow on it vs forward+backward", "model_flow", "plain_model", 2.0),
+    Comparison("grads", "grads, 24-layer MLP", "grads_mlp", "handwritten_grads", 1.2, 1.3),
 ]
 
 

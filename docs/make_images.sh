@@ -19,4 +19,11 @@ status=0
 # 3. The Swish demo's curves for several β.
 "$GRADCLI" demo swish --plot "$out/swish.png" >/dev/null
 
+# 4. grads on the example classifier: the detached aux head and the unused proj layer are
+#    hatched and labelled "no grad"; below, each layer's ‖grad‖ over 8 SGD steps. Exit 1.
+status=0
+"$GRADCLI" grads examples/grads/classifier.py:Net --var "x=randn(32, 3, 32, 32)" --var "y=randint(0, 10, (32,))" \
+    --loss "cross_entropy(out, y)" --seed 0 --steps 8 --lr 0.1 --plot "$out/grads.png" >/dev/null || status=$?
+[ "$status" -eq 1 ] || { echo "expected exit status 1 (two layers get no gradient), got $status" >&2; exit 1; }
+
 ls -l "$out"

@@ -15,7 +15,7 @@ from importlib import import_module
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["parse", "build", "to_sympy", "trace", "check", "check_function", "GradcliError"]
+__all__ = ["parse", "build", "to_sympy", "trace", "check", "check_function", "grads", "GradcliError"]
 
 _LAZY = {
     "parse": ("gradcli.pipeline", "parse"),
@@ -24,6 +24,7 @@ _LAZY = {
     "trace": ("gradcli.api", "trace"),
     "check": ("gradcli.verify.check", "check"),
     "check_function": ("gradcli.verify.function", "check_function"),
+    "grads": ("gradcli.health.run", "grads"),
     "GradcliError": ("gradcli.errors", "GradcliError"),
 }
 

@@ -40,6 +40,12 @@ RUNS = [
     ("trace", ["trace", "tests/fixtures/models/broken.py:LogOfZero", "--var", "x=randn(2,3)", "--flow", "--seed", "0"], 1),
     ("trace", ["trace", "torch.nn:Linear", "--init", "in_features=200", "--init", "out_features=60",
                "--var", "input=randn(2,200)", "--loss", "out.sum()", "--seed", "0"], 0),
+    # grads (issue 14): steps, findings with and without a line, a non-finite origin, frozen parameters.
+    ("grads", ["grads", "examples/grads/classifier.py:Net", "--var", "x=randn(4, 3, 8, 8)", "--loss", "out.pow(2).mean()",
+               "--steps", "2", "--seed", "0"], 1),
+    ("grads", ["grads", "examples/grads/faults.py:LogOfSoftmax", "--var", "x=randn(4, 8)", "--seed", "0"], 1),
+    ("grads", ["grads", "examples/grads/faults.py:FrozenBackbone", "--var", "x=randn(4, 8)", "--loss", "out.pow(2).mean()",
+               "--depth", "0"], 0),
 ]
 
 
@@ -78,7 +84,7 @@ def test_every_documented_key_is_produced_by_some_run(documents):
 
 def test_every_type_named_in_the_tables_is_a_type_or_a_table():
     tables = read_tables()
-    assert {"trace", "check", "check all", "check-function", "list"} <= set(tables)
+    assert {"trace", "check", "check all", "check-function", "list", "grads"} <= set(tables)
     known = {"string", "integer", "number", "boolean", "null", "tensor", "any", "object", *tables}
     for name, rows in tables.items():
         for key, types in rows.items():

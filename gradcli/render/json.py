@@ -23,35 +23,12 @@ Each node, leaf, pass and flow step is written on one line.
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 from ..errors import Span
 from .._quiet_gc import paused_gc
 from .contract import Format
-
-
-def finite_safe(value: Any) -> Any:
-    """`value` with every non-finite float replaced by "nan", "inf" or "-inf".
-
-    Recursion is bounded: the document nests a few levels plus a tensor's dimensions.
-    """
-    kind = type(value)
-    if kind is float:
-        return value if value - value == 0 else _number(value)  # inf - inf and nan - nan are nan
-    if kind is list or kind is tuple:
-        return [finite_safe(item) for item in value]
-    if kind is dict:
-        return {key: finite_safe(item) for key, item in value.items()}
-    return value
-
-
-def _number(value: float) -> Any:
-    if math.isnan(value):
-        return "nan"
-    if math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    return value
+from .values import finite_safe
 
 
 def span_data(span: Span | None) -> dict[str, int] | None:
@@ -190,6 +167,11 @@ class JsonFormat(Format):
         return document_json(result.as_dict())
 
     _render_LibraryCheck = _render_FunctionResult = _render_Listing = _render_CheckResult
+
+    def _render_GradsResult(self, result: Any) -> str:
+        from .grads_json import grads_json
+
+        return grads_json(result, self.options.get("depth")) + "\n"
 
 
 def document_json(document: Any) -> str:

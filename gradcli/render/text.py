@@ -35,6 +35,15 @@ class TextFormat(Format):
         return [Line(r) for r in trace_renderables(result, max_nodes=self.options.get("max_nodes", DEFAULT_MAX_NODES),
                                                    depth=self.options.get("depth", DEFAULT_DEPTH))]
 
+    def _render_GradsResult(self, result: Any) -> list[Line]:
+        from rich.text import Text
+
+        from .grads import grads_renderables
+
+        # Findings are not wrapped (soft_wrap): a finding stays one line to grep in a CI log.
+        head = Line(f"{result.target}: {result.found}; seed {result.seed}", soft_wrap=True)
+        return [head, *(Line(r, soft_wrap=isinstance(r, Text)) for r in grads_renderables(result, self.options.get("depth")))]
+
     def _render_Listing(self, result: Any) -> list[Line]:
         from .listing import listing_lines
 

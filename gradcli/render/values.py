@@ -81,3 +81,26 @@ def source_excerpt(source: str, span: Span | None) -> str:
     end = span.end_col if span.end_line == span.line else len(line)
     text = line[span.col:end].strip()
     return text if len(text) <= EXCERPT else text[: EXCERPT - 1] + "…"
+
+
+def finite_safe(value: Any) -> Any:
+    """`value` with every non-finite float replaced by "nan", "inf" or "-inf".
+
+    Recursion is bounded: the document nests a few levels plus a tensor's dimensions.
+    """
+    kind = type(value)
+    if kind is float:
+        return value if value - value == 0 else _number(value)  # inf - inf and nan - nan are nan
+    if kind is list or kind is tuple:
+        return [finite_safe(item) for item in value]
+    if kind is dict:
+        return {key: finite_safe(item) for key, item in value.items()}
+    return value
+
+
+def _number(value: float) -> Any:
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return value

@@ -1,0 +1,73 @@
+"""`gradcli grads`: gradient health of every parameter of a model, with an exit status for CI."""
+
+from __future__ import annotations
+
+from typing import Annotated, List, Optional
+
+import typer
+
+from ..errors import UsageError
+from ..health.thresholds import Thresholds
+from .app import DeviceOption, JsonOption, LibraryOption, SeedOption, VarOption, app, reports_errors
+
+
+@app.command("grads")
+@reports_errors
+def grads_command(
+    target: Annotated[str, typer.Argument(metavar="TARGET", help="Your model: path/to/model.py:NAME or package.module:NAME (importing it runs it, as python would).")],
+    var: VarOption = None,
+    loss: Annotated[Optional[str], typer.Option("--loss", metavar="EXPR", help="Reduce the output to the loss: an expression in which out (out_1, ..., or a dict's keys) and the --var inputs are bound, e.g. '((out - y)**2).mean()'.")] = None,
+    init: Annotated[Optional[List[str]], typer.Option("--init", metavar="KEY=VALUE", help="A keyword argument for the nn.Module class or model factory (a Python literal). Repeatable.")] = None,
+    depth: Annotated[Optional[int], typer.Option("--depth", metavar="N", help="Summarise every module deeper than N in one row (default: every module its own group).")] = None,
+    steps: Annotated[int, typer.Option("--steps", metavar="N", help="Also run N plain SGD steps on the same batch, on a copy of the model, and show each gradient norm across them.")] = 0,
+    lr: Annotated[float, typer.Option("--lr", metavar="LR", help="The learning rate of --steps.")] = 0.01,
+    plot: Annotated[Optional[str], typer.Option("--plot", metavar="PATH", help="Draw mean and max |grad| per layer (log scale) to PATH: .png, .svg or .pdf (needs matplotlib).")] = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Exit 1 on ZERO, VANISHING and EXPLODING too, not only on NO GRAD and NONFINITE.")] = False,
+    vanish: Annotated[float, typer.Option("--vanish", metavar="X", help="VANISHING below this ‖grad‖/‖param‖.")] = Thresholds.vanish,
+    explode: Annotated[float, typer.Option("--explode", metavar="X", help="EXPLODING above this ‖grad‖/‖param‖.")] = Thresholds.explode,
+    spread: Annotated[float, typer.Option("--spread", metavar="F", help="Also flag a ratio more than F times below or above the model's median.")] = Thresholds.spread,
+    json: JsonOption = False,
+    seed: SeedOption = None,
+    dtype: Annotated[Optional[str], typer.Option("--dtype", help="Convert model and inputs: float32, float64, ... (default: the model's own).")] = None,
+    device: DeviceOption = "cpu",
+    library: LibraryOption = None,
+) -> None:
+    """Gradient health of every parameter of a model: which get no gradient and why, which
+    are zero, non-finite, vanishing or exploding.
+
+    One forward and backward on the --var inputs (your weights and .grad are not touched);
+    one row per parameter in the order forward used them, grouped by module. Exit status 1
+    when a parameter that should learn gets no gradient (NO GRAD) or a nan/inf one
+    (NONFINITE), and with --strict also on ZERO, VANISHING or EXPLODING; 0 otherwise; 2 for
+    bad input. Frozen parameters (requires_grad=False) are listed apart and never fail.
+
+    Examples:
+
+    \b
+      gradcli grads examples/grads/healthy.py:MLP --var "x=randn(64, 32)" --loss "out.pow(2).mean()"
+      gradcli grads examples/grads/faults.py:DetachedBranch --var "x=randn(16, 8)" --loss "out.pow(2).mean()"  # exit 1
+      gradcli grads examples/grads/faults.py:DeadReLU --var "x=randn(16, 8)" --loss "out.pow(2).mean()" --strict  # exit 1
+      gradcli grads examples/grads/faults.py:DeepMLP --init std=1.5 --var "x=randn(64, 64)" --loss "out.pow(2).mean()" --depth 1 --steps 3  # exit 1
+    """
+    from ..health.target import grads_target
+    from .output import exit_status, say, show
+
+    if depth is not None and depth < 0:
+        raise UsageError("--depth must be 0 or more")
+    if plot is not None:
+        from ..plot.mpl import picture_format, require_matplotlib
+
+        picture_format(plot)  # a wrong suffix or missing matplotlib is a usage error before any work
+        require_matplotlib()
+    result = grads_target(
+        target, var or (), loss=loss, init=init or (), seed=seed, dtype=dtype, device=device,
+        library_dirs=library or (), steps=steps, lr=lr, vanish=vanish, explode=explode, spread=spread, strict=strict,
+    )
+    if plot is not None:
+        from ..plot.grads import save_grads
+
+        save_grads(result, plot, depth)
+    show(result, "json" if json else "text", depth=depth)
+    if plot is not None and not json:
+        say(f"\nPlot written to {plot}")
+    raise typer.Exit(exit_status(result.ok))

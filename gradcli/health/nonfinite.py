@@ -1,0 +1,85 @@
+"""Where a nan or inf began: the first forward operation with a non-finite output and the
+first backward node with a non-finite gradient, each with the user's line.
+
+Only run when the first pass found a non-finite loss or gradient, so that a healthy model
+pays nothing for it: forward runs once more from the same random state (so dropout draws
+the same masks) under targets/record.py's ForwardRecorder, which tags every node with its
+module and line and notes the first non-finite output; then backward runs with every node
+hooked. Gradients are taken with `torch.autograd.grad`, so `.grad` is not touched; a node
+the recorder did not tag was made by the loss.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from ..targets.record import ForwardRecorder, origin_of
+from .result import NonfiniteOrigin
+from .source import Source
+
+
+def find_origin(
+    model: torch.nn.Module, call: Callable[[], Any], loss_fn: Callable[[Any], Any],
+    params: list[torch.Tensor], rng_state: torch.Tensor,
+) -> NonfiniteOrigin:
+    origin = NonfiniteOrigin()
+    names = {id(m): path for path, m in model.named_modules()}
+    recorder = ForwardRecorder(names, watch_nonfinite=True)
+    with torch.random.fork_rng(devices=[]):
+        torch.random.set_rng_state(rng_state)
+        with recorder:
+            out = call()
+        loss = loss_fn(out)
+    event = recorder.recording.nonfinite
+    if event is not None:
+        origin.forward_op, origin.forward_source = event.call, _source(event.origin)
+    elif isinstance(loss, torch.Tensor) and not bool(torch.isfinite(loss.detach()).all()):
+        origin.forward_op, origin.forward_in_loss = "the loss", True
+    if not isinstance(loss, torch.Tensor) or loss.grad_fn is None:
+        return origin
+    first: list[Any] = []
+
+    def hook_for(node: Any) -> Any:
+        def hook(grad_inputs: Any, grad_outputs: Any) -> None:
+            if not first and any(g is not None and not bool(torch.isfinite(g).all()) for g in grad_inputs):
+                first.append(node)
+
+        return hook
+
+    handles = [node.register_hook(hook_for(node)) for node in _nodes(loss.grad_fn)]
+    try:
+        torch.autograd.grad(loss, params, allow_unused=True)
+    except RuntimeError:
+        pass  # the first pass reported it; the hooks already saw what ran
+    finally:
+        for handle in handles:
+            handle.remove()
+    if first:
+        node = first[0]
+        origin.backward_node = node.name()
+        tagged = origin_of(node)
+        origin.backward_source = _source(tagged)
+        origin.backward_in_loss = tagged is None
+    return origin
+
+
+def _source(origin: Any) -> Source | None:
+    if origin is None or origin.file is None or origin.line is None:
+        return None
+    return Source(origin.file, origin.line, origin.code or "")
+
+
+def _nodes(root: Any) -> list[Any]:
+    seen = {root}
+    order = [root]
+    pending = [root]
+    while pending:
+        node = pending.pop()
+        for child, _ in node.next_functions:
+            if child is not None and child not in seen:
+                seen.add(child)
+                order.append(child)
+                pending.append(child)
+    return order

@@ -1,0 +1,160 @@
+"""The outcome of `grads`: one row per parameter, in forward order, with its findings.
+
+    result = gradcli.grads(model, x, loss=lambda out: out.pow(2).mean())
+    assert result.ok, result
+
+Plain data: the renderers (table, JSON, plot) read it and the words of every finding are
+chosen once, in verdicts.py. `ok` is False when a parameter that should learn gets no
+gradient or a non-finite one; `strict` adds ZERO, VANISHING and EXPLODING.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .flags import FAILING, FLAG_ORDER, Flag
+from .source import Source
+from .thresholds import Thresholds
+
+
+@dataclass
+class Finding:
+    """One flag on one parameter, with the reason in a sentence and the line when known."""
+
+    flag: Flag
+    reason: str
+    source: Source | None = None
+
+
+@dataclass
+class ParamHealth:
+    """One parameter's gradient after one forward+backward (norms are L2, over all elements)."""
+
+    name: str  # path in the model: encoder.layers.0.linear1.weight
+    module: str  # the owning module's path ("" for the model itself)
+    module_type: str  # its class name
+    shape: tuple[int, ...]
+    numel: int
+    frozen: bool  # requires_grad=False: listed apart, not judged
+    order: int | None  # the forward operation that used it first; None if none did
+    param_norm: float
+    #: What the gradient is measured against: ‖param‖, or for an all-zero parameter (a
+    #: zero-initialised bias) the norm of its module's parameters together.
+    reference_norm: float = 0.0
+    grad_norm: float | None = None  # None: no gradient (None after backward, or frozen)
+    max_abs: float | None = None
+    mean_abs: float | None = None
+    zero_share: float | None = None  # share of elements exactly 0
+    findings: list[Finding] = field(default_factory=list)
+    steps: list[float | None] | None = None  # ‖grad‖ at each SGD step (--steps)
+
+    @property
+    def ratio(self) -> float | None:
+        """‖grad‖/‖param‖: how far one SGD step with lr=1 would move it, relative to its size
+        (reference_norm); None without a gradient or when even its module is all zeros."""
+        size = self.reference_norm
+        if self.grad_norm is None or size == 0 or not math.isfinite(size):
+            return None
+        return self.grad_norm / size
+
+    @property
+    def flags(self) -> list[Flag]:
+        return [f.flag for f in self.findings]
+
+
+@dataclass
+class NonfiniteOrigin:
+    """Where a nan or inf appeared: the first forward operation whose output was non-finite,
+    and the first backward node whose gradient was."""
+
+    forward_op: str | None = None
+    forward_source: Source | None = None
+    forward_in_loss: bool = False  # the operation ran in the loss, not in the model
+    backward_node: str | None = None
+    backward_source: Source | None = None
+    backward_in_loss: bool = False
+
+
+@dataclass
+class StepsRecord:
+    """--steps N --lr LR: plain SGD on the same batch, on a copy of the model."""
+
+    count: int
+    lr: float
+    losses: list[float]
+
+
+@dataclass
+class GradsResult:
+    """Every parameter's gradient health, in forward order, and the thresholds used."""
+
+    model: str  # the model's class name
+    loss: float
+    params: list[ParamHealth]
+    thresholds: Thresholds
+    median_ratio: float | None  # the model's median ‖grad‖/‖param‖, the relative yardstick
+    strict: bool = False
+    origin: NonfiniteOrigin | None = None
+    steps: StepsRecord | None = None
+    notes: list[str] = field(default_factory=list)
+    module_types: dict[str, str] = field(default_factory=dict)  # every module's path -> class name
+    error: str | None = None  # backward raised (an autograd error): torch's message
+    target: str | None = None  # `model.py:Net` when run from the command line
+    found: str | None = None  # what the target's NAME turned out to be, in words
+    seed: int | None = None  # the seed of initialisation, inputs and forward (command line)
+
+    @property
+    def judged(self) -> list[ParamHealth]:
+        """The parameters that should learn (frozen ones left out)."""
+        return [p for p in self.params if not p.frozen]
+
+    @property
+    def frozen(self) -> list[ParamHealth]:
+        return [p for p in self.params if p.frozen]
+
+    def failing(self, flag: Flag) -> bool:
+        return self.strict or flag in FAILING
+
+    @property
+    def problems(self) -> list[str]:
+        """One sentence per failing finding: `name: FLAG: reason`."""
+        found = [f"backward raised: {self.error}"] if self.error else []
+        for flag in FLAG_ORDER:
+            if not self.failing(flag):
+                continue
+            for param in self.judged:
+                for finding in param.findings:
+                    if finding.flag == flag:
+                        found.append(f"{param.name}: {flag}: {finding.reason}")
+        return found
+
+    @property
+    def warnings(self) -> list[str]:
+        """Findings that do not fail without strict."""
+        return [
+            f"{p.name}: {f.flag}: {f.reason}"
+            for flag in FLAG_ORDER if not self.failing(flag)
+            for p in self.judged for f in p.findings if f.flag == flag
+        ]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def __str__(self) -> str:
+        from ..render.grads import grads_text
+
+        return grads_text(self)
+
+    def to_json(self, depth: int | None = None) -> str:
+        """The `--json` document (docs/json.md)."""
+        from ..render.grads_json import grads_json
+
+        return grads_json(self, depth)
+
+    def plot(self, path: str, depth: int | None = None) -> str:
+        """Draw the `--plot` picture to `path` (.png, .svg or .pdf; needs matplotlib)."""
+        from ..plot.grads import save_grads
+
+        return str(save_grads(self, path, depth))

@@ -1,0 +1,238 @@
+"""`grads(model, *inputs, loss=...)`: one forward and backward, watched, and every
+parameter's gradient judged.
+
+The model is used as given (its mode, dtype and device): forward runs under a
+ForwardObserver, gradients are taken with `torch.autograd.grad`, so the parameters' `.grad`
+is left as it was, and buffers that forward updates in place (BatchNorm's running
+statistics) are restored afterwards. A hand-written check does the same forward and
+backward, so the extra cost is the observer and a few passes over the gradients.
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+import torch
+
+from ..errors import LimitError, UsageError
+from .nonfinite import find_origin
+from .observe import ForwardObserver
+from .reasons import no_grad_findings, zero_finding
+from .result import GradsResult, ParamHealth
+from .stats import grad_stats, param_norms
+from .steps import run_steps, step_findings
+from .thresholds import Thresholds
+from .verdicts import median_ratio, nonfinite_finding, size_findings
+
+LossFn = Callable[[Any], Any]
+#: --steps shows how the first updates go; a training run is not what grads is for.
+MAX_STEPS = 1000
+
+
+def grads(
+    model: torch.nn.Module,
+    *inputs: Any,
+    loss: LossFn | str | None = None,
+    steps: int = 0,
+    lr: float = 0.01,
+    vanish: float = Thresholds.vanish,
+    explode: float = Thresholds.explode,
+    spread: float = Thresholds.spread,
+    strict: bool = False,
+    **named: Any,
+) -> GradsResult:
+    """Gradient health of every parameter of `model` on `inputs`.
+
+    `loss` makes the scalar to differentiate from the output: a callable `loss(output)`, or
+    an expression in gradcli's language in which `out` is the output and `named` values
+    that forward does not take are bound (`loss="cross_entropy(out, labels)",
+    labels=...`); default: the output itself, which must then be a scalar. `named` values
+    that forward's signature names are passed to it by keyword. `steps` > 0 also runs that
+    many SGD steps with `lr` on a copy. `strict` makes ZERO, VANISHING and EXPLODING fail
+    `ok` too.
+    """
+    kwargs, for_loss = _split_named(model, named)
+    if isinstance(loss, str):
+        loss_fn: LossFn = _ExpressionLoss(loss, for_loss)
+    elif for_loss:
+        raise UsageError(f"forward takes no input '{next(iter(for_loss))}'", hint="values for the loss need loss= as an expression")
+    else:
+        loss_fn = loss if loss is not None else _output_is_loss
+    return grads_of(model, inputs, kwargs, loss_fn, steps=steps, lr=lr,
+                    vanish=vanish, explode=explode, spread=spread, strict=strict)
+
+
+def _split_named(model: Any, named: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Keyword values for forward, and the rest (for a --loss-style expression)."""
+    if not named:
+        return {}, {}
+    import inspect
+
+    try:
+        accepted = set(inspect.signature(model.forward).parameters)
+    except (TypeError, ValueError, AttributeError):
+        accepted = set()
+    return ({k: v for k, v in named.items() if k in accepted}, {k: v for k, v in named.items() if k not in accepted})
+
+
+class _ExpressionLoss:
+    """A loss written in gradcli's language, as --loss is: `out` and the named values bound."""
+
+    def __init__(self, text: str, values: dict[str, Any]) -> None:
+        self.text, self.values = text, values
+
+    def __call__(self, output: Any) -> Any:
+        from ..targets.outputs import name_outputs, reduce_output
+
+        value, _ = reduce_output(name_outputs(output, "the model"), self.values, self.text)
+        return value
+
+
+def grads_of(
+    model: torch.nn.Module,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    loss_fn: LossFn,
+    *,
+    steps: int = 0,
+    lr: float = 0.01,
+    vanish: float = Thresholds.vanish,
+    explode: float = Thresholds.explode,
+    spread: float = Thresholds.spread,
+    strict: bool = False,
+) -> GradsResult:
+    """grads with forward's arguments given as args and kwargs (the CLI binds them by name)."""
+    if not isinstance(model, torch.nn.Module):
+        raise UsageError(f"grads needs a torch.nn.Module, not {type(model).__name__}")
+    if steps < 0:
+        raise UsageError(f"--steps must be 0 or more, not {steps}")
+    if steps > MAX_STEPS:
+        raise LimitError(f"--steps {steps:,} is beyond the limit of {MAX_STEPS:,}", hint="a few steps show what a run would do")
+    if steps and not (lr > 0 and math.isfinite(lr)):
+        raise UsageError(f"--lr must be a positive finite number, not {lr}")
+    thresholds = Thresholds(vanish, explode, spread)
+    call = _Call(model, args, kwargs)
+    named = list(model.named_parameters())
+    ids = {id(p): name for name, p in named}
+    trainable = [p for _, p in named if p.requires_grad]
+    rng_state = torch.random.get_rng_state()
+    with _restored_buffers(model):
+        with ForwardObserver(model) as watch:
+            value = _scalar(loss_fn(call()))
+        found, error = _gradients(value, trainable)
+        record = watch.record
+        params = _rows(model, named, dict(zip((id(p) for p in trainable), found)), record.first_use)
+        loss_value = float(value.detach())
+        del value, found
+        result = GradsResult(type(model).__name__, loss_value, params, thresholds, None, strict)
+        result.module_types = {path: type(m).__name__ for path, m in model.named_modules()}
+        if error is not None:
+            result.error = error  # no gradient to judge: the error is the finding
+            return result
+        _judge(result, record, ids)
+        if any(p.flags.count("NONFINITE") for p in result.judged) or not math.isfinite(loss_value):
+            result.origin = find_origin(model, call, loss_fn, trainable, rng_state)
+            for p in result.judged:
+                p.findings = [nonfinite_finding(p, result.origin) if f.flag == "NONFINITE" else f for f in p.findings]
+            if not math.isfinite(loss_value):
+                result.notes.append(f"the loss is {loss_value}")
+    if steps:
+        result.steps, norms, ratios = run_steps(model, args, kwargs, loss_fn, result.params, steps, lr)
+        for p in result.judged:
+            p.steps = norms[p.name]
+            p.findings += step_findings(p, ratios[p.name], lr, thresholds)
+    return result
+
+
+def _gradients(value: torch.Tensor, trainable: list[torch.Tensor]) -> tuple[tuple[Any, ...], str | None]:
+    """Each trainable parameter's gradient (None where it got none), or torch's error."""
+    if not value.requires_grad or not trainable:
+        return (None,) * len(trainable), None
+    try:
+        return torch.autograd.grad(value, trainable, allow_unused=True), None
+    except RuntimeError as err:  # an autograd error (an in-place change of a saved tensor, ...)
+        return (None,) * len(trainable), str(err).strip()
+
+
+def _judge(result: GradsResult, record: Any, ids: dict[int, str]) -> None:
+    judged = result.judged
+    no_grad_findings([p for p in judged if p.grad_norm is None], record, ids)
+    for p in judged:
+        if p.grad_norm is not None and not _finite(p):
+            p.findings.append(nonfinite_finding(p, None))
+        elif p.zero_share == 1.0:
+            p.findings.append(zero_finding(p, record))
+    result.median_ratio = median_ratio([p for p in judged if not p.findings])
+    for p in judged:
+        if not p.findings:
+            p.findings += size_findings(p, result.thresholds, result.median_ratio)
+
+
+def _finite(p: ParamHealth) -> bool:
+    return all(v is not None and math.isfinite(v) for v in (p.grad_norm, p.max_abs))
+
+
+def _rows(model: torch.nn.Module, named: list, grads: dict[int, Any], first_use: dict[str, int]) -> list[ParamHealth]:
+    """One row per parameter, in the order forward first used them (unused ones last)."""
+    sizes = param_norms([p for _, p in named])
+    present = [(name, g) for name, p in named if (g := grads.get(id(p))) is not None]
+    stats = dict(zip((name for name, _ in present), grad_stats([g for _, g in present])))
+    squares: dict[str, float] = {}
+    for (name, _), size in zip(named, sizes):
+        path = name.rpartition(".")[0]
+        squares[path] = squares.get(path, 0.0) + size * size
+    rows = []
+    for (name, p), size in zip(named, sizes):
+        path = name.rpartition(".")[0]
+        s = stats.get(name)
+        rows.append(ParamHealth(
+            name=name, module=path, module_type=type(model.get_submodule(path)).__name__,
+            shape=tuple(p.shape), numel=p.numel(), frozen=not p.requires_grad,
+            order=first_use.get(name), param_norm=size, reference_norm=size or math.sqrt(squares[path]),
+            grad_norm=s.grad_norm if s else None, max_abs=s.max_abs if s else None,
+            mean_abs=s.mean_abs if s else None, zero_share=s.zero_share if s else None,
+        ))
+    position = {name: k for k, (name, _) in enumerate(named)}
+    rows.sort(key=lambda r: (r.order is None, r.order or 0, position[r.name]))
+    return rows
+
+
+class _Call:
+    """forward's call with its arguments, to run again (the non-finite origin's second pass)."""
+
+    def __init__(self, model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self.model, self.args, self.kwargs = model, args, kwargs
+
+    def __call__(self) -> Any:
+        return self.model(*self.args, **self.kwargs)
+
+
+def _output_is_loss(output: Any) -> Any:
+    return output
+
+
+def _scalar(value: Any) -> torch.Tensor:
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.is_floating_point():
+        return value.reshape(())
+    if isinstance(value, torch.Tensor):
+        what = f"a {value.dtype} tensor of shape {tuple(value.shape)}"
+    else:
+        what = f"a {type(value).__name__}"
+    raise UsageError(
+        f"the loss must be a floating-point scalar, and it is {what}",
+        hint='reduce the output to one number: --loss "out.pow(2).mean()" (in Python: loss=lambda out: ...)',
+    )
+
+
+@contextmanager
+def _restored_buffers(model: torch.nn.Module) -> Iterator[None]:
+    """Put back every buffer forward changed in place (BatchNorm's running statistics)."""
+    saved = [(b, b.detach().clone()) for b in model.buffers()]
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for buffer, value in saved:
+                buffer.copy_(value)

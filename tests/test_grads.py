@@ -1,0 +1,431 @@
+"""gradcli.grads on real torch.nn models: every fault in examples/grads/ diagnosed with the
+right flag, parameter and reason (and line), the healthy models without a flag, the numbers
+equal to a hand-written backward, and the user's model left as it was."""
+
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+import gradcli
+from gradcli.errors import UsageError
+from gradcli.health.result import ParamHealth
+from gradcli.health.thresholds import Thresholds
+from gradcli.health.verdicts import size_findings
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "grads"
+sys.path.insert(0, str(EXAMPLES))
+import faults  # noqa: E402
+import healthy  # noqa: E402
+
+FAULTS = (EXAMPLES / "faults.py").read_text().splitlines()
+
+
+def line_of(text: str) -> int:
+    """The 1-based line of faults.py holding `text` (exactly one does)."""
+    found = [k + 1 for k, line in enumerate(FAULTS) if text in line]
+    assert len(found) == 1, (text, found)
+    return found[0]
+
+
+def mean_square(out: torch.Tensor) -> torch.Tensor:
+    return out.pow(2).mean()
+
+
+def run(model: nn.Module, *inputs: torch.Tensor, **options):
+    torch.manual_seed(0)
+    return gradcli.grads(model, *(inputs or (torch.randn(16, 8),)), loss=mean_square, **options)
+
+
+def flags(result) -> dict[str, list[str]]:
+    return {p.name: p.flags for p in result.params}
+
+
+def only_finding(result, name: str):
+    (param,) = [p for p in result.params if p.name == name]
+    assert len(param.findings) == 1, param.findings
+    return param.findings[0]
+
+
+# -- NO GRAD: the cause, found in forward ----------------------------------------------------------
+
+def test_detached_branch_names_the_detach_and_its_line():
+    torch.manual_seed(0)
+    result = run(faults.DetachedBranch())
+    assert flags(result) == {
+        "main.weight": [], "main.bias": [], "skip.weight": ["NO GRAD"], "skip.bias": ["NO GRAD"],
+        "head.weight": [], "head.bias": [],
+    }
+    finding = only_finding(result, "skip.weight")
+    assert "only through .detach()" in finding.reason
+    assert finding.source.line == line_of("skip = self.skip(x).detach()")
+    assert not result.ok
+    assert result.problems[0].startswith("skip.weight: NO GRAD: its output reaches the loss only through .detach()")
+
+
+def test_layer_never_called_is_no_grad_because_it_never_ran():
+    result = run(faults.UnusedLayer())
+    assert flags(result)["extra.weight"] == ["NO GRAD"] and flags(result)["extra.bias"] == ["NO GRAD"]
+    assert only_finding(result, "extra.weight").reason == "its module `extra` (Linear) never ran in forward"
+    assert [p.name for p in result.params][-2:] == ["extra.weight", "extra.bias"]  # unused: last
+    assert sum(1 for p in result.params if p.flags) == 2
+
+
+def test_layer_under_no_grad_names_the_call():
+    result = run(faults.NoGradEncoder())
+    finding = only_finding(result, "encoder.bias")
+    assert finding.flag == "NO GRAD" and finding.reason.startswith("it ran under torch.no_grad()")
+    assert finding.source.line == line_of("features = self.encoder(x)")
+    assert flags(result)["head.weight"] == []
+
+
+def test_data_in_forward_names_the_data_access():
+    result = run(faults.DataInForward())
+    finding = only_finding(result, "first.weight")
+    assert finding.flag == "NO GRAD" and "only through .data" in finding.reason
+    assert finding.source.line == line_of("return self.second(h.data)")
+    assert flags(result)["second.weight"] == []
+
+
+class NumpyRoundTrip(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+        self.b = nn.Linear(4, 1)
+
+    def forward(self, x):
+        h = torch.from_numpy(self.a(x).detach().numpy() * 2)  # the round trip
+        return self.b(h)
+
+
+class ItemScale(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Linear(4, 1)
+        self.b = nn.Linear(4, 1)
+
+    def forward(self, x):
+        factor = self.scale(x).mean().item()  # a Python number
+        return self.b(x) * factor
+
+
+class ArgmaxPick(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.router = nn.Linear(4, 3)
+        self.experts = nn.Linear(4, 3)
+
+    def forward(self, x):
+        choice = self.router(x).argmax(dim=1, keepdim=True)  # an integer result
+        return self.experts(x).gather(1, choice)
+
+
+class OutputDropped(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.used = nn.Linear(4, 1)
+        self.wasted = nn.Linear(4, 1)
+
+    def forward(self, x):
+        self.wasted(x)  # computed, then thrown away
+        return self.used(x)
+
+
+@pytest.mark.parametrize(("model", "param", "words", "code"), [
+    (NumpyRoundTrip, "a.weight", "a numpy round trip", "h = torch.from_numpy("),
+    (ItemScale, "scale.weight", "only through item() (a Python number)", "factor = self.scale(x).mean().item()"),
+    (ArgmaxPick, "router.weight", "only through argmax, whose result is an integer tensor", "choice = self.router(x)"),
+])
+def test_every_kind_of_cut_is_named_with_its_line(model, param, words, code):
+    torch.manual_seed(0)
+    result = gradcli.grads(model(), torch.randn(8, 4), loss=mean_square)
+    finding = only_finding(result, param)
+    assert finding.flag == "NO GRAD" and words in finding.reason
+    assert finding.source.code.startswith(code) and finding.source.file == __file__
+
+
+def test_output_computed_and_dropped():
+    result = gradcli.grads(OutputDropped(), torch.randn(8, 4), loss=mean_square)
+    assert only_finding(result, "wasted.weight").reason == "it was used in forward, but nothing computed from it reached the loss"
+    assert flags(result)["used.weight"] == []
+
+
+def test_frozen_backbone_is_listed_apart_and_not_a_problem():
+    result = run(faults.FrozenBackbone())
+    assert result.ok and result.problems == [] and result.warnings == []
+    assert [p.name for p in result.frozen] == ["backbone.0.weight", "backbone.0.bias", "backbone.2.weight", "backbone.2.bias"]
+    assert all(p.grad_norm is None and not p.findings for p in result.frozen)
+    assert [p.name for p in result.judged] == ["head.weight", "head.bias"]
+
+
+# -- ZERO, NONFINITE, VANISHING, EXPLODING ------------------------------------------------------
+
+def test_dead_relu_layer_and_its_neighbours_are_zero_naming_the_relu():
+    result = run(faults.DeadReLU())
+    assert flags(result) == {
+        "inp.weight": ["ZERO"], "inp.bias": ["ZERO"], "hidden.weight": ["ZERO"], "hidden.bias": ["ZERO"],
+        "out.weight": ["ZERO"], "out.bias": [],
+    }
+    dead_line = line_of("h = torch.relu(self.hidden(h))")
+    hidden = only_finding(result, "hidden.weight")
+    assert hidden.reason.startswith("the relu right after it is dead (outputs only zeros)")
+    assert hidden.source.line == dead_line
+    assert only_finding(result, "inp.weight").reason.startswith("the relu after it is dead")
+    out = only_finding(result, "out.weight")
+    assert out.reason.startswith("its input is all zeros, from a dead relu") and out.source.line == dead_line
+    assert result.ok  # ZERO fails only with strict
+    assert not run(faults.DeadReLU(), strict=True).ok
+
+
+class SaturatedGate(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gate = nn.Linear(4, 4)
+        self.out = nn.Linear(4, 1)
+        with torch.no_grad():
+            self.gate.bias.fill_(50.0)  # sigmoid(50) is exactly 1.0 in float32
+
+    def forward(self, x):
+        return self.out(x * torch.sigmoid(self.gate(x)))
+
+
+def test_a_saturated_sigmoid_is_named():
+    result = gradcli.grads(SaturatedGate(), torch.randn(8, 4), loss=mean_square)
+    assert flags(result) == {"gate.weight": ["ZERO"], "gate.bias": ["ZERO"], "out.weight": [], "out.bias": []}
+    finding = only_finding(result, "gate.weight")
+    assert finding.reason.startswith("the sigmoid right after it is saturated (outputs only 0 and 1)")
+    assert finding.source.code == "return self.out(x * torch.sigmoid(self.gate(x)))"
+
+
+def mse_to(target: torch.Tensor):
+    return lambda out: ((out - target) ** 2).mean()
+
+
+@pytest.mark.parametrize(("model", "flag"), [(faults.ExplodingMLP, "EXPLODING"), (faults.VanishingMLP, "VANISHING")])
+def test_forty_layer_mlp_with_large_or_tiny_init(model, flag):
+    torch.manual_seed(0)
+    x, y = torch.randn(64, 64), torch.randn(64, 64)
+    result = gradcli.grads(model(), x, loss=mse_to(y))
+    weights = [p for p in result.params if p.name.endswith("weight")]
+    assert len(weights) == 40 and all(p.flags == [flag] for p in weights)
+    # Zero-initialised biases are measured against their layer: the first ones are flagged
+    # too; near the output a bias's gradient does not pass through the layers and is fine.
+    assert result.params[1].name == "layers.0.bias" and result.params[1].flags == [flag]
+    assert {f for p in result.params for f in p.flags} == {flag}
+    assert result.ok and not gradcli.grads(model(), x, loss=mse_to(y), strict=True).ok
+
+
+def test_he_initialised_forty_layer_mlp_is_healthy():
+    torch.manual_seed(0)
+    x, y = torch.randn(64, 64), torch.randn(64, 64)
+    result = gradcli.grads(faults.DeepMLP(), x, loss=mse_to(y), strict=True)
+    assert result.ok and not any(p.findings for p in result.params)
+
+
+def test_log_of_zero_in_the_loss_is_nonfinite_with_its_line():
+    torch.manual_seed(0)
+    result = gradcli.grads(faults.LogOfSoftmax(), torch.randn(16, 8))  # forward returns the loss
+    assert flags(result) == {"classifier.weight": ["NONFINITE"], "classifier.bias": ["NONFINITE"]}
+    line = line_of("return -torch.log(probs[:, 0]).mean()")
+    assert result.origin.backward_node == "LogBackward0" and result.origin.backward_source.line == line
+    assert result.origin.forward_op == "log" and result.origin.forward_source.line == line
+    finding = only_finding(result, "classifier.weight")
+    assert finding.reason.startswith("nan in its gradient; the first non-finite gradient came from LogBackward0")
+    assert not result.ok
+
+
+def test_nonfinite_made_by_a_loss_given_from_python_is_placed_in_the_loss_function():
+    model = nn.Linear(3, 2)
+    result = gradcli.grads(model, torch.randn(4, 3), loss=lambda out: torch.log(out - out).mean())
+    assert all(f == ["NONFINITE"] for f in flags(result).values())
+    assert result.origin.backward_node == "LogBackward0"
+    assert result.origin.backward_in_loss
+
+
+@pytest.mark.parametrize("name", ["MLP", "CNN", "LSTM", "Transformer"])
+@pytest.mark.parametrize("loss", ["mean_square", "mse", "cross_entropy", "sum"])
+def test_healthy_models_get_no_flag_at_default_thresholds(name, loss):
+    torch.manual_seed(1)
+    model = getattr(healthy, name)()
+    x = {"MLP": torch.randn(64, 32), "CNN": torch.randn(16, 3, 16, 16), "LSTM": torch.randn(16, 12, 8),
+         "Transformer": torch.randn(16, 10, 32)}[name]
+    losses = {
+        "mean_square": mean_square,
+        "mse": lambda out: nn.functional.mse_loss(out, torch.randn_like(out)),
+        "cross_entropy": lambda out: nn.functional.cross_entropy(out, torch.randint(0, out.shape[1], (out.shape[0],))),
+        "sum": lambda out: out.pow(2).sum(),
+    }
+    result = gradcli.grads(model, x, loss=losses[loss], strict=True)
+    assert result.ok, str(result)
+    assert not any(p.findings for p in result.params)
+
+
+def param(ratio: float) -> ParamHealth:
+    return ParamHealth("w", "", "Linear", (1,), 1, False, 1, param_norm=1.0, reference_norm=1.0, grad_norm=ratio)
+
+
+@pytest.mark.parametrize(("ratio", "median", "expected"), [
+    (1e-8, None, "VANISHING"), (2e-7, None, None), (2e4, None, "EXPLODING"), (9e3, None, None),
+    (2e-4, 1.0, None), (0.9e-4, 1.0, "VANISHING"), (2e3, 0.1, "EXPLODING"), (9e2, 0.1, None),
+])
+def test_size_flags_against_absolute_bounds_and_the_median(ratio, median, expected):
+    found = size_findings(param(ratio), Thresholds(), median)
+    assert [f.flag for f in found] == ([expected] if expected else [])
+
+
+def test_thresholds_are_configurable_and_checked():
+    torch.manual_seed(0)
+    model, x = healthy.MLP(), torch.randn(64, 32)
+    result = gradcli.grads(model, x, loss=mean_square, vanish=1.0, explode=1e9)
+    assert all(p.flags == ["VANISHING"] for p in result.params)  # every ratio here is below 1
+    for bad in ({"vanish": 0.0}, {"explode": float("inf")}, {"vanish": 10.0, "explode": 1.0}, {"spread": 1.0}):
+        with pytest.raises(UsageError):
+            gradcli.grads(model, x, loss=mean_square, **bad)
+
+
+# -- the numbers, the order, the user's model untouched ------------------------------------------
+
+def test_numbers_equal_a_hand_written_backward():
+    torch.manual_seed(0)
+    model, x = healthy.MLP(), torch.randn(64, 32)
+    twin = copy.deepcopy(model)
+    mean_square(twin(x)).backward()
+    result = gradcli.grads(model, x, loss=mean_square)
+    for p in result.params:
+        grad = twin.get_parameter(p.name).grad
+        weight = twin.get_parameter(p.name).detach()
+        assert p.grad_norm == pytest.approx(grad.norm().item(), rel=1e-5)
+        assert p.param_norm == pytest.approx(weight.norm().item(), rel=1e-6)
+        assert p.ratio == pytest.approx(grad.norm().item() / weight.norm().item(), rel=1e-5)
+        assert p.max_abs == pytest.approx(grad.abs().max().item(), rel=1e-6)
+        assert p.mean_abs == pytest.approx(grad.abs().mean().item(), rel=1e-5)
+        assert p.zero_share == pytest.approx((grad == 0).float().mean().item(), abs=1e-9)
+        assert p.shape == tuple(weight.shape) and p.numel == weight.numel()
+
+
+class Reversed(nn.Module):
+    """Defined last-first, used first-last: rows follow use, not definition."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Linear(4, 2)
+        self.b = nn.Linear(4, 4)
+        self.a = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.c(torch.tanh(self.b(torch.tanh(self.a(x)))))
+
+
+def test_rows_are_in_forward_order():
+    result = gradcli.grads(Reversed(), torch.randn(3, 4), loss=mean_square)
+    assert [p.name for p in result.params] == ["a.weight", "a.bias", "b.weight", "b.bias", "c.weight", "c.bias"]
+
+
+class ReadsBeforeUse(Reversed):
+    """Looks at c's dtype and shape first: reading a property is not using the parameter."""
+
+    def forward(self, x):
+        x = x.to(self.c.weight.dtype).reshape(-1, self.c.weight.shape[1])
+        return super().forward(x)
+
+
+def test_reading_a_property_is_not_a_use():
+    result = gradcli.grads(ReadsBeforeUse(), torch.randn(3, 4), loss=mean_square)
+    assert [p.name for p in result.params] == ["a.weight", "a.bias", "b.weight", "b.bias", "c.weight", "c.bias"]
+
+
+def test_the_users_model_grad_and_buffers_are_left_as_they_were():
+    torch.manual_seed(0)
+    model, x = healthy.CNN(), torch.randn(16, 3, 16, 16)
+    before = copy.deepcopy(model.state_dict())
+    gradcli.grads(model, x, loss=mean_square, steps=3, lr=0.5)
+    after = model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)  # weights and BN running stats
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_steps_record_the_gradient_norm_of_plain_sgd():
+    torch.manual_seed(0)
+    model, x = healthy.MLP(), torch.randn(64, 32)
+    twin = copy.deepcopy(model)
+    expected = {name: [] for name, _ in twin.named_parameters()}
+    for _ in range(4):
+        twin.zero_grad()
+        mean_square(twin(x)).backward()
+        with torch.no_grad():
+            for name, p in twin.named_parameters():
+                expected[name].append(p.grad.norm().item())
+                p -= 0.1 * p.grad
+    result = gradcli.grads(model, x, loss=mean_square, steps=4, lr=0.1)
+    assert result.steps.count == 4 and len(result.steps.losses) == 4
+    for p in result.params:
+        assert p.steps == pytest.approx(expected[p.name], rel=1e-4)
+
+
+def test_backward_error_is_the_finding():
+    class Inplace(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l = nn.Linear(3, 3)
+
+        def forward(self, x):
+            s = torch.sigmoid(self.l(x))
+            s.mul_(2)
+            return s
+
+    result = gradcli.grads(Inplace(), torch.randn(2, 3), loss=lambda out: out.sum())
+    assert not result.ok
+    assert result.problems[0].startswith("backward raised: one of the variables needed for gradient computation")
+    assert not any(p.findings for p in result.params)
+
+
+def test_a_non_scalar_loss_is_refused():
+    with pytest.raises(UsageError, match=r"the loss must be a floating-point scalar, and it is a torch.float32 tensor of shape \(4, 2\)"):
+        gradcli.grads(nn.Linear(3, 2), torch.randn(4, 3))
+    with pytest.raises(UsageError, match="grads needs a torch.nn.Module"):
+        gradcli.grads(lambda x: x, torch.randn(3))
+
+
+def test_json_and_plot_from_python(tmp_path):
+    import json
+
+    result = run(faults.DetachedBranch())
+    document = json.loads(result.to_json())
+    assert document["ok"] is False and document["target"] is None
+    assert [p["flags"] for p in document["parameters"]][2:4] == [["NO GRAD"], ["NO GRAD"]]
+    written = result.plot(str(tmp_path / "g.svg"))
+    assert b"no grad" in (tmp_path / "g.svg").read_bytes() and written.endswith("g.svg")
+
+
+def test_str_is_the_report():
+    text = str(run(faults.DetachedBranch()))
+    assert text.startswith("grads DetachedBranch: loss ")
+    assert "skip.weight, skip.bias: NO GRAD: its output reaches the loss only through .detach() at faults.py:" in text
+    assert text.endswith("PROBLEM: 2 NO GRAD (of 6 parameters that should learn)")
+
+
+@settings(max_examples=15, deadline=None)
+@given(depth=st.integers(1, 4), width=st.integers(1, 9), batch=st.integers(1, 5), seed=st.integers(0, 2**16))
+def test_numbers_of_random_mlps_equal_a_hand_written_backward(depth, width, batch, seed):
+    torch.manual_seed(seed)
+    layers = []
+    for _ in range(depth):
+        layers += [nn.Linear(width, width), nn.Tanh()]
+    model = nn.Sequential(*layers, nn.Linear(width, 1))
+    x = torch.randn(batch, width)
+    twin = copy.deepcopy(model)
+    twin(x).pow(2).mean().backward()
+    result = gradcli.grads(model, x, loss=mean_square)
+    assert [p.name for p in result.params] == [name for name, _ in twin.named_parameters()]  # a chain: use order
+    for p in result.params:
+        grad = twin.get_parameter(p.name).grad
+        assert p.grad_norm == pytest.approx(grad.norm().item(), rel=1e-5, abs=1e-12)
+        assert p.max_abs == pytest.approx(grad.abs().max().item(), rel=1e-6, abs=1e-12)
+        assert p.zero_share == pytest.approx((grad == 0).double().mean().item(), abs=1e-12)
