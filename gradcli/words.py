@@ -181,3 +181,52 @@ def proof_words(kind: str, *, points: int = 0, why: str = "") -> str:
     if kind == "differs":
         return f"DIFFERS from sympy's derivative ({why})"
     return f"not compared: {why}"
+
+
+#: How each cause of a wrong or non-finite gradient is named (verify/causes.py).
+CAUSE_TITLES = {
+    "leaked_branch": "leaked branch",
+    "overflow": "overflow",
+    "inf_minus_inf": "inf - inf",
+    "zero_times_inf": "0·inf",
+    "cancellation": "cancellation",
+    "undefined": "truly undefined (not a bug)",
+    "unexplained": "cause not found",
+}
+
+
+def cause_lines(cause: Any, *, rewrites: bool = True) -> list[str]:
+    """A cause in words: what, where, why; then (`rewrites`: when rewrites were tried) its
+    proven rewrite or that none is known."""
+    if cause.where:
+        head = (f"cause of {derivative_label(cause.derivative)} at {plural(cause.points, 'point')} "
+                f"({describe_where(cause.where)}): ")
+    else:  # a whole computation (trace --flow, a model): the gradients of these inputs
+        head = f"cause of the non-finite gradient of {cause.derivative} ({plural(cause.points, 'element')}): "
+    lines = [head + f"{CAUSE_TITLES[cause.kind]}: {cause.summary}"]
+    for factor in cause.factors:
+        source = f" ({factor['source']})" if factor.get("source") else ""
+        lines.append(f"  {factor.get('role', 'gradient')}: {factor['value']} at {factor['node']}{source}")
+    rewrite = cause.rewrite
+    if not rewrites:
+        return lines
+    if rewrite is not None:
+        tradeoff = f" (trade-off: {rewrite['tradeoff']})" if rewrite.get("tradeoff") else ""
+        lines.append(f"  rewrite: {rewrite['expression']}: {_rewrite_outcome(rewrite)}{tradeoff}")
+    elif cause.is_bug:
+        lines.append("  rewrite: no known rewrite fixes it")
+    return lines
+
+
+def _rewrite_outcome(r: dict[str, Any]) -> str:
+    if r["wrong_before"]:
+        return f"wrong at {plural(r['wrong_before'], 'point')} -> exact at all {r['points']:,} compared"
+    return (f"autograd not finite at {plural(r['nonfinite_before'], 'point')} -> {r['nonfinite_after']:,}, "
+            "right at every compared point")
+
+
+def unseen_cause_problem(cause: Any) -> str:
+    """A non-finite gradient the float64 formula called undefined, the 50-digit value not."""
+    return (f"autograd's {derivative_label(cause.derivative)} is not finite at {plural(cause.points, 'point')} "
+            f"({describe_where(cause.where)}) where the exact derivative (50 digits) is finite: "
+            f"{CAUSE_TITLES[cause.kind]}")

@@ -36,6 +36,7 @@ def check_command(
     library: LibraryOption = None,
     all_entries: Annotated[bool, typer.Option("--all", help="Check every entry of the expression library instead of EXPR.")] = False,
     json: JsonOption = False,
+    fix: Annotated[bool, typer.Option("--fix", help="Print only the rewritten expression that passes the same check (exit 0), or say that no known rewrite does (exit 1).")] = False,
 ) -> None:
     """Check autograd against sympy's exact derivative and finite differences (gradcheck).
 
@@ -46,6 +47,9 @@ def check_command(
     --var: the library entry's domain, else 1000 uniform draws from [-5, 5] plus special
     points. gradcheck runs in float64: slow mode up to 300 input elements, fast mode beyond,
     on at most 100,000 of the points. Exit 0 agree, 1 a wrong gradient, 2 bad input.
+    Where autograd is wrong or not finite, the cause is named (leaked branch, overflow, 0·inf,
+    inf - inf, cancellation, or a derivative truly undefined there) and each known rewrite is
+    checked again on the same points; only one that passes is shown.
 
     Example:  gradcli check "log(1+exp(x))" --var "x=linspace(-1000,1000,100001)"   # exit 1
     """
@@ -64,9 +68,25 @@ def check_command(
         raise UsageError("give an expression to check (or --all)", hint='e.g. gradcli check "x*sigmoid(x)"')
     else:
         # JSON is for programs: the derivative as differentiated, without simplify's cost.
-        result = check(read_expression(expr), var or (), simplify=not json, **options)
+        result = check(read_expression(expr), var or (), simplify=not (json or fix), **options)
+    if fix and not json and not all_entries:
+        raise typer.Exit(_print_fix(result))
     show(result, "json" if json else "text")
     raise typer.Exit(exit_status(result.ok))
+
+
+def _print_fix(result: Any) -> int:
+    """`check --fix`: the expression to paste on stdout, or why there is none on stderr."""
+    from .output import exit_status, make_console, say
+
+    if result.fix:
+        say(result.fix)
+        return exit_status(True)
+    if result.ok:
+        say(result.expression)
+        return exit_status(True)
+    say(f"no known rewrite fixes {result.expression}: " + "; ".join(result.problems()), make_console(stderr=True))
+    return exit_status(False)
 
 
 @app.command("check-function")

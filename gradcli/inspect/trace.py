@@ -97,6 +97,7 @@ class TraceResult:
     skipped_passes: int = 0
     flow: list[FlowStep] | None = None
     nonfinite_origin: str | None = None
+    cause: Any = None  # why the gradient is not finite (verify/run_causes.py), with --flow
     gradient_graphs: list[GradientGraph] = field(default_factory=list)
     # Code targets only (None for an expression):
     target: dict[str, Any] | None = None  # {"kind", "name", "found"}: what NAME turned out to be
@@ -171,7 +172,11 @@ def trace(
         )
     settings = BuildSettings(chosen.dtype, chosen.device, seed, chosen.wrt, chosen.flow, record=chosen.symbolic)
     with paused_gc():
-        return trace_computation(target.build(settings), chosen)
+        computation = target.build(settings)
+        result = trace_computation(computation, chosen)
+        if result.nonfinite_origin is not None:
+            result.cause = _cause(target, settings, computation.description if computation.kind == "expression" else "")
+        return result
 
 
 _OPTION_NAMES = frozenset(TraceOptions.__dataclass_fields__)
@@ -247,6 +252,28 @@ def trace_computation(computation: Computation, options: TraceOptions) -> TraceR
             steps, output, options.grad_output, seconds,
         )
     return result
+
+
+def _cause(target: Any, settings: Any, source: str) -> Any:
+    """Why a gradient is not finite, found on a fresh build of the same target (same values and
+    seed, a gradient of ones at the output) by the node-level reasoning `check` uses; a code
+    target's nodes are named by their source line."""
+    from ..verify.run_causes import explain_nonfinite
+
+    origins: list[Any] = []  # the fresh build's origin_of
+
+    def run() -> tuple[Any, dict[str, Any]]:
+        built = target.build(settings)
+        origins.append(built.origin_of)
+        return built.output, {n: t for n, t in built.leaves.items() if t.requires_grad}
+
+    def line_of(grad_fn: Any) -> str | None:
+        origin = origins[0](grad_fn) if origins else None
+        if origin is None or origin.file is None:
+            return None
+        return f"{origin.file.rsplit('/', 1)[-1]}:{origin.line}: {origin.code or ''}".rstrip()
+
+    return explain_nonfinite(run, None, source=source, origin_of=line_of)
 
 
 def _describe_code(result: TraceResult, computation: Computation) -> None:

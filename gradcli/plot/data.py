@@ -69,6 +69,7 @@ class PlotData:
     dtype: str
     axis_source: str  # how the x values were given, e.g. "x=linspace(-3,3,101) (--var)"
     notes: list[str] = field(default_factory=list)
+    causes: list[Any] = field(default_factory=list)  # why autograd is wrong where it is (verify/causes.py)
 
     @property
     def ok(self) -> bool:
@@ -188,6 +189,10 @@ def _fill(data: PlotData, program: Any, plan: Plan, library: Any, points: dict[s
         data.shades += _wrong(data.x, curve, target, atol, rtol, largest, k)
         kinks = data.x[(target.kink & ~target.undefined).numpy()]
         data.kinks = sorted(set(data.kinks) | {float(v) for v in kinks[:MAX_KINK_LINES]})
+    from ..verify.causes import find_causes
+
+    data.causes = find_causes(plan.body, library, points, ev.autograd, ev.targets, dtype=dtype, rtol=rtol, atol=atol,
+                              source=program.source, outside=ev.outside)
 
 
 def _curve(order: int, formula: str, got: torch.Tensor, target: Target, comparison: Comparison, atol: float,

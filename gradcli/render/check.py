@@ -55,6 +55,11 @@ def check_lines(result: Any) -> list[Line]:
         out.append(Line(f"{check.label}: {words.describe_gradcheck(check.verdict)}",
                         style="red" if check.verdict.ok is False else None))
     out += [Line(f"note: {note}") for note in result.notes]
+    for cause in result.causes:
+        out += [Line(text, style="red" if cause.is_bug and k == 0 else None)
+                for k, text in enumerate(words.cause_lines(cause))]
+    if result.fix:
+        out.append(Line(f"fix: {result.fix}", style="bold", soft_wrap=True))  # kept whole: it is pasted
     out.append(Line(result.verdict(), style="bold green" if result.ok else "bold red", soft_wrap=True))
     return out
 

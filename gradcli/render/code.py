@@ -204,6 +204,10 @@ def code_flow(result: Any) -> list[Any]:
         if node is not None and node.origin is not None:
             where = f"  {module_words(node.origin.module, node.origin.module_class)}  {line_words(node.origin)}"
         lines.append(Text(f"  first non-finite gradient: {origin} {node.name if node else ''}{where}", style="bold red"))
+        if result.cause is not None:  # issue 15: why, from the same node-level reasoning as check
+            from .. import words
+
+            lines += [Text(f"  {text}") for text in words.cause_lines(result.cause, rewrites=False)]
     forward = result.forward_nonfinite
     if forward is not None:
         file = (forward["file"] or "").rsplit("/", 1)[-1]

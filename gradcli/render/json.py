@@ -113,6 +113,8 @@ def trace_document(result: Any) -> dict[str, Any]:
             for step in result.flow
         ]
         document["nonfinite_origin"] = result.nonfinite_origin
+        if result.cause is not None:
+            document["cause"] = result.cause.as_dict()
         if code:
             document["forward_nonfinite"] = result.forward_nonfinite
     if code:

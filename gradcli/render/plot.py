@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import words
 from ..plot.shades import derivative_label, shade_label
 from .contract import Line
 
@@ -42,6 +43,7 @@ def plot_lines(data: Any, *, width: int, terminal: bool = False) -> list[Line]:
     if data.kinks:
         out.append(Line("kinks at " + ", ".join(f"{data.variable} = {k:g}" for k in data.kinks[:10])))
     out += [Line(f"note: {note}") for note in data.notes]
+    out += [Line(text) for cause in data.causes for text in words.cause_lines(cause, rewrites=False)]
     return out
 
 

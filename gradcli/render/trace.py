@@ -182,4 +182,8 @@ def _flow(result: Any) -> list[Any]:
         lines.append(Text("  every gradient that flowed was finite", style="green"))
     else:
         lines.append(Text(f"  origin of the first non-finite gradient: {origin} {names.get(origin, '')}", style="bold red"))
+        if result.cause is not None:
+            from .. import words
+
+            lines += [Text(f"  {text}") for text in words.cause_lines(result.cause, rewrites=False)]
     return lines

@@ -66,6 +66,7 @@ def check(
     seed: int | None = None,
     library_dirs: Sequence[Any] = (),
     simplify: bool = True,
+    explain: bool = True,
 ) -> CheckResult:
     """Check the gradient of `expression`; returns a CheckResult (`.ok`, readable `str()`).
 
@@ -73,6 +74,8 @@ def check(
     Without values, points come from the library entry's domain (when the expression is one
     library call) or `points` uniform draws (default DEFAULT_POINTS) plus special points.
     `simplify=False` shows the derivatives as differentiated (saves up to SIMPLIFY_BUDGET s).
+    `explain` names the cause of every wrong or non-finite gradient (verify/causes.py) and
+    proves the rewrites that fix them (verify/fixes.py); `explain=False` only checks.
     Raises GradcliError for bad input (exit 2 on the command line).
     """
     check_order(order)
@@ -107,6 +110,14 @@ def check(
         _drop(leaves, program.variables)
         result.points_source = _describe_leaves(leaves)
         _check_small(result, program, plan, library, leaves.tensors, device)
+    if explain and (not result.ok or result.causes):
+        from .fixes import propose
+
+        def rerun(text: str) -> CheckResult:
+            return check(text, options, points=points, order=order, atol=atol, rtol=rtol, dtype=dtype, device=device,
+                         seed=seed, library_dirs=library_dirs, simplify=False, explain=False)
+
+        propose(result, program, library, rerun)
     return result
 
 
@@ -196,6 +207,8 @@ def _check_elementwise(
         result.autograd_error = ev.autograd_error
         return
     rounded = {n: v.detach().to(resolve_dtype(result.dtype)).to(torch.float64).clone() for n, v in pts.items()}
+    result.points = rounded
+    result.autograd_nonfinite = sum(int((~torch.isfinite(v)).sum()) for v in ev.autograd.values())
     if ev.symbolic_skipped is not None:
         result.symbolic_skipped = f"{ev.symbolic_skipped}; gradcheck still runs"
     if ev.targets is not None and ev.formulas is not None:
@@ -215,6 +228,7 @@ def _check_elementwise(
                 compare(value, targets[names[0]], candidate_name="published", largest=_largest(torch.float64),
                         seed=result.seed or 0, **_tol(result))
             )
+        result.causes = _causes(result, plan, library, rounded, ev, program.source)
         keep = ~ev.outside & ~ev.near_kink
         for t in first:
             keep &= ~t.undefined & torch.isfinite(t.reference)
@@ -227,6 +241,15 @@ def _check_elementwise(
             "(found with torch, the symbolic side being skipped): kept out of finite differences"
         )
     _gradchecks_elementwise(result, program, library, names, rounded, ~near)
+
+
+def _causes(result: CheckResult, plan: Plan, library: Library, rounded: dict[str, torch.Tensor], ev: Any,
+            source: str) -> list[Any]:
+    """Why autograd is wrong or not finite where it is (verify/causes.py)."""
+    from .causes import find_causes
+
+    return find_causes(plan.body, library, rounded, ev.autograd, ev.targets, dtype=resolve_dtype(result.dtype),
+                       source=source, outside=ev.outside, **_tol(result))
 
 
 def _show(result: CheckResult, first: dict[Any, Any], second: dict[Any, Any], simplify: bool) -> None:
@@ -341,6 +364,8 @@ def _check_small(
     except RuntimeError as err:
         result.autograd_error = str(err).strip().splitlines()[0]
         return
+    result.points = rounded
+    result.autograd_nonfinite = sum(int((~torch.isfinite(v)).sum()) for v in auto.values())
     symbolic_order = result.order
     if result.order == 2 and total * total > EXACT_SECOND_MAX_ENTRIES:
         # sympy's second derivatives grow as elements squared, each a large formula to derive and

@@ -59,6 +59,11 @@ class CheckResult:
     autograd_error: str | None = None
     notes: list[str] = field(default_factory=list)
     seed: int | None = None
+    causes: list[Any] = field(default_factory=list)  # verify/causes.py's Cause, per group of points
+    rewrites: list[Any] = field(default_factory=list)  # verify/fixes.py's Rewrite, each rule tried
+    fix: str | None = None  # every proven rewrite applied: passes the same check
+    autograd_nonfinite: int = 0  # autograd values that are nan or inf, at compared or skipped points
+    points: dict[str, Any] | None = field(default=None, repr=False)  # the values checked, for the proofs
 
     @property
     def comparisons(self) -> list[Comparison]:
@@ -75,7 +80,14 @@ class CheckResult:
             self.autograd_error is None
             and all(c.ok for c in self.comparisons)
             and all(check.verdict.ok is not False for check in self.checks)
+            and not self.unseen_causes()
         )
+
+    def unseen_causes(self) -> list[Any]:
+        """Causes of non-finite gradients at points the comparisons set aside as undefined,
+        where the 50-digit derivative is finite after all (so they are bugs too)."""
+        seen = {c.name for c in self.comparisons if not c.ok}
+        return [c for c in self.causes if c.is_bug and c.derivative not in seen]
 
     def problems(self) -> list[str]:
         """One sentence per problem found, most specific first."""
@@ -88,6 +100,7 @@ class CheckResult:
             found += [words.wrong_range_problem(c, r) for r in c.wrong_ranges]
             if c.not_arbitrated:
                 found.append(words.sampled_problem(c))
+        found += [words.unseen_cause_problem(c) for c in self.unseen_causes()]
         found += [words.gradcheck_problem(check.label, check.verdict) for check in self.checks
                   if check.verdict.ok is False]
         return found
@@ -133,6 +146,10 @@ class CheckResult:
             "problems": self.problems(),
             "notes": self.notes,
             "seed": self.seed,
+            "causes": [c.as_dict() for c in self.causes],
+            "rewrites": [r.as_dict() for r in self.rewrites],
+            "fix": self.fix,
+            "autograd_nonfinite": self.autograd_nonfinite,
         })
         return data
 
@@ -146,6 +163,9 @@ class CheckResult:
         lines += ["  " + words.describe_comparison(c) for c in self.comparisons]
         lines += [f"  {check.label}: {words.describe_gradcheck(check.verdict)}" for check in self.checks]
         lines.extend(f"  note: {note}" for note in self.notes)
+        lines.extend(f"  {line}" for cause in self.causes for line in words.cause_lines(cause))
+        if self.fix:
+            lines.append(f"  fix: {self.fix}")
         lines.extend(f"  problem: {p}" for p in self.problems())
         lines.append(self.verdict())
         return "\n".join(lines)
