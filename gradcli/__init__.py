@@ -24,7 +24,7 @@ _LAZY = {
     "trace": ("gradcli.api", "trace"),
     "check": ("gradcli.verify.check", "check"),
     "check_function": ("gradcli.verify.function", "check_function"),
-    "grads": ("gradcli.health.run", "grads"),
+    "grads": ("gradcli.api", "grads"),
     "GradcliError": ("gradcli.errors", "GradcliError"),
 }
 

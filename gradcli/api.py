@@ -1,9 +1,11 @@
-"""The Python API's trace: inspect/'s plain result, plus what a Python user or a notebook asks
-of it (`.to_json()`, `.to_dot()`, `str()`, `_repr_html_`).
+"""The Python API's results that render themselves: inspect/'s and health/'s plain results,
+plus what a Python user or a notebook asks of them (`.to_json()`, `.to_dot()`, `.plot()`,
+`str()`, `_repr_html_`).
 
-Those conveniences need the renderers, and inspect/ never imports the upper half (only
-data flows up: tests/test_layers.py). So the public `gradcli.trace` lives here, one layer
-up, and returns a `Trace`: the same data, the same fields, with the renderers at hand.
+Those conveniences need the renderers, and the library folders never import the upper half
+(only data flows up: tests/test_layers.py). So the public `gradcli.trace` and `gradcli.grads`
+live here, one layer up, and return a `Trace` and a `Grads`: the same data, the same fields,
+with the renderers at hand.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from .health.result import GradsResult
 from .inspect.trace import TraceResult
 from .inspect.trace import trace as _trace
 
@@ -46,3 +49,33 @@ def trace(target: Any, *inputs: Any, **options: Any) -> Trace:
     """`inspect.trace.trace` (see its docstring for targets, inputs and options), as a Trace."""
     result = _trace(target, *inputs, **options)
     return Trace(**{f.name: getattr(result, f.name) for f in fields(result)})
+
+
+@dataclass
+class Grads(GradsResult):
+    """A GradsResult that renders itself (as `gradcli grads` prints and draws it)."""
+
+    def to_json(self, depth: int | None = None) -> str:
+        """The JSON document `gradcli grads --json` prints (docs/json.md)."""
+        from .render.grads_json import grads_json
+
+        return grads_json(self, depth)
+
+    def plot(self, path: str, depth: int | None = None) -> str:
+        """Draw the `--plot` picture to `path` (.png, .svg or .pdf; needs matplotlib)."""
+        from .plot.grads import save_grads
+
+        return str(save_grads(self, path, depth))
+
+    def __str__(self) -> str:
+        from .render.grads import grads_text
+
+        return grads_text(self)
+
+
+def grads(model: Any, *inputs: Any, **options: Any) -> Grads:
+    """`health.run.grads` (see its docstring for the model, inputs, loss and options), as a Grads."""
+    from .health.run import grads as _grads
+
+    result = _grads(model, *inputs, **options)
+    return Grads(**{f.name: getattr(result, f.name) for f in fields(result)})

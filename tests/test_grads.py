@@ -404,6 +404,25 @@ def test_json_and_plot_from_python(tmp_path):
     assert b"no grad" in (tmp_path / "g.svg").read_bytes() and written.endswith("g.svg")
 
 
+def test_gradcli_grads_is_the_library_result_with_the_renderers_one_layer_up():
+    # health/ returns plain data (tests/test_layers.py); gradcli.grads adds str, to_json and
+    # plot from gradcli/api.py, rendering exactly what the renderers make of the plain result.
+    from gradcli.api import Grads
+    from gradcli.health.result import GradsResult
+    from gradcli.health.run import grads as library_grads
+    from gradcli.render.grads import grads_text
+    from gradcli.render.grads_json import grads_json
+
+    torch.manual_seed(0)
+    model, x = faults.DetachedBranch(), torch.randn(16, 8)
+    plain = library_grads(model, x, loss=mean_square)
+    public = gradcli.grads(model, x, loss=mean_square)
+    assert type(plain) is GradsResult and type(public) is Grads
+    assert not any(hasattr(plain, name) for name in ("to_json", "plot", "_repr_html_"))
+    assert public.problems == plain.problems and not public.ok
+    assert str(public) == grads_text(plain) and public.to_json(depth=0) == grads_json(plain, 0)
+
+
 def test_str_is_the_report():
     text = str(run(faults.DetachedBranch()))
     assert text.startswith("grads DetachedBranch: loss ")

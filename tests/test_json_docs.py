@@ -23,6 +23,14 @@ RUNS = [
     ("trace", ["trace", "x.pow(2).sum()", "--var", "x=[1.0, 2.0]", "--repeat", "2"], 1),
     ("trace", ["trace", "h = x.exp(); (h*y).sum()", "--mode", "grad", "--wrt", "x", "--seed", "0"], 0),
     ("trace", ["trace", "(2*x).sum()", "--create-graph"], 0),
+    # --symbolic: one symbol per tensor, with --create-graph's second derivatives, one symbol per
+    # element (softmax couples them), and an operation torch runs through an inner node (2/x).
+    ("trace", ["trace", "h = x*sigmoid(x); y = h*h + h; y.sum()", "--var", "x=[0.5, 2.0]", "--symbolic"], 0),
+    ("trace", ["trace", "h = x*sigmoid(x); y = h*h + h; y.sum()", "--var", "x=[0.5, 2.0]", "--symbolic",
+               "--create-graph"], 0),
+    ("trace", ["trace", "(softmax(x, dim=0) * w).sum()", "--var", "x=[1.0, 2.0, 3.0]", "--var", "w=[0.5, -1.0, 2.0]",
+               "--symbolic"], 0),
+    ("trace", ["trace", "h = 2/x; (h*x.exp()).sum()", "--var", "x=[0.5, 2.0]", "--symbolic"], 0),
     ("check", ["check", "relu(x)*y", "--order", "2", "--points", "20", "--seed", "0"], 0),
     ("check", ["check", "softmax(log(1+exp(x)), dim=0)", "--var", "x=[1000.0, 1.0, 2.0]"], 1),
     ("check", ["check", "softmax(x, dim=0)", "--var", "x=randn(40)", "--seed", "0"], 0),

@@ -1,7 +1,9 @@
 """The house's layering, read from the source with `ast`: the library never reaches up.
 
-verify/ and inspect/ compute plain results: they never import typer, rich, the CLI or the
-renderers, and never print. Renderers return what to print; only gradcli/cli/ prints.
+The library folders (verify/, inspect/, health/, targets/, chain/, language/, build/) compute
+plain results: they never import typer, rich, the CLI, the renderers, the plots or the public
+API's rendering results (gradcli/api.py), and never print. Renderers return what to print;
+only gradcli/cli/ prints.
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "gradcli"
-LIBRARY = ("verify", "inspect")
-UPPER = ("typer", "rich", "click", "gradcli.cli", "gradcli.render")
+LIBRARY = ("verify", "inspect", "health", "targets", "chain", "language", "build")
+UPPER = ("typer", "rich", "click", "gradcli.cli", "gradcli.render", "gradcli.plot", "gradcli.api", "gradcli.demos")
 
 
 def modules(*folders: str) -> list[Path]:
@@ -64,7 +66,7 @@ def test_the_scan_sees_what_it_should(tmp_path):
 
 
 @pytest.mark.parametrize("path", modules(*LIBRARY), ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_verify_and_inspect_never_import_the_upper_half(path):
+def test_the_library_never_imports_the_upper_half(path):
     upper = sorted(n for n in imported(path) if any(n == u or n.startswith(u + ".") for u in UPPER))
     assert upper == []
 
@@ -74,7 +76,7 @@ def test_only_the_cli_prints(path):
     assert prints(path) == []
 
 
-@pytest.mark.parametrize("path", modules("render", "plot", "verify", "inspect", "language", "build"),
+@pytest.mark.parametrize("path", modules("render", "plot", *LIBRARY),
                          ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_nothing_below_the_cli_imports_it(path):
     assert not any(n == "gradcli.cli" or n.startswith("gradcli.cli.") or n == "typer" for n in imported(path))

@@ -4,7 +4,8 @@
     assert result.ok, result
 
 Plain data: the renderers (table, JSON, plot) read it and the words of every finding are
-chosen once, in verdicts.py. `ok` is False when a parameter that should learn gets no
+chosen once, in verdicts.py. `gradcli.grads` returns it as gradcli/api.py's `Grads`, which
+adds `str()`, `.to_json()` and `.plot()` one layer up (health/ never imports the renderers). `ok` is False when a parameter that should learn gets no
 gradient or a non-finite one; `strict` adds ZERO, VANISHING and EXPLODING.
 """
 
@@ -141,20 +142,3 @@ class GradsResult:
     @property
     def ok(self) -> bool:
         return not self.problems
-
-    def __str__(self) -> str:
-        from ..render.grads import grads_text
-
-        return grads_text(self)
-
-    def to_json(self, depth: int | None = None) -> str:
-        """The `--json` document (docs/json.md)."""
-        from ..render.grads_json import grads_json
-
-        return grads_json(self, depth)
-
-    def plot(self, path: str, depth: int | None = None) -> str:
-        """Draw the `--plot` picture to `path` (.png, .svg or .pdf; needs matplotlib)."""
-        from ..plot.grads import save_grads
-
-        return str(save_grads(self, path, depth))
