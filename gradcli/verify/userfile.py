@@ -10,9 +10,7 @@ numbers, the others as float64 tensors.
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
-import sys
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,35 +28,15 @@ DEFAULT_INPUT = (-2.5, -1.0, -0.5, -0.1, 0.2, 0.5, 1.0, 2.5)
 
 def load_function(target: str) -> type:
     """The class NAME from PATH.py or from an importable module (`target` is "PATH.py:NAME"
-    or "package.module:NAME", NAME possibly dotted, as trace takes them)."""
+    or "package.module:NAME", NAME possibly dotted): loaded as trace loads code
+    (targets/load.py: the file's folder on sys.path, errors in it shown with its own frames)."""
     from ..targets.load import is_code_target, load_object
 
-    path_text, sep, name = target.rpartition(":")
-    if is_code_target(target) and not path_text.endswith(".py"):
-        value, where = load_object(target)
-        return check_class(value, where)
-    if not sep or not path_text or not name:
-        raise UsageError(f"'{target}' is not PATH.py:NAME", hint="e.g. gradcli check-function my_ops.py:Swish")
-    path = Path(path_text)
-    if not path.is_file():
-        raise UsageError(f"no file '{path}'", hint="give the path of a .py file, then :ClassName")
-    module_name = f"gradcli_user_{abs(hash(str(path.resolve())))}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise UsageError(f"cannot import '{path}' as Python")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except (Exception, SystemExit) as err:  # the user's code: report it, do not crash
-        raise UserCodeError(f"importing {path} raised {describe_exception(err, path)}") from None
-    if not hasattr(module, name):
-        found = [k for k, v in vars(module).items() if is_function_class(v) and v.__module__ == module_name]
-        raise UserCodeError(
-            f"{path} has no '{name}'",
-            hint=("its torch.autograd.Function classes: " + ", ".join(found)) if found else "it defines no torch.autograd.Function",
-        )
-    return check_class(getattr(module, name), f"{path}:{name}")
+    if not is_code_target(target):
+        raise UsageError(f"'{target}' is not PATH.py:NAME or package.module:NAME",
+                         hint="e.g. gradcli check-function my_ops.py:Swish")
+    value, where = load_object(target)
+    return check_class(value, where)
 
 
 def is_function_class(value: Any) -> bool:
