@@ -169,3 +169,25 @@ def test_the_readme_shows_the_real_second_derivative_output():
     output = runner.invoke(app, ["trace", "h = x*x; y = h*h + h; y.sum()", "--var", "x=[0.5, 2.0]", "--symbolic",
                                  "--create-graph"]).output
     assert "  d/dx sum(gradient of x)\n" + shown in output
+
+
+def test_a_broadcast_scalar_gets_its_edges_summed_as_torch_does():
+    result = trace("(x*y + sin(x*y)).sum()", ["x=[0.5, 2.0]", "y=1.5"], symbolic=True, create_graph=True, dtype="float64")
+    assert result.problems == []
+    x = torch.tensor([0.5, 2.0], dtype=torch.float64, requires_grad=True)
+    y = torch.tensor(1.5, dtype=torch.float64, requires_grad=True)
+    (gx,) = torch.autograd.grad((x * y + torch.sin(x * y)).sum(), [x], create_graph=True)
+    xx, xy = torch.autograd.grad(gx.sum(), [x, y])
+    leaves = {leaf.variable: leaf for leaf in result.symbolic.second_graphs[0].leaves}
+    assert torch.allclose(torch.tensor(leaves["x"].numbers.value, dtype=torch.float64), xx, rtol=1e-12)
+    assert leaves["y"].numbers.value == pytest.approx(xy.item(), rel=1e-12)  # a scalar: summed over x's elements
+    assert all(node.numbers.agrees and all(e.numbers.agrees for e in node.edges) for node in result.symbolic.second_graphs[0].nodes)
+
+
+def test_a_starting_gradient_is_a_named_constant_and_shown_numerically():
+    result = trace("h = x*x; h.exp()", ["x=[1.0, 2.0]"], symbolic=True, create_graph=True, grad_output="[1.0, -2.0]",
+                   dtype="float64")
+    (graph,) = result.symbolic.second_graphs
+    assert [c.formula.text for c in graph.constants] == ["[1.0, -2.0]"]
+    (leaf,) = graph.leaves
+    assert leaf.proof == "numeric" and "3 random points" in leaf.proof_words and leaf.numbers.agrees is True

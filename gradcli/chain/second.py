@@ -200,7 +200,6 @@ class _Writer:
         seen = _hooked_backward(self.gradient, self.order, list(self.variables.values()))
         hooks, seconds = seen[0], dict(zip(self.variables, seen[1]))
         arriving: dict[Any, list[tuple[Any, Any]]] = {self.values[id(self.gradient.grad_fn)]: [(sp.Integer(1), torch.ones(()))]}
-        shape = tuple(self.gradient.shape)
         nodes = []
         leaf_terms: dict[Any, list[tuple[Any, Any]]] = {}
         for fn in reversed(self.order):
@@ -213,6 +212,7 @@ class _Writer:
             grad = sp.Symbol(f"gg_{symbol}", real=True)
             total = sum((t for t, _ in came), sp.Integer(0))
             self.definitions[grad] = total
+            shape = self._shape(symbol)
             value = numbers.fitted_sum([v for _, v in came], shape)
             self.env[grad] = value
             hook = hooks.get(id(fn))
@@ -230,14 +230,14 @@ class _Writer:
                     continue
                 local = sp.diff(generic, dummies[index]).xreplace(dict(zip(dummies, inputs)))
                 flowing = grad * local
-                flow_value = numbers.evaluate_array(np.asarray(flowing, dtype=object), self.env, shape)
+                target = self.values[id(nxt)]
+                flow_value = numbers.evaluate_array(np.asarray(flowing, dtype=object), self.env, self._shape(target))
                 torch_edge = None
                 if hook is not None and hook[0] and index < len(hook[0]) and hook[0][index] is not None:
                     torch_edge = numbers.plain(hook[0][index])
                 local_value = None
                 if getattr(local, "free_symbols", None):
                     local_value = numbers.plain(numbers.evaluate_array(np.asarray(local, dtype=object), self.env, shape))
-                target = self.values[id(nxt)]
                 node.edges.append(Edge(
                     index, self.ids.get(id(nxt)), f"input {index}", str(target), formula(sp, np, np.asarray(local, dtype=object)),
                     formula(sp, np, np.asarray(flowing, dtype=object)), [],
@@ -273,7 +273,7 @@ class _Writer:
             pair = np.asarray(expanded, dtype=object), np.asarray(reference, dtype=object)
             kind, said = proof.prove(
                 None if expanded is None else pair[0], pair[1],
-                lambda: (self._numeric(composed, reference), 0),
+                lambda: self._numeric(composed, reference),
             )
         return SecondLeaf(
             name, [formula(sp, np, np.asarray(t, dtype=object)) for t, _ in came],
@@ -283,15 +283,36 @@ class _Writer:
             kind, said, Numbers(numbers.plain(value), torch_value, numbers.compare(value, torch_value, self.tolerance)),
         )
 
-    def _numeric(self, composed: Any, reference: Any) -> bool:
+    def _shape(self, symbol: Any) -> tuple[int, ...]:
+        """A value's shape: as torch computed it (broadcast values are summed back to it)."""
+        value = self.env.get(symbol)
+        return tuple(value.shape) if value is not None else tuple(self.gradient.shape)
+
+    def _numeric(self, composed: Any, reference: Any) -> tuple[bool, int]:
         """The composition (through the named values) and sympy's second derivative at the
-        traced values."""
+        traced values and at proof.RANDOM_POINTS points near them (the constants, values no
+        variable reaches, kept): (all agree, random points used)."""
         import torch
 
         from ..verify.symbolic import evaluate
 
-        return bool(torch.allclose(evaluate(composed, self.env, 1), evaluate(reference, self.env, 1),
-                                   rtol=1e-7, atol=1e-10, equal_nan=True))
+        generator = torch.Generator().manual_seed(0)
+        leaves = {self.leaf_of[id(t)]: t.detach().double() for t in self.variables.values()}
+        fixed = {s: v for s, v in self.env.items() if s not in self.definitions and s not in leaves}
+        points = [leaves] + [
+            {s: t * (1 + 0.1 * (2 * torch.rand(t.shape, generator=generator, dtype=torch.float64) - 1)) for s, t in leaves.items()}
+            for _ in range(proof.RANDOM_POINTS)
+        ]
+        for point in points:
+            values = {**fixed, **point}
+            for symbol, definition in self.definitions.items():
+                value = evaluate(definition, values, 1)
+                scalar = all(values[s].dim() == 0 for s in definition.free_symbols if s in values)
+                values[symbol] = value.reshape(()) if scalar else value
+            if not torch.allclose(evaluate(composed, values, 1), evaluate(reference, values, 1),
+                                  rtol=1e-7, atol=1e-10, equal_nan=True):
+                return False, proof.RANDOM_POINTS
+        return True, proof.RANDOM_POINTS
 
 
 def _post_order(root: Any) -> list[Any]:
