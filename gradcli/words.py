@@ -172,6 +172,11 @@ def chain_proof_failed(variable: str) -> str:
     return f"{variable}: the composed chain-rule gradient differs from sympy's derivative of the expression"
 
 
+def chain_second_failed(of: str, variable: str) -> str:
+    return (f"d/d{variable} sum(gradient of {of}): the second derivative composed along the gradient's graph "
+            "differs from sympy's or from torch's")
+
+
 def proof_words(kind: str, *, points: int = 0, why: str = "") -> str:
     """How a leaf's composed gradient was shown equal to sympy's derivative."""
     if kind == "simplify":

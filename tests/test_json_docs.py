@@ -31,6 +31,8 @@ RUNS = [
     ("trace", ["trace", "(softmax(x, dim=0) * w).sum()", "--var", "x=[1.0, 2.0, 3.0]", "--var", "w=[0.5, -1.0, 2.0]",
                "--symbolic"], 0),
     ("trace", ["trace", "h = 2/x; (h*x.exp()).sum()", "--var", "x=[0.5, 2.0]", "--symbolic"], 0),
+    # --symbolic --create-graph through where(...): the mask is a constant of the gradient's graph.
+    ("trace", ["trace", "where(x > 0, x*x*x, x).sum()", "--var", "x=[-0.5, 2.0]", "--symbolic", "--create-graph"], 0),
     ("check", ["check", "relu(x)*y", "--order", "2", "--points", "20", "--seed", "0"], 0),
     ("check", ["check", "softmax(log(1+exp(x)), dim=0)", "--var", "x=[1000.0, 1.0, 2.0]"], 1),
     ("check", ["check", "softmax(x, dim=0)", "--var", "x=randn(40)", "--seed", "0"], 0),

@@ -28,10 +28,10 @@ def leaf_gradients(
     import sympy as sp
 
     tensors = prepared.leaves.tensors
-    expected = _expected(sp, prepared, plan, composition, known)
+    references = expected(sp, prepared, plan, composition, known)
     found = []
     for name, terms in composition.leaf_terms.items():
-        if not terms or (not isinstance(expected, str) and name not in expected):
+        if not terms or (not isinstance(references, str) and name not in references):
             continue
         tensor = tensors[name]
         node_id = accumulate.get(id(tensor))
@@ -40,9 +40,9 @@ def leaf_gradients(
         torch_value = seen.grad_outputs[0] if seen is not None and seen.grad_outputs else None
         composed = total(np, terms)
         expanded = _expanded(np, composed, composition, known)
-        reference = None if isinstance(expected, str) else expected[name]
+        reference = None if isinstance(references, str) else references[name]
         if reference is None:
-            kind, said = "none", f"not compared: {expected}"
+            kind, said = "none", f"not compared: {references}"
         else:
             kind, said = proof.prove(expanded, reference, lambda c=composed, r=reference: _numeric(c, r, composition, tensors, env))
         small = expanded is not None and max(proof.size(e, {}) for e in expanded.flat) <= SHOW_MAX
@@ -60,7 +60,7 @@ def leaf_gradients(
     return found
 
 
-def _expected(sp: Any, prepared: Any, plan: Any, composition: Composition, known: dict[Any, int]) -> dict[str, Any] | str:
+def expected(sp: Any, prepared: Any, plan: Any, composition: Composition, known: dict[Any, int]) -> dict[str, Any] | str:
     outputs = [known[symbol] for step in composition.steps for symbol in step.out.flat]
     if outputs and max(outputs) > proof.EXPAND_MAX:
         return (f"the expression expands to {max(outputs):,} operations (more than {proof.EXPAND_MAX}), "

@@ -91,12 +91,40 @@ class Definition:
 
 
 @dataclass
+class SecondLeaf:
+    """d/dvariable of sum(gradient of `of`): composed along the gradient's graph, proved."""
+
+    variable: str
+    terms: list[Formula]
+    composed: Formula  # in named values
+    expanded: Formula | None  # in the variables (and constants) only
+    reference: Formula | None  # sympy's second derivative of the expression
+    proof: ProofKind
+    proof_words: str
+    numbers: Numbers | None = None
+
+
+@dataclass
+class SecondGraph:
+    """--create-graph: the gradient of `of`'s own graph, node by node, backpropagating
+    sum(gradient) as torch's second backward does. `note` says why it is not written out."""
+
+    of: str
+    nodes: list[Node] = field(default_factory=list)
+    leaves: list[SecondLeaf] = field(default_factory=list)
+    constants: list[Definition] = field(default_factory=list)  # inputs torch did not record
+    definitions: list[Definition] = field(default_factory=list)  # the graph's named values
+    note: str | None = None
+
+
+@dataclass
 class ChainRule:
     mode: SymbolicMode
     seed: Formula  # the gradient the output starts with
     nodes: list[Node]
     leaves: list[LeafGradient]
     definitions: list[Definition]
+    second_graphs: list[SecondGraph] = field(default_factory=list)  # with --create-graph
 
     @property
     def problems(self) -> list[str]:
@@ -108,4 +136,10 @@ class ChainRule:
         found += [words.chain_leaf_mismatch(leaf.variable) for leaf in self.leaves
                   if any(n is not None and n.agrees is False for n in (leaf.numbers, leaf.second_numbers))]
         found += [words.chain_proof_failed(leaf.variable) for leaf in self.leaves if leaf.proof == "differs"]
+        for graph in self.second_graphs:
+            found += [words.chain_mismatch(node.node, node.name) for node in graph.nodes
+                      if node.numbers is not None and node.numbers.agrees is False
+                      or any(e.numbers is not None and e.numbers.agrees is False for e in node.edges)]
+            found += [words.chain_second_failed(graph.of, leaf.variable) for leaf in graph.leaves
+                      if leaf.proof == "differs" or leaf.numbers is not None and leaf.numbers.agrees is False]
         return found

@@ -29,10 +29,13 @@ NODES_MAX = 10_000
 def chain_rule(
     prepared: Any, applications: list[Application], bindings: list[tuple[str, Any]], graph: Graph,
     flow: list[Any] | None, output: Any, grad_output: str | None, seconds: dict[str, Any] | None = None,
+    live: dict[str, Any] | None = None, gradient_ids: dict[str, dict[int, str]] | None = None,
 ) -> ChainRule:
     """The chain rule of a traced program: `applications` as recorded while building it,
     `bindings` its assigned names, `flow` the first pass's hook records (plain steps),
-    `seconds` the second derivatives --create-graph took, by variable."""
+    `seconds` the second derivatives --create-graph took, by variable, `live` the gradients
+    --create-graph left with their own graphs (written out by second.py), `gradient_ids` the
+    node ids trace gave those graphs' nodes."""
     import numpy as np
     import sympy as sp
 
@@ -113,7 +116,32 @@ def chain_rule(
     shown = {node.symbol: node.definition for node in nodes}  # sum(y), not its elementwise reading
     definitions = [Definition(str(symbol), shown.get(str(symbol)) or formula(sp, np, np.asarray(expr, dtype=object)))
                    for symbol, expr in composition.definitions.items()]
-    return ChainRule("elements" if elements else "elementwise", formula(sp, np, seed_value), nodes, leaves, definitions)
+    chain = ChainRule("elements" if elements else "elementwise", formula(sp, np, seed_value), nodes, leaves, definitions)
+    if live:
+        chain.second_graphs = _second_graphs(prepared, plan, composition, live, gradient_ids or {}, env, known, tolerance)
+    return chain
+
+
+def _second_graphs(
+    prepared: Any, plan: Any, composition: Composition, live: dict[str, Any], gradient_ids: dict[str, dict[int, str]],
+    env: dict[Any, Any], known: dict[Any, int], tolerance: tuple[float, float],
+) -> list[Any]:
+    """Each variable's gradient graph written out (second.py), in elementwise mode."""
+    import sympy as sp
+
+    from .leaves import expected
+    from .result import SecondGraph
+    from .second import second_graphs
+
+    tensors = prepared.leaves.tensors
+    live = {name: g for name, g in live.items() if name in composition.leaf_symbols}
+    if composition.elements:
+        return [SecondGraph(name, note="written node by node only where one symbol stands for every element "
+                                       "(not for softmax, matmul or reductions over a dim)") for name in live]
+    symbol_of = {id(step.app.result.grad_fn): step.out for step in composition.steps}
+    variables = {name: tensors[name] for name in composition.leaf_symbols if tensors[name].requires_grad}
+    firsts = expected(sp, prepared, plan, composition, known)
+    return second_graphs(live, variables, composition.leaf_symbols, symbol_of, composition.definitions, env, firsts, tolerance, gradient_ids)
 
 
 def _first_pass(flow: list[Any] | None) -> dict[str, Any]:

@@ -249,7 +249,8 @@ def trace_computation(computation: Computation, options: TraceOptions) -> TraceR
         seconds = {g.of: g.second for g in result.gradient_graphs if g.second is not None}
         result.symbolic = chain_rule(
             computation.details["prepared"], computation.details["applications"], computation.bindings, graph,
-            steps, output, options.grad_output, seconds,
+            steps, output, options.grad_output, seconds, live if options.create_graph else None,
+            {g.of: {id(obj): node_id for node_id, obj in g.graph.objects.items()} for g in result.gradient_graphs},
         )
     return result
 

@@ -30,6 +30,41 @@ def chain_lines(chain: Any, *, max_nodes: int, source: str = "") -> list[Any]:
     for leaf in chain.leaves:
         out += _leaf(leaf)
     out += _definitions(chain, max_nodes)
+    for graph in chain.second_graphs:
+        out += _second_graph(graph, max_nodes)
+    return out
+
+
+def _second_graph(graph: Any, max_nodes: int) -> list[Any]:
+    """--create-graph: sum(gradient) backpropagated through the gradient's own graph."""
+    from rich.text import Text
+
+    out = [Text(""), Text(f"Second derivative: the graph of {graph.of}'s gradient, node by node", style="bold underline")]
+    if graph.note is not None:
+        return out + [Text(f"  {graph.note}", style="yellow")]
+    out.append(Text("  sum(gradient) backpropagated: gg_w is the gradient arriving at w, the gradient's own starts as 1",
+                    style="dim"))
+    if graph.constants:
+        out.append(Text("  constants (values no variable reaches): "
+                        + "; ".join(f"{c.symbol} = {c.formula.text}" for c in graph.constants), style="dim"))
+    for node in graph.nodes[:max_nodes]:
+        out += _node(node, "")
+    if len(graph.nodes) > max_nodes:
+        out.append(Text(f"  … {len(graph.nodes) - max_nodes} of {len(graph.nodes)} nodes not shown "
+                        "(--max-nodes N shows more; --json is complete)", style="dim"))
+    for leaf in graph.leaves:
+        out.append(Text(f"  d/d{leaf.variable} sum(gradient of {graph.of})", style="bold"))
+        out.append(Text(f"    paths: {' + '.join(t.text for t in leaf.terms)}"))
+        if leaf.expanded is not None:
+            out.append(Text(f"    composed = {leaf.expanded.text}"))
+        if leaf.reference is not None:
+            out.append(Text(f"    sympy's second derivative: {leaf.reference.text}"))
+        style = {"simplify": "green", "numeric": "green", "differs": "bold red", "none": "yellow"}.get(leaf.proof, "")
+        out.append(Text(f"    {leaf.proof_words}", style=style))
+        out.append(_numbered("    by the formula", leaf.numbers, torch_word="torch's double backward"))
+    if graph.definitions:
+        shown = graph.definitions[: 2 * max_nodes]
+        out.append(Text("  where " + "; ".join(f"{d.symbol} = {d.formula.text}" for d in shown), style="dim"))
     return out
 
 
