@@ -37,7 +37,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import programs  # noqa: E402  (bench/programs.py: the chain and DAG program texts)
-from model import GRADCLI_ARGS as MODEL_ARGS  # noqa: E402  (bench/model.py: the ~5,000-node model)
+from model_args import GRADCLI_ARGS as MODEL_ARGS  # noqa: E402  (no torch here: see model_args.py)
 
 PYTHON = sys.executable
 BIG_POINTS = 10_000_000
