@@ -11,10 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-BLOCKS = 550
-WIDTH = 16
-BATCH = 8
-SEED = 0
+from model_args import BATCH, BLOCKS, SEED, WIDTH
 
 
 class Block(nn.Module):
@@ -44,10 +41,3 @@ def model_and_loss():
     x = torch.randn(BATCH, WIDTH, generator=torch.Generator().manual_seed(SEED), dtype=torch.float64).float()
     loss = model(x).pow(2).mean()
     return model, loss
-
-
-#: The gradcli command line for the same computation.
-GRADCLI_ARGS = [
-    "trace", f"{__file__}:DeepMLP", "--var", f"x=randn({BATCH},{WIDTH})", "--loss", "out.pow(2).mean()",
-    "--seed", str(SEED),
-]

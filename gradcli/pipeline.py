@@ -14,17 +14,22 @@ from . import limits
 from .build.variables import Leaves, make_leaves
 from .language import parser
 from .language.library import Library, default_library, library_folders, load_library
-from .language.expansion import check_expansion, expanded_nodes
+from .language.expansion import check_expansion
 from .language.nodes import Program
 from .language.signatures import Signature
 
 
 def load(expression: str, library_dirs: Sequence[str | Path] = ()) -> tuple[Program, Library]:
     """Parse `expression` with the library its folders define."""
+    program, library, _ = _load_sized(expression, library_dirs)
+    return program, library
+
+
+def _load_sized(expression: str, library_dirs: Sequence[str | Path]) -> tuple[Program, Library, int]:
+    """`load`, and the program's size with its library calls inlined (measured once)."""
     library = load_library(library_folders(library_dirs))
     program = parser.parse(expression, library.functions)
-    check_expansion(program, library.functions)
-    return program, library
+    return program, library, check_expansion(program, library.functions)
 
 
 def parse(source: str, functions: Mapping[str, Signature] | None = None, **options: Any) -> Program:
@@ -55,13 +60,13 @@ def prepare(
     default: Callable[[str, int], str] | None = None,
 ) -> Prepared:
     """Parse `expression` and make its leaves; nothing is built yet."""
-    program, library = load(expression, library_dirs)
+    program, library, size = _load_sized(expression, library_dirs)
     leaves = make_leaves(
         program.variables, var_options, dtype=dtype, device=device, seed=seed, default=default
     )
     # The leaves are bounded by MAX_TOTAL_ELEMENTS; the graph built from them, by this.
     elements = sum(t.numel() for t in leaves.tensors.values())
-    limits.check_work(elements, expanded_nodes(program, library.functions))
+    limits.check_work(elements, size)
     return Prepared(program, library, leaves)
 
 
