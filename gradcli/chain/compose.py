@@ -17,6 +17,7 @@ from typing import Any
 from ..build.to_sympy import symbolic_number
 from ..language.derivatives import LOCALS, OPERATOR_PARAMS, Local, sum_to
 from ..language.ops import OPS, REQUIRED
+from . import forms
 from .record import Application
 
 
@@ -196,7 +197,7 @@ class _Writer:
                 continue  # not on a path to the output
             step.terms = terms
             step.gradient = self.array_of("g_" + _base(step.out), step.app.result)
-            total = _add(np, terms)
+            total = forms.total(np, terms)
             for symbol, formula in zip(step.gradient.flat, np.broadcast_to(total, step.gradient.shape).flat):
                 self.definitions[symbol] = formula
             row = LOCALS[step.key]
@@ -280,13 +281,6 @@ def _literal(key: str, param: str) -> bool:
 def _count(values: dict[str, Any]) -> int:
     """The number of elements a whole-tensor reduction reduced (elementwise mode only)."""
     return values["__numel__"]
-
-
-def _add(np: Any, terms: list[Any]) -> Any:
-    total = terms[0]
-    for term in terms[1:]:
-        total = total + term
-    return np.asarray(total, dtype=object)
 
 
 def _base(array: Any) -> str:
