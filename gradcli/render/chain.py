@@ -15,6 +15,9 @@ from typing import Any
 from .values import fmt_value, source_excerpt
 
 
+#: How a leaf's proof is coloured: proved or equal numerically, DIFFERS, not compared.
+_PROOF_STYLE = {"simplify": "green", "numeric": "green", "differs": "bold red", "none": "yellow"}
+
 def chain_lines(chain: Any, *, max_nodes: int, source: str = "") -> list[Any]:
     from rich.text import Text
 
@@ -59,7 +62,7 @@ def _second_graph(graph: Any, max_nodes: int) -> list[Any]:
             out.append(Text(f"    composed = {leaf.expanded.text}"))
         if leaf.reference is not None:
             out.append(Text(f"    sympy's second derivative: {leaf.reference.text}"))
-        style = {"simplify": "green", "numeric": "green", "differs": "bold red", "none": "yellow"}.get(leaf.proof, "")
+        style = _PROOF_STYLE.get(leaf.proof, "")
         out.append(Text(f"    {leaf.proof_words}", style=style))
         out.append(_numbered("    by the formula", leaf.numbers, torch_word="torch's double backward"))
     if graph.definitions:
@@ -105,7 +108,7 @@ def _leaf(leaf: Any) -> list[Any]:
         lines.append(Text(f"      = {leaf.expanded.text}"))
     if leaf.reference is not None:
         lines.append(Text(f"    sympy's derivative: {leaf.reference.text}"))
-    style = {"simplify": "green", "numeric": "green", "differs": "bold red", "none": "yellow"}.get(leaf.proof, "")
+    style = _PROOF_STYLE.get(leaf.proof, "")
     lines.append(Text(f"    {leaf.proof_words}", style=style))
     lines.append(_numbered(f"    {leaf.variable}.grad by the formula", leaf.numbers, torch_word="torch accumulated"))
     if leaf.second is not None:

@@ -45,10 +45,16 @@ def trace_renderables(result: Any, *, max_nodes: int = DEFAULT_MAX_NODES, depth:
         out += chain_lines(result.symbolic, max_nodes=max_nodes, source=result.expression)
     if result.flow is not None:
         out += _section("Flow", _flow(result))
-    problems = result.problems
-    if problems:
-        out += _section("Problems (exit status 1)", [Text(f"  {p}", style="red") for p in problems])
+    out += _problems(result)
     return out
+
+
+def _problems(result: Any) -> list[Any]:
+    """The section of what makes the exit status 1, when there is anything."""
+    from rich.text import Text
+
+    problems = result.problems
+    return _section("Problems (exit status 1)", [Text(f"  {p}", style="red") for p in problems]) if problems else []
 
 
 def _code_renderables(result: Any, *, max_nodes: int, depth: int) -> list[Any]:
@@ -63,9 +69,7 @@ def _code_renderables(result: Any, *, max_nodes: int, depth: int) -> list[Any]:
     out += _section("Gradients", code_gradients(result, depth=depth))
     if result.flow is not None:
         out += _section("Flow", code_flow(result))
-    problems = result.problems
-    if problems:
-        out += _section("Problems (exit status 1)", [Text(f"  {p}", style="red") for p in problems])
+    out += _problems(result)
     return out
 
 
