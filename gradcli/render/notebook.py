@@ -4,6 +4,7 @@ report otherwise (what `TraceResult._repr_html_` shows)."""
 from __future__ import annotations
 
 import html
+import io
 import shutil
 import subprocess
 from typing import Any
@@ -37,7 +38,7 @@ def trace_text(result: Any, width: int = 100) -> str:
 
     from .trace import trace_renderables
 
-    console = Console(width=width, no_color=True, record=True, file=_Null())
+    console = Console(width=width, no_color=True, record=True, file=io.StringIO())
     for renderable in trace_renderables(result):
         console.print(renderable)
     return console.export_text()
@@ -51,11 +52,3 @@ def trace_html(result: Any) -> str:
     if svg is not None:
         return f"<div>{svg}{listed}</div>"
     return f"<pre>{html.escape(trace_text(result))}</pre>"
-
-
-class _Null:
-    def write(self, text: str) -> int:
-        return len(text)
-
-    def flush(self) -> None:
-        pass
