@@ -16,6 +16,7 @@ from typing import Any, Callable
 import torch
 
 from .arbitrate import ARBITRATE_LIMIT, UNDEFINED, sample
+from .maxima import chunk_errors, errors
 from .symbolic import CHUNK
 
 #: Kink points listed by name in a report.
@@ -105,11 +106,11 @@ def compare(
     # The passes over all P points run CHUNK points at a time (same values): on 10^7 points
     # each whole-size temporary is 80 MB, which malloc maps fresh and the kernel faults in
     # page by page every time; chunk-sized ones are reused from the heap.
-    # The same pass gathers each chunk's errors (`_chunk_errors`) from the differences it
-    # computed anyway; only chunks holding an arbitrated point are measured again below.
+    # The same pass gathers each chunk's errors (`maxima.chunk_errors`) from the differences
+    # it computed anyway; `maxima.errors` updates them where a 50-digit value replaces one.
     close = torch.empty(got.numel(), dtype=torch.bool)
     disputed_parts = []
-    chunk_errors = {}
+    measured = {}
     for start in range(0, got.numel(), CHUNK):
         part = slice(start, start + CHUNK)
         g, r, v = got[part], ref[part], valid[part]
@@ -123,7 +124,7 @@ def compare(
         gap, tol = (g - r).abs(), atol + rtol * size
         c = close[part] = v & finite & torch.isfinite(g) & (gap <= tol)
         disputed_parts.append((v & ~c).nonzero().flatten() + start)
-        chunk_errors[start] = _chunk_errors(c, gap, tol, size, atol)
+        measured[start] = chunk_errors(c, gap, tol, size, atol)
     disputed = torch.cat(disputed_parts).tolist() if disputed_parts else []
     result.disagreeing = len(disputed)
     chosen = sample(disputed, ARBITRATE_LIMIT)
@@ -166,11 +167,14 @@ def compare(
     # ones against the 50-digit value.
     counted = close  # built above for this comparison alone
     overrides = dict(zip(decided_idx, decided_exact))
+    recounted: set[int] = set()  # decided points counted in the first pass (the sampled ones)
     if decided_idx:
-        counted[torch.tensor(decided_idx)] = True
+        at = torch.tensor(decided_idx)
+        recounted = {i for i, was in zip(decided_idx, counted[at].tolist()) if was}
+        counted[at] = True
     result.points = int(counted.sum())
     if result.points:
-        max_abs, max_rel, worst = _errors(got, ref, counted, overrides, atol, rtol, chunk_errors)
+        max_abs, max_rel, worst = errors(got, ref, counted, overrides, atol, rtol, measured, recounted)
         result.max_abs_err = max_abs
         result.max_rel_err = max_rel
         truth = overrides.get(worst, ref[worst].item())
@@ -216,62 +220,6 @@ def _spaced(indices: torch.Tensor, limit: int) -> list[int]:
     if indices.numel() <= limit:
         return indices.tolist()
     return indices[torch.linspace(0, indices.numel() - 1, limit).round().long()].tolist()
-
-
-def _errors(
-    got: torch.Tensor, ref: torch.Tensor, counted: torch.Tensor, overrides: dict[int, float], atol: float, rtol: float,
-    measured: dict[int, tuple[float | None, float | None, float, int]],
-) -> tuple[float, float, int]:
-    """Over the counted points, against the truth (`ref`, or the arbitrated value in
-    `overrides`): the largest absolute error, the largest relative error (where |truth| >
-    atol; 0.0 if none) and the first point with the largest error relative to the tolerance.
-    Chunked like the passes in `compare`, whose `measured` errors per chunk start are used
-    where no override falls; the per-chunk maxima combine exactly as one maximum over all
-    points would (nan included, as torch orders it: above everything).
-    """
-    max_abs, max_rel, best, worst = -math.inf, None, -math.inf, 0
-    for start in range(0, got.numel(), CHUNK):
-        local = [(i - start, v) for i, v in overrides.items() if start <= i < start + CHUNK]
-        if local:
-            part = slice(start, start + CHUNK)
-            truth = ref[part].clone()
-            truth[torch.tensor([i for i, _ in local])] = torch.tensor([v for _, v in local], dtype=torch.float64)
-            size = truth.abs()
-            part_abs, part_rel, value, at = _chunk_errors(
-                counted[part], (got[part] - truth).abs(), atol + rtol * size, size, atol
-            )
-        else:
-            part_abs, part_rel, value, at = measured[start]
-        if not math.isnan(best) and (math.isnan(value) or value > best):
-            best, worst = value, start + at
-        if part_abs is not None:
-            max_abs = _max(max_abs, part_abs)
-        if part_rel is not None:
-            max_rel = part_rel if max_rel is None else _max(max_rel, part_rel)
-    return max_abs, 0.0 if max_rel is None else max_rel, worst
-
-
-def _chunk_errors(
-    c: torch.Tensor, gap: torch.Tensor, tol: torch.Tensor, size: torch.Tensor, atol: float
-) -> tuple[float | None, float | None, float, int]:
-    """One chunk's (largest absolute error or None, largest relative error or None, largest
-    error over tolerance, its first index) over the counted points `c`; `gap` = |got - truth|,
-    `tol` = atol + rtol*|truth|, `size` = |truth|."""
-    every = bool(c.all())  # the usual case: the same values without the masking
-    err = gap if every else torch.where(c, gap, 0.0)
-    err = torch.where(torch.isnan(err), math.inf, err)
-    scaled = err / tol if every else torch.where(c, err / tol, -1.0)
-    rel_ok = size > atol if every else c & (size > atol)
-    at = int(scaled.argmax())  # torch: the first nan, else the first largest
-    value = scaled[at].item()
-    part_abs = float(err.max()) if every else float(err[c].max()) if c.any() else None
-    part_rel = float((err[rel_ok] / size[rel_ok]).max()) if rel_ok.any() else None
-    return part_abs, part_rel, value, at
-
-
-def _max(a: float, b: float) -> float:
-    """max() that propagates nan, as a tensor's .max() does."""
-    return math.nan if math.isnan(a) or math.isnan(b) else max(a, b)
 
 
 def _ranges(
