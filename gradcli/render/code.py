@@ -10,6 +10,7 @@ Pure: reads the plain TraceResult, returns rich renderables.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from typing import Any
 
@@ -179,7 +180,10 @@ def code_gradients(result: Any, *, depth: int = DEFAULT_DEPTH) -> list[Any]:
             groups.setdefault(".".join(parts[:depth]) if parts else "", []).append(leaf)
     for key, leaves in groups.items():
         missing = [leaf.name for leaf in leaves if leaf.grad is None and leaf.requires_grad]
-        norm = sum(_sumsq(leaf.grad) for leaf in leaves if leaf.grad is not None) ** 0.5
+        grads = [leaf.grad for leaf in leaves if leaf.grad is not None]
+        norm = sum(_sumsq(grad) for grad in grads) ** 0.5
+        if math.isinf(norm):  # the squares overflowed (values beyond ~1e154): hypot scales
+            norm = math.hypot(*(size for grad in grads for size in _sizes(grad)))
         text = f"  {key or '(root)'}: {len(leaves)} parameters, gradient norm {fmt_value(norm)}"
         style = ""
         if missing:
@@ -240,7 +244,25 @@ def _value(value: Any) -> str:
 
 def _sumsq(value: Any) -> float:
     if isinstance(value, dict):  # a summary: trace gives it the norm
-        return value.get("norm", 0.0) ** 2
+        return _square(value.get("norm", 0.0))
     if isinstance(value, list):
         return sum(_sumsq(v) for v in value)
-    return float(value) ** 2 if isinstance(value, (int, float)) else 0.0
+    return _square(value) if isinstance(value, (int, float)) else 0.0
+
+
+def _square(value: float) -> float:
+    # ** as before (v * v differs from it in the last digit for some v), but a square
+    # beyond float64's range is inf where ** raises OverflowError.
+    try:
+        return float(value) ** 2
+    except OverflowError:
+        return math.inf
+
+
+def _sizes(value: Any) -> list[float]:
+    """The numbers `_sumsq` squares (a summary's norm for a summary), unsquared."""
+    if isinstance(value, dict):
+        return [float(value.get("norm", 0.0))]
+    if isinstance(value, list):
+        return [size for v in value for size in _sizes(v)]
+    return [float(value)] if isinstance(value, (int, float)) else []
