@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+import numpy
 import torch
 
 from .symbolic import CHUNK, _Evaluator
@@ -109,12 +110,21 @@ class _Walker:
         terms = [a for a in expr.args if a.free_symbols]
         if not terms:
             return
-        largest = self.value(terms[0]).abs()
+        # In numpy, on one thread: abs, maximum, a product and comparisons give the same bits
+        # either way, and on a busy machine each of the ten chunk-sized torch kernels this was
+        # (per sum, per chunk) waited for torch's second, spinning OpenMP thread: 5 of a
+        # 10^7-point check's 15 s at load 6 (bench/README.md, item 11).
+        largest = numpy.abs(self.value(terms[0]).numpy())
         for term in terms[1:]:
-            largest = torch.maximum(largest, self.value(term).abs())
+            numpy.maximum(largest, numpy.abs(self.value(term).numpy()), out=largest)  # nan wins, as in torch
         # largest > 0 and finite, and the sum lost more than 1/CANCELLATION of it
-        lost = (self.value(expr).abs() <= CANCELLATION * largest) & (largest > 0) & (largest < torch.inf)
-        self._mark(self.cancel, lost, active)  # type: ignore[arg-type]
+        lost = numpy.abs(self.value(expr).numpy()) <= CANCELLATION * largest
+        lost &= largest > 0
+        lost &= largest < numpy.inf
+        if active is not None:
+            lost &= active.numpy()
+        cancel = self.cancel.numpy()  # type: ignore[union-attr]  # the same memory: marked in place
+        cancel |= lost
 
     def _moves(self, expr: Any) -> bool:
         return self.wrt is None or bool(expr.free_symbols & self.wrt)
