@@ -36,6 +36,7 @@ RUNS = [
     ("check", ["check", "relu(x)*y", "--order", "2", "--points", "20", "--seed", "0"], 0),
     ("check", ["check", "softmax(log(1+exp(x)), dim=0)", "--var", "x=[1000.0, 1.0, 2.0]"], 1),
     ("check", ["check", "softmax(x, dim=0)", "--var", "x=randn(40)", "--seed", "0"], 0),
+    ("check", ["check", "sqrt(sum(x**2, dim=1)).sum()", "--var", "x=[[0.0, 0.0], [1.0, 2.0]]"], 0),
     ("check", ["check", "swish(x)"], 0),
     ("check", ["check", "log(1+exp(x))", "--var", "x=linspace(-1000,1000,2001)"], 1),
     ("check all", ["check", "--all"], 0),
