@@ -64,7 +64,7 @@ def find_causes(
         bad, exact, undefined = classify(got, target, rtol=rtol, atol=atol, largest=largest, outside=outside)
         if bool(undefined.any()):
             cause, bad = witnessed_undefined(name, undefined.nonzero().flatten(), bad, exact, got, target, largest,
-                                             PointWords(points))
+                                             PointWords(points), outside)
             found += [cause] if cause is not None else []
         if not bad.numel():
             continue
@@ -116,14 +116,19 @@ class PointWords:
 
 def witnessed_undefined(
     name: str, index: torch.Tensor, bad: torch.Tensor, exact: dict[int, float], got: torch.Tensor, target: Any,
-    largest: float, words: Any,
+    largest: float, words: Any, outside: torch.Tensor | None = None,
 ) -> tuple[Cause | None, torch.Tensor]:
     """The "truly undefined" cause of the points `index`, asked of sympy and mpmath both
     (verify/undefined.py) at up to WITNESSED_POINTS of them. Points both find finite move to
-    `bad` (autograd is simply wrong there); where they disagree, the cause is unexplained."""
+    `bad` (autograd is simply wrong there); where they disagree, the cause is unexplained.
+
+    Points `outside` the domain were decided on the program as written, at 50 digits
+    (domain.py): sympy's formulas are simplified ((log(x) - log(x)) is 0), so they are not
+    asked there, and such points stay undefined."""
     if target.witnesses is None:  # no formula to ask: the float64 and 50-digit evidence stands
         return _undefined(name, index, got, target, words, []), bad
-    asked = sample(index.tolist(), WITNESSED_POINTS)
+    inside = index if outside is None else index[~outside[index]]
+    asked = sample(inside.tolist(), WITNESSED_POINTS)
     verdicts = {i: target.witnesses(i, largest) for i in asked}
     moved = [i for i, v in verdicts.items() if v.value is not None]
     if moved:
@@ -161,6 +166,8 @@ def _undefined(name: str, index: torch.Tensor, got: torch.Tensor, target: Any, w
             i, v = verdicts[0]
             agreed = (f"; sympy ({v.sympy.text}) and mpmath at 50 digits ({v.mpmath.text}) agree"
                       + (f", asked at {len(verdicts)} of them" if index.numel() > 1 else ""))
+        if not verdicts:
+            agreed = "; the function itself is undefined there, evaluated as written with 50-digit numbers"
         summary = (f"the exact derivative is itself {what} there (at {at}){agreed}: "
                    f"autograd's {autograd} is not a bug")
         cause = Cause("undefined", name, int(index.numel()), words.where(index), summary)

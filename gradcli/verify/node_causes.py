@@ -89,6 +89,9 @@ class NodeReasoning:
             product = self.zero_times_inf(origin)
             if product is not None:
                 return product
+            underflow = self.underflow_into_infinite_slope(origin)
+            if underflow is not None:
+                return underflow
             if not self.exact_known and self._own_value(origin):
                 return Cause("undefined", "", 0, {},
                              f"the local derivative of {origin.name}{self._of(origin)} is itself infinite or "
@@ -256,6 +259,26 @@ class NodeReasoning:
                      f"{factors[0]['node']} and the local derivative is {factors[1]['value']}: 0·inf = nan"
                      f"{self._exact_finite(',')}",
                      node=origin.name, source=self.text(origin), factors=factors)
+
+    def underflow_into_infinite_slope(self, origin: NodeEvidence) -> Any:
+        """sqrt(exp(x)) at x = -1000: exp underflows to 0 from a nonzero input, sqrt's slope at
+        that 0 is infinite, and in backward that inf meets exp's local derivative, 0: nan.
+        (stanli #144: a spectral density of exp(-877) under a sqrt.)"""
+        made = self.zero_input_of(origin)
+        if made is None or made.call in ("add", "sub", "mul") or not self._own_value(origin):
+            return None
+        leaving = [self.at(g) for g in made.leaving]
+        if not any(g is not None and bool(torch.isnan(g).any()) for g in leaving):
+            return None
+        return Cause("overflow", "", 0, {},
+                     f"{self._name(made)} underflows to 0 in {self._dtype()} at these points, where the slope of "
+                     f"{self._name(origin)} is infinite; in backward that inf meets the local derivative of "
+                     f"{self._name(made)}, 0: 0·inf = nan{self._exact_finite(',')}",
+                     node=made.name, source=self.text(made),
+                     factors=[{"node": origin.name, "source": self.text(origin), "value": "inf",
+                               "role": "gradient arriving"},
+                              {"node": made.name, "source": self.text(made), "value": "0",
+                               "role": "local derivative"}])
 
     def _exact_finite(self, joint: str = "") -> str:
         """What check knows and a whole computation (no exact derivative) does not."""
