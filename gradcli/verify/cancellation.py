@@ -33,6 +33,9 @@ from .node_causes import NodeReasoning
 CANCELLED_SHARE = 0.25
 #: Elements listed with their relative error, from the least to the most cancelled.
 ELEMENTS_SHOWN = 4
+#: Most candidate nodes replayed, and seconds each replay may take (sympy grows with the
+#: downstream's size; past the budget the replay is stopped and nothing is claimed).
+MAX_CANDIDATES, REPLAY_BUDGET = 3, 5.0
 
 
 def find_cancellation(evidence: Any, source: str = "") -> Cause | None:
@@ -40,10 +43,15 @@ def find_cancellation(evidence: Any, source: str = "") -> Cause | None:
     (by its exact value) to be wrong."""
     from .replay import exact_gradient
 
+    from .symbolic import SymbolicTimeout, within
+
     reasoning = NodeReasoning(evidence, None, source)
-    for cancelled, node, parts in _meeting_points(evidence):
+    for cancelled, node, parts in _meeting_points(evidence)[:MAX_CANDIDATES]:
         got = node.arriving.detach().to(torch.float64)
-        exact = exact_gradient(evidence, node)
+        try:
+            exact = within(REPLAY_BUDGET, exact_gradient, evidence, node)
+        except SymbolicTimeout:
+            continue
         if exact is None:
             continue
         rtol, atol = TOLERANCES.get(str(node.arriving.dtype).removeprefix("torch."), TOLERANCES["float64"])
