@@ -144,3 +144,17 @@ def test_relative_error_is_measured_against_fifty_digits() -> None:
     assert worst["value"] == pytest.approx(1e-7)
     lost = 16 + math.log10(worst["relative_error"])
     assert f"{min(16, lost):.0f} of 16 float64 digits lost" in cause.summary
+
+
+def expm1_over_x(x: torch.Tensor) -> torch.Tensor:
+    return ((torch.exp(x) - 1) / x).sum()  # function-input
+
+
+def test_parts_meeting_at_a_function_input_are_seen_at_the_leaf() -> None:
+    """A function's own input used twice: the parts meet at the leaf, not at a node."""
+    x = torch.tensor([0.1, 1e-3, 1e-5, 1e-7], dtype=torch.float64, requires_grad=True)
+    cause = explain_cancellation(lambda: expm1_over_x(x), {"x": x})
+    assert cause is not None and cause.kind == "cancellation" and cause.derivative == "x"
+    assert "the gradient arriving at x is the sum of" in cause.summary
+    assert cause.source.startswith(f"test_cancellation.py:{_line('function-input')}:")
+    assert [e["element"] for e in cause.examples] == ["[0]", "[1]", "[2]", "[3]"]

@@ -62,6 +62,24 @@ class Evidence:
     nodes: list[NodeEvidence]
     output: Any
     gradients: dict[str, torch.Tensor | None]
+    leaves: dict[str, torch.Tensor] = field(default_factory=dict)  # what the gradients are of
+
+    def leaf_nodes(self) -> list[NodeEvidence]:
+        """Each leaf as a node of its own (its AccumulateGrad): its value, the gradient that
+        reached it, and the nodes that used it, so that gradient parts meeting at a leaf
+        (a function's own input used twice) are seen as at any node."""
+        found = []
+        for name, leaf in self.leaves.items():
+            users = []
+            for node in self.nodes:
+                for index, (next_node, _) in enumerate(node.node.next_functions):
+                    if next_node is not None and getattr(next_node, "variable", None) is leaf:
+                        users.append((node, index))
+            if users:
+                accumulate = users[0][0].node.next_functions[users[0][1]][0]
+                found.append(NodeEvidence(accumulate, "AccumulateGrad", name, None, leaf.detach(), [],
+                                          arriving=self.gradients.get(name), consumers=users, result_id=id(leaf)))
+        return found
 
     def by_node(self) -> dict[Any, NodeEvidence]:
         return {id(e.node): e for e in self.nodes}
@@ -152,7 +170,7 @@ def _gather(run: Callable[[], Any], leaves: dict[str, torch.Tensor] | None) -> E
     finally:
         for handle in handles:
             handle.remove()
-    return Evidence(nodes, output, dict(zip(names, grads)))
+    return Evidence(nodes, output, dict(zip(names, grads)), dict(leaves))
 
 
 def _with_inner_nodes(nodes: list[NodeEvidence], known: dict[int, NodeEvidence]) -> list[NodeEvidence]:

@@ -68,7 +68,7 @@ def _meeting_points(evidence: Any) -> list[tuple[torch.Tensor, Any, list[tuple[A
     from .replay import MAX_ELEMENTS
 
     found = []
-    for node in evidence.nodes:
+    for node in [*evidence.leaf_nodes(), *evidence.nodes]:
         if node.output is None or node.arriving is None or len(node.consumers) < 2:
             continue
         if node.output.numel() > MAX_ELEMENTS:  # no exact value would back a claim there
@@ -137,7 +137,8 @@ def _cancelling_subtraction(evidence: Any, start: Any, element: int | None) -> A
     at any element): the forward cancellation (exp(h) - 1 near h = 0), or None when none loses
     CANCELLED_SHARE of the dtype's digits."""
     best, best_lost = None, None
-    for node in evidence.nodes[evidence.nodes.index(start) + 1:]:
+    after = evidence.nodes[evidence.nodes.index(start) + 1:] if start in evidence.nodes else evidence.nodes
+    for node in after:
         if node.call not in ("add", "sub", "rsub") or node.output is None:
             continue
         out = node.output.detach().to(torch.float64).abs()

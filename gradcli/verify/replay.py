@@ -51,7 +51,7 @@ def exact_gradient(evidence: Any, start: Any) -> torch.Tensor | None:
     symbols = [sympy.Symbol(f"h{k}", real=True) for k in range(value.numel())]
     known: dict[int, Any] = {start.result_id: _array(symbols, tuple(value.shape))}
     nodes = evidence.nodes
-    after = nodes[nodes.index(start) + 1:]
+    after = nodes[nodes.index(start) + 1:] if start in nodes else nodes  # a leaf comes before every node
     loss = None
     replayed = 0
     try:
