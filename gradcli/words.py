@@ -207,7 +207,10 @@ def cause_lines(cause: Any, *, rewrites: bool = True) -> list[str]:
         head = (f"cause of {derivative_label(cause.derivative)} at {plural(cause.points, 'point')} "
                 f"({describe_where(cause.where)}): ")
     else:  # a whole computation (trace --flow, a model): the gradients of these inputs
-        head = f"cause of the non-finite gradient of {cause.derivative} ({plural(cause.points, 'element')}): "
+        if cause.kind == "cancellation":  # its elements are those of the node where parts meet
+            head = f"cause of the inaccurate gradient of {cause.derivative}: "
+        else:
+            head = f"cause of the non-finite gradient of {cause.derivative} ({plural(cause.points, 'element')}): "
     lines = [head + f"{CAUSE_TITLES[cause.kind]}: {cause.summary}"]
     for factor in cause.factors:
         source = f" ({factor['source']})" if factor.get("source") else ""
@@ -228,6 +231,14 @@ def _rewrite_outcome(r: dict[str, Any]) -> str:
         return f"wrong at {plural(r['wrong_before'], 'point')} -> exact at all {r['points']:,} compared"
     return (f"autograd not finite at {plural(r['nonfinite_before'], 'point')} -> {r['nonfinite_after']:,}, "
             "right at every compared point")
+
+
+def cancellation_problem(cause: Any) -> str:
+    """trace --flow on code: a finite gradient that lost its digits (verify/cancellation.py)."""
+    where = f" at {cause.source}" if cause.source else ""
+    return (f"the gradient of {cause.derivative} is finite but inaccurate: cancellation{where} "
+            f"({plural(cause.points, 'element')} of the gradient where the parts meet off their exact "
+            "50-digit value by more than the dtype's tolerance)")
 
 
 def unseen_cause_problem(cause: Any) -> str:

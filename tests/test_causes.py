@@ -50,9 +50,9 @@ CORPUS = [
     ("jax #13398", "(exp(x)-exp(-x))/(exp(x)+exp(-x))", "x=linspace(-1000,1000,2001)", "float64", 1, "overflow",
      "tanh(x)"),
     ("uTensor #175", "log(exp(x))", "x=linspace(-10,1000,1011)", "float64", 1, "overflow", "x"),
-    ("FluxML NNlib #68", "(exp(x)/sum(exp(x), dim=0)).sum()", "x=[-1047.0, -981.0, 1891.0]", "float64", 1, None,
-     "softmax(x, dim=0).sum()"),
-    ("scae-pytorch #4", "log(sum(exp(x)))", "x=[1000.0, 1.0, 2.0]", "float64", 1, None, "logsumexp(x, dim=0)"),
+    ("FluxML NNlib #68", "(exp(x)/sum(exp(x), dim=0)).sum()", "x=[-1047.0, -981.0, 1891.0]", "float64", 1,
+     "overflow", "softmax(x, dim=0).sum()"),
+    ("scae-pytorch #4", "log(sum(exp(x)))", "x=[1000.0, 1.0, 2.0]", "float64", 1, "overflow", "logsumexp(x, dim=0)"),
     ("tinygrad #15957 / rust #72486", "log(x + sqrt(x**2 + 1))", "x=linspace(-1e9,1,101)", "float64", 1,
      "cancellation", "asinh(x)"),
     ("jax-js #218 (float32)", "log(x + sqrt(x**2 + 1))", "x=linspace(-1e5,1,101)", "float32", 1,
@@ -61,20 +61,28 @@ CORPUS = [
     ("tinygrad #12409", "sqrt(x)**3", "x=linspace(0,1,11)", "float64", 1, "zero_times_inf", "x ** 1.5"),
     ("pytorch #2421 (second order)", "sqrt(x)**3", "x=linspace(0,1,11)", "float64", 2, "zero_times_inf",
      "x ** 1.5"),
+    ("tensorflow #5562", "sqrt(x)**2", "x=linspace(0,1,11)", "float64", 1, "zero_times_inf", "x ** 1.0"),
+    ("jax #21723 (exact mode)", "sqrt(sum(x**2))**2", "x=[0.0, 0.0, 0.0]", "float64", 1, "zero_times_inf",
+     "sum(x ** 2) ** 1.0"),
+    ("mlx #3668", "maximum(sqrt(x*x + y*y), 1e-10)", "x=[0.0, 1.0]; y=[0.0, 2.0]", "float64", 1, "zero_times_inf",
+     "maximum(where(x * x + y * y > 0, sqrt(where(x * x + y * y > 0, x * x + y * y, 1)), 0), 1e-10)"),
+    ("stanli #144 (underflow into sqrt)", "sqrt(exp(x))", "x=linspace(-1000,0,11)", "float64", 1, "overflow", None),
+    ("stanli #144, float32", "sqrt(exp(x))", "x=linspace(-200,0,11)", "float32", 1, "overflow", None),
 ]
 
 
 @pytest.mark.parametrize("report, expr, var, dtype, order, kind, fix", CORPUS, ids=[c[0] + ": " + c[1] for c in CORPUS])
 def test_cause_and_proven_rewrite(report: str, expr: str, var: str, dtype: str, order: int, kind: str | None,
                                   fix: str | None) -> None:
-    result = gradcli.check(expr, [var], dtype=dtype, order=order, seed=0)
+    var = var.split("; ")  # several variables: "x=...; y=..."
+    result = gradcli.check(expr, var, dtype=dtype, order=order, seed=0)
     assert not result.ok, f"{report}: {expr} should be reported"
     if kind is not None:
         bugs = [c for c in result.causes if c.is_bug]
         assert bugs and bugs[0].kind == kind, [(c.kind, c.summary) for c in result.causes]
     assert result.fix == fix
     if fix is not None:
-        after = gradcli.check(fix, [var], dtype=dtype, order=order, seed=0)
+        after = gradcli.check(fix, var, dtype=dtype, order=order, seed=0)
         assert after.ok, str(after)
         proven = [r for r in result.rewrites if r.proven]
         assert proven and all(r.wrong_after == 0 for r in proven)
@@ -98,6 +106,10 @@ UNDEFINED = [
     ("x**(1/3)", "x=[0.0, 1.0, 8.0]"),
     ("sqrt(x**2 + y**2)", "x=[0.0, 1.0, 3.0]"),
     ("acosh(x)", "x=[1.0, 2.0, 3.0]"),
+    ("sqrt(1 - x**2)", "x=[-1.0, 0.0, 1.0]"),
+    ("1/sqrt(x)", "x=[0.0, 1.0]"),
+    ("log(x) - log(x)", "x=[0.0, 1.0]"),  # sympy simplifies it to 0; as written it is undefined at 0
+    ("sqrt(sum(x**2, dim=1)).sum()", "x=[[0.0, 0.0], [1.0, 2.0]]"),  # jax #21723: the norm of a zero row
 ]
 
 
@@ -108,6 +120,11 @@ def test_truly_undefined_is_not_a_bug(expr: str, var: str) -> None:
     assert result.ok, str(result)
     assert all(not c.is_bug for c in result.causes)
     assert any(c.kind == "undefined" for c in result.causes), [(c.kind, c.summary) for c in result.causes]
+    for cause in result.causes:  # sympy and mpmath both asked, and agreeing; or the program as written
+        assert ("sympy (" in cause.summary and "agree" in cause.summary) or \
+            "the function itself is undefined there, evaluated as written" in cause.summary, cause.summary
+        witnessed = [e for e in cause.examples if "sympy" in e]
+        assert all(e["sympy"] and e["mpmath"] for e in witnessed)
 
 
 def test_safe_norm_is_offered_with_its_tradeoff() -> None:

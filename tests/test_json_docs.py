@@ -36,6 +36,7 @@ RUNS = [
     ("check", ["check", "relu(x)*y", "--order", "2", "--points", "20", "--seed", "0"], 0),
     ("check", ["check", "softmax(log(1+exp(x)), dim=0)", "--var", "x=[1000.0, 1.0, 2.0]"], 1),
     ("check", ["check", "softmax(x, dim=0)", "--var", "x=randn(40)", "--seed", "0"], 0),
+    ("check", ["check", "sqrt(sum(x**2, dim=1)).sum()", "--var", "x=[[0.0, 0.0], [1.0, 2.0]]"], 0),
     ("check", ["check", "swish(x)"], 0),
     ("check", ["check", "log(1+exp(x))", "--var", "x=linspace(-1000,1000,2001)"], 1),
     ("check all", ["check", "--all"], 0),
@@ -48,6 +49,9 @@ RUNS = [
                "--seed", "0"], 1),
     ("trace", ["trace", "tests/fixtures/models/broken.py:Detached", "--var", "x=randn(2,3)", "--seed", "0"], 1),
     ("trace", ["trace", "tests/fixtures/models/broken.py:LogOfZero", "--var", "x=randn(2,3)", "--flow", "--seed", "0"], 1),
+    # issue 15: a finite gradient that lost its digits to cancellation, at its node and line.
+    ("trace", ["trace", "examples/nan_causes.py:Cancellation", "--var", "x=[[0.1], [0.001], [1e-5], [1e-7]]",
+               "--dtype", "float64", "--flow"], 1),
     ("trace", ["trace", "torch.nn:Linear", "--init", "in_features=200", "--init", "out_features=60",
                "--var", "input=randn(2,200)", "--loss", "out.sum()", "--seed", "0"], 0),
     # grads (issue 14): steps, findings with and without a line, a non-finite origin, frozen parameters.

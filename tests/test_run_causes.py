@@ -126,6 +126,7 @@ MODELS = "examples/nan_causes.py"
     ("Overflow", "overflow", "ExpBackward0"),
     ("ZeroTimesInf", "zero_times_inf", "SqrtBackward0"),
     ("InfMinusInf", "inf_minus_inf", None),
+    ("Undefined", "undefined", "SqrtBackward0"),
 ])
 def test_trace_flow_on_a_model_file_names_the_cause_and_line(name: str, kind: str, node: str | None, monkeypatch) -> None:
     import os

@@ -35,6 +35,12 @@ class NodeEvidence:
     arriving: torch.Tensor | None = None  # gradient with respect to the output
     leaving: list[torch.Tensor | None] = field(default_factory=list)  # per next_functions entry
     consumers: list[tuple[NodeEvidence, int]] = field(default_factory=list)  # (node, its input index)
+    # For replaying the forward exactly (verify/replay.py): the torch function called, its
+    # keyword arguments, and which recorded results its arguments were (by id, while alive).
+    func: Any = None
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    result_id: int | None = None
+    argument_ids: list[int | None] = field(default_factory=list)
 
     def local_derivative(self) -> list[torch.Tensor | None]:
         """The node's backward applied to a gradient of ones: d output / d input, elementwise."""
@@ -56,6 +62,24 @@ class Evidence:
     nodes: list[NodeEvidence]
     output: Any
     gradients: dict[str, torch.Tensor | None]
+    leaves: dict[str, torch.Tensor] = field(default_factory=dict)  # what the gradients are of
+
+    def leaf_nodes(self) -> list[NodeEvidence]:
+        """Each leaf as a node of its own (its AccumulateGrad): its value, the gradient that
+        reached it, and the nodes that used it, so that gradient parts meeting at a leaf
+        (a function's own input used twice) are seen as at any node."""
+        found = []
+        for name, leaf in self.leaves.items():
+            users = []
+            for node in self.nodes:
+                for index, (next_node, _) in enumerate(node.node.next_functions):
+                    if next_node is not None and getattr(next_node, "variable", None) is leaf:
+                        users.append((node, index))
+            if users:
+                accumulate = users[0][0].node.next_functions[users[0][1]][0]
+                found.append(NodeEvidence(accumulate, "AccumulateGrad", name, None, leaf.detach(), [],
+                                          arriving=self.gradients.get(name), consumers=users, result_id=id(leaf)))
+        return found
 
     def by_node(self) -> dict[Any, NodeEvidence]:
         return {id(e.node): e for e in self.nodes}
@@ -76,13 +100,13 @@ class Evidence:
 class _Recorder(TorchFunctionMode):
     def __init__(self) -> None:
         super().__init__()
-        self.calls: list[tuple[str, list[Any], Any]] = []
+        self.calls: list[tuple[str, list[Any], Any, Any, dict[str, Any]]] = []
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         result = func(*args, **(kwargs or {}))
         if isinstance(result, torch.Tensor) and result.grad_fn is not None:
             name = _call_name(func)
-            self.calls.append((name, [*args, *(kwargs or {}).values()], result))
+            self.calls.append((name, [*args, *(kwargs or {}).values()], result, func, dict(kwargs or {})))
         return result
 
 
@@ -115,13 +139,16 @@ def _gather(run: Callable[[], Any], leaves: dict[str, torch.Tensor] | None) -> E
         output, leaves = output
     nodes: list[NodeEvidence] = []
     known: dict[int, NodeEvidence] = {}
-    for call, args, result in recorder.calls:
+    for call, args, result, func, kwargs in recorder.calls:
         grad_fn = result.grad_fn
         if id(grad_fn) in known:  # an in-place call returns a tensor already seen
             continue
         inputs = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
         evidence = NodeEvidence(grad_fn, grad_fn.name(), call, grad_fn.metadata.get(SPAN_KEY),
-                                result.detach().clone(), inputs)
+                                result.detach().clone(), inputs, func=func,
+                                kwargs={k: v.detach() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()},
+                                result_id=id(result),
+                                argument_ids=[id(a) if isinstance(a, torch.Tensor) else None for a in args])
         known[id(grad_fn)] = evidence
         nodes.append(evidence)
     nodes = _with_inner_nodes(nodes, known)
@@ -143,7 +170,7 @@ def _gather(run: Callable[[], Any], leaves: dict[str, torch.Tensor] | None) -> E
     finally:
         for handle in handles:
             handle.remove()
-    return Evidence(nodes, output, dict(zip(names, grads)))
+    return Evidence(nodes, output, dict(zip(names, grads)), dict(leaves))
 
 
 def _with_inner_nodes(nodes: list[NodeEvidence], known: dict[int, NodeEvidence]) -> list[NodeEvidence]:

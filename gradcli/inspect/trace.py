@@ -116,6 +116,8 @@ class TraceResult:
             found.append(words.forward_nonfinite_problem(self.forward_nonfinite))
         if self.symbolic is not None:
             found += self.symbolic.problems
+        if self.cause is not None and self.cause.kind == "cancellation":
+            found.append(words.cancellation_problem(self.cause))
         return found
 
 
@@ -176,6 +178,9 @@ def trace(
         result = trace_computation(computation, chosen)
         if result.nonfinite_origin is not None:
             result.cause = _cause(target, settings, computation.description if computation.kind == "expression" else "")
+        elif chosen.flow and computation.kind != "expression" and not result.problems:
+            # every gradient finite and backward ran: a model's gradient may still have lost its digits
+            result.cause = _cause(target, settings, "", cancellation=True)
         return result
 
 
@@ -255,11 +260,12 @@ def trace_computation(computation: Computation, options: TraceOptions) -> TraceR
     return result
 
 
-def _cause(target: Any, settings: Any, source: str) -> Any:
+def _cause(target: Any, settings: Any, source: str, *, cancellation: bool = False) -> Any:
     """Why a gradient is not finite, found on a fresh build of the same target (same values and
     seed, a gradient of ones at the output) by the node-level reasoning `check` uses; a code
-    target's nodes are named by their source line."""
-    from ..verify.run_causes import explain_nonfinite
+    target's nodes are named by their source line. With `cancellation`, where a finite
+    gradient lost its digits instead (verify/cancellation.py)."""
+    from ..verify.run_causes import explain_cancellation, explain_nonfinite
 
     origins: list[Any] = []  # the fresh build's origin_of
 
@@ -274,7 +280,8 @@ def _cause(target: Any, settings: Any, source: str) -> Any:
             return None
         return f"{origin.file.rsplit('/', 1)[-1]}:{origin.line}: {origin.code or ''}".rstrip()
 
-    return explain_nonfinite(run, None, source=source, origin_of=line_of)
+    explain = explain_cancellation if cancellation else explain_nonfinite
+    return explain(run, None, source=source, origin_of=line_of)
 
 
 def _describe_code(result: TraceResult, computation: Computation) -> None:

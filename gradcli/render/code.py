@@ -202,6 +202,11 @@ def code_flow(result: Any) -> list[Any]:
     origin = result.nonfinite_origin
     if origin is None:
         lines.append(Text("  every gradient that flowed was finite", style="green"))
+        if result.cause is not None:  # finite, but one lost its digits (issue 15's cancellation)
+            from .. import words
+
+            lines += [Text(f"  {text}", style="red" if k == 0 else "")
+                      for k, text in enumerate(words.cause_lines(result.cause, rewrites=False))]
     else:
         node = nodes.get(origin)
         where = ""

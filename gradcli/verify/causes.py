@@ -36,6 +36,8 @@ from .node_causes import NodeReasoning
 EVIDENCE_POINTS = 2_000
 #: Points listed by value in a cause.
 POINTS_SHOWN = 3
+#: Points of a "truly undefined" group whose verdict is asked of sympy and mpmath both.
+WITNESSED_POINTS = 5
 
 
 def find_causes(
@@ -59,12 +61,11 @@ def find_causes(
     for key, target in targets.items():
         name = key if isinstance(key, str) else ",".join(key)
         got = autograd[key].to(torch.float64).reshape(-1)
-        bad, exact = _wrong(got, target, rtol, atol, largest)
-        undefined = (target.undefined | ~torch.isfinite(target.reference)) & ~target.kink & ~torch.isfinite(got)
-        undefined[bad] = False
-        bad, undefined = _confirm_undefined(bad, exact, undefined, target, largest, outside)
+        bad, exact, undefined = classify(got, target, rtol=rtol, atol=atol, largest=largest, outside=outside)
         if bool(undefined.any()):
-            found.append(_undefined(name, undefined.nonzero().flatten(), points, got, target))
+            cause, bad = witnessed_undefined(name, undefined.nonzero().flatten(), bad, exact, got, target, largest,
+                                             PointWords(points), outside)
+            found += [cause] if cause is not None else []
         if not bad.numel():
             continue
         nonfinite = ~torch.isfinite(got[bad])
@@ -84,6 +85,101 @@ def find_causes(
             cause.examples = _examples(points, chosen, got, [exact[i] for i in chosen.tolist()], dtype)
             found.append(cause)
     return found
+
+
+def classify(got: torch.Tensor, target: Any, *, rtol: float, atol: float, largest: float,
+             outside: torch.Tensor | None) -> tuple[torch.Tensor, dict[int, float], torch.Tensor]:
+    """(indices where autograd is wrong, their exact values, mask of points where autograd is
+    not finite and the exact derivative looks undefined or infinite)."""
+    bad, exact = _wrong(got, target, rtol, atol, largest)
+    undefined = (target.undefined | ~torch.isfinite(target.reference)) & ~target.kink & ~torch.isfinite(got)
+    undefined[bad] = False
+    bad, undefined = _confirm_undefined(bad, exact, undefined, target, largest, outside)
+    return bad, exact, undefined
+
+
+class PointWords:
+    """How the points of an elementwise check are named in a cause: `x=0`, ranges per variable."""
+
+    def __init__(self, points: Mapping[str, torch.Tensor]) -> None:
+        self.points = points
+
+    def label(self, i: int) -> str:
+        return ", ".join(f"{n}={_fmt(float(v[i]))}" for n, v in self.points.items())
+
+    def where(self, index: torch.Tensor) -> dict[str, list[float]]:
+        return _where(self.points, index)
+
+    def example(self, i: int) -> dict[str, Any]:
+        return {n: float(v[i]) for n, v in self.points.items()}
+
+
+def witnessed_undefined(
+    name: str, index: torch.Tensor, bad: torch.Tensor, exact: dict[int, float], got: torch.Tensor, target: Any,
+    largest: float, words: Any, outside: torch.Tensor | None = None,
+) -> tuple[Cause | None, torch.Tensor]:
+    """The "truly undefined" cause of the points `index`, asked of sympy and mpmath both
+    (verify/undefined.py) at up to WITNESSED_POINTS of them. Points both find finite move to
+    `bad` (autograd is simply wrong there); where they disagree, the cause is unexplained.
+
+    Points `outside` the domain were decided on the program as written, at 50 digits
+    (domain.py): sympy's formulas are simplified ((log(x) - log(x)) is 0), so they are not
+    asked there, and such points stay undefined."""
+    if target.witnesses is None:  # no formula to ask: the float64 and 50-digit evidence stands
+        return _undefined(name, index, got, target, words, []), bad
+    inside = index if outside is None else index[~outside[index]]
+    asked = sample(inside.tolist(), WITNESSED_POINTS)
+    verdicts = {i: target.witnesses(i, largest) for i in asked}
+    moved = [i for i, v in verdicts.items() if v.value is not None]
+    if moved:
+        exact.update({i: verdicts[i].value for i in moved})
+        bad = torch.cat([bad, torch.tensor(moved, dtype=torch.long)]).sort().values
+        index = index[~torch.isin(index, torch.tensor(moved, dtype=torch.long))]
+    if not index.numel():
+        return None, bad
+    kept = [(i, v) for i, v in verdicts.items() if v.value is None]
+    return _undefined(name, index, got, target, words, kept), bad
+
+
+def _undefined(name: str, index: torch.Tensor, got: torch.Tensor, target: Any, words: Any,
+               verdicts: list[tuple[int, Any]]) -> Cause:
+    ref = target.reference[index]
+    at = words.label(int(index[0])) + (f" and {index.numel() - 1:,} more" if index.numel() > 1 else "")
+    autograd = _fmt(float(got[index[0]]))
+    disagree = [(i, v) for i, v in verdicts if not v.agree]
+    if disagree:
+        i, v = disagree[0]
+        summary = (f"autograd is {autograd} where the float64 formula is not finite (at {at}), but sympy and "
+                   f"mpmath disagree at {words.label(i)}: sympy gives {v.sympy.text} ({v.sympy.state}), mpmath at "
+                   f"50 digits {v.mpmath.text} ({v.mpmath.state}); the derivative is not confirmed undefined")
+        cause = Cause("unexplained", name, int(index.numel()), words.where(index), summary)
+    elif verdicts and all(v.sympy.state == "beyond_range" for _, v in verdicts):
+        i, v = verdicts[0]
+        summary = (f"the exact derivative is finite but beyond the dtype's range there (at {at}): sympy "
+                   f"({v.sympy.text}) and mpmath at 50 digits ({v.mpmath.text}) agree, so no float holds it and "
+                   f"autograd's {autograd} is not a bug")
+        cause = Cause("undefined", name, int(index.numel()), words.where(index), summary)
+    else:
+        what = "infinite" if bool(torch.isinf(ref).all()) else "undefined"
+        agreed = ""
+        if verdicts:
+            i, v = verdicts[0]
+            agreed = (f"; sympy ({v.sympy.text}) and mpmath at 50 digits ({v.mpmath.text}) agree"
+                      + (f", asked at {len(verdicts)} of them" if index.numel() > 1 else ""))
+        if not verdicts:
+            agreed = "; the function itself is undefined there, evaluated as written with 50-digit numbers"
+        summary = (f"the exact derivative is itself {what} there (at {at}){agreed}: "
+                   f"autograd's {autograd} is not a bug")
+        cause = Cause("undefined", name, int(index.numel()), words.where(index), summary)
+    witnessed = dict(verdicts)
+    cause.examples = []
+    for i in index[:POINTS_SHOWN].tolist():
+        example = {**words.example(i), "autograd": float(got[i]),
+                   "exact": "inf" if math.isinf(float(target.reference[i])) else "undefined"}
+        if i in witnessed:
+            example["sympy"], example["mpmath"] = witnessed[i].sympy.text, witnessed[i].mpmath.text
+        cause.examples.append(example)
+    return cause
 
 
 def _wrong(got: torch.Tensor, target: Any, rtol: float, atol: float, largest: float) -> tuple[torch.Tensor, dict[int, float]]:
@@ -137,21 +233,6 @@ def _examples(points: Mapping[str, torch.Tensor], index: torch.Tensor, got: torc
     picks = sorted({0, index.numel() // 2, index.numel() - 1})[:POINTS_SHOWN]
     return [{**{n: float(v[index[p]]) for n, v in points.items()}, "autograd": float(got[index[p]]),
              "exact": exact[p]} for p in picks]
-
-
-def _undefined(name: str, index: torch.Tensor, points: Mapping[str, torch.Tensor], got: torch.Tensor, target: Any) -> Cause:
-    ref = target.reference[index]
-    infinite = bool(torch.isinf(ref).all())
-    what = "infinite" if infinite else "undefined"
-    at = ", ".join(f"{n}={_fmt(float(v[index[0]]))}" for n, v in points.items())
-    summary = (f"the exact derivative is itself {what} there (at {at}"
-               + (f" and {index.numel() - 1:,} more" if index.numel() > 1 else "")
-               + f"): autograd's {_fmt(float(got[index[0]]))} is not a bug")
-    cause = Cause("undefined", name, int(index.numel()), _where(points, index), summary)
-    cause.examples = [{**{n: float(v[i]) for n, v in points.items()}, "autograd": float(got[i]),
-                       "exact": "inf" if math.isinf(float(target.reference[i])) else "undefined"}
-                      for i in index[:POINTS_SHOWN].tolist()]
-    return cause
 
 
 def _digits(dtype: torch.dtype) -> float:

@@ -36,6 +36,7 @@ from .boundaries import any_near_boundary, near_boundaries
 from .compare import Target, compare
 from .evaluation import TOLERANCES, check_order, evaluate, symbolic_side
 from .coordinates import at_kink, held_fixed
+from .domain import defined_at
 from .exact import exact_autograd, exact_formulas, exact_targets
 from .gradchecks import GradcheckVerdict, run_gradcheck, spaced
 from .plan import EXACT_MAX_ELEMENTS, Plan, make_plan
@@ -378,7 +379,8 @@ def _check_small(
         )
     shapes = {n: tuple(v.shape) for n, v in values.items()}
     targets, skipped = symbolic_side(
-        lambda: exact_targets(exact_formulas(program, library, shapes, symbolic_order), rounded))
+        lambda: exact_targets(exact_formulas(program, library, shapes, symbolic_order), rounded,
+                              lambda: defined_at(program, library, rounded)))
     if targets is None:
         result.symbolic_skipped = f"{skipped}; gradcheck still runs"
     else:
@@ -393,32 +395,62 @@ def _check_small(
         near = any(t.near is not None and bool(t.near.any()) for t in targets.values())
     if result.symbolic_skipped:
         near = any_near_boundary(program, library, rounded)
-    if _coupled_gradchecks(result, program, library, names, rounded, near) and not result.symbolic_skipped:
+    undefined = _undefined_elements(targets, rounded) if targets is not None else None
+    if _coupled_gradchecks(result, program, library, names, rounded, near, undefined) and not result.symbolic_skipped:
         settle_exact(result, program, library, names, rounded, targets)
+    if targets is not None:
+        result.causes = _element_causes(result, program, library, rounded, auto, targets)
+
+
+def _undefined_elements(targets: dict[Any, Target], values: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor] | None:
+    """Per variable, the elements where its exact derivative is undefined (the norm of a zero
+    row): finite differences there measure nothing, so gradcheck holds them fixed."""
+    found = {n: targets[n].undefined.reshape(values[n].shape) for n in values if n in targets}
+    return found if any(bool(m.any()) for m in found.values()) else None
+
+
+def _element_causes(result: CheckResult, program: Any, library: Library, values: dict[str, torch.Tensor],
+                    auto: dict[Any, torch.Tensor], targets: dict[Any, Target]) -> list[Any]:
+    """Why autograd is wrong or not finite at some elements (verify/element_causes.py)."""
+    from .element_causes import find_element_causes
+
+    return find_element_causes(program, library, values, auto, targets, dtype=resolve_dtype(result.dtype),
+                               source=program.source, **_tol(result))
 
 
 def _coupled_gradchecks(
     result: CheckResult, program: Any, library: Library, names: list[str], values: Mapping[str, torch.Tensor],
-    near: bool,
+    near: bool, undefined: Mapping[str, torch.Tensor] | None = None,
 ) -> bool:
     """gradcheck of a program whose operations couple elements. When some element is `near`
     a kink, the elements whose own move changes a branch are found one by one and held
-    fixed (coordinates.py); the others are still checked. True when every element was."""
+    fixed (coordinates.py); so are the `undefined` ones (no derivative to measure); the
+    others are still checked. True when every element was."""
     inputs = [values[n] for n in names]
-    if not near:
+    if not near and undefined is None:
         _gradchecks(result, program, library, names, inputs, None)
         return True
-    held = at_kink(program, library, {n: values[n] for n in names})
+    held = at_kink(program, library, {n: values[n] for n in names}) if near else {
+        n: torch.zeros(values[n].shape, dtype=torch.bool) for n in names}
     if held is None:
         _gradchecks(result, program, library, names, inputs, KINK_REASON)
         return False
-    count, total = sum(int(h.sum()) for h in held.values()), sum(h.numel() for h in held.values())
+    total = sum(h.numel() for h in held.values())
+    kinks = sum(int(h.sum()) for h in held.values())
+    if undefined is not None:
+        held = {n: held[n] | undefined[n] if n in undefined else held[n] for n in names}
+    count = sum(int(h.sum()) for h in held.values())
     if count == total:
         _gradchecks(result, program, library, names, inputs, KINK_REASON)
         return False
-    if count:
+    if kinks:
         result.notes.append(
-            f"{count:,} of {total:,} elements are at or next to a kink (moving one alone changes a branch): "
+            f"{kinks:,} of {total:,} elements are at or next to a kink (moving one alone changes a branch): "
+            "held fixed in gradcheck, the other elements checked"
+        )
+    if count > kinks:
+        result.notes.append(
+            f"{count - kinks:,} of {total:,} elements are where the exact derivative is undefined: "
             "held fixed in gradcheck, the other elements checked"
         )
     _gradchecks(result, program, library, names, inputs, None, [held[n] for n in names] if count else None)

@@ -46,6 +46,8 @@ class Target:
     coords: dict[str, torch.Tensor] = field(default_factory=dict)  # per variable (P,), if elementwise
     near: torch.Tensor | None = None  # bool (P,): too close to a kink for finite differences
     suspect: torch.Tensor | None = None  # bool (P,): the formula cancels there (regions.py)
+    # (index, the dtype's largest value) -> undefined.py's Verdict: sympy's and mpmath's say
+    witnesses: Callable[[int, float], Any] | None = None
 
 
 @dataclass

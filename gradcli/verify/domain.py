@@ -65,11 +65,12 @@ def _real(sp: Any, value: Any) -> Any:
     return value
 
 
-def defined_at(program: Any, library: Any, point: Mapping[str, float]) -> bool:
-    """Whether every operation of `program` has a real, finite value at `point`."""
+def defined_at(program: Any, library: Any, point: Mapping[str, Any]) -> bool:
+    """Whether every operation of `program` has a real, finite value at `point`: a number per
+    variable, or (the exact mode's small tensors) a tensor, every element of it."""
     import sympy
 
-    values = {name: sympy.Float(value, DIGITS) for name, value in point.items()}
+    values = {name: _exact(sympy, value) for name, value in point.items()}
     try:
         # numpy's object loops warn about overflows the 50-digit numbers do not have
         with _digits(), warnings.catch_warnings():
@@ -81,6 +82,18 @@ def defined_at(program: Any, library: Any, point: Mapping[str, float]) -> bool:
         if not getattr(value, "is_number", False) or _real(sympy, value) is sympy.nan:
             return False
     return True
+
+
+def _exact(sympy: Any, value: Any) -> Any:
+    """A float as a DIGITS-digit sympy Float; a tensor as an object array of them."""
+    if isinstance(value, torch.Tensor):
+        import numpy as np
+
+        flat = [sympy.Float(v, DIGITS) for v in value.detach().to(torch.float64).reshape(-1).tolist()]
+        array = np.empty(len(flat), dtype=object)
+        array[:] = flat
+        return array.reshape(tuple(value.shape))
+    return sympy.Float(value, DIGITS)
 
 
 class _digits:

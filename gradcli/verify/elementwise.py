@@ -100,6 +100,7 @@ def targets(
             coords=points,
             near=near,
             suspect=cancel,
+            witnesses=_witnesses(forms.function, expr, forms, points),
         )
     return found, outside, near_kink
 
@@ -156,6 +157,18 @@ def _exact_at(expr: Any, forms: Formulas, points: dict[str, torch.Tensor]) -> Ca
         return [fn(*args) for args in zip(*columns)]
 
     return exact
+
+
+def _witnesses(function: Any, expr: Any, forms: Formulas, points: dict[str, torch.Tensor]) -> Callable[[int, float], Any]:
+    names = list(forms.symbols)
+
+    def at(index: int, largest: float) -> Any:
+        from .undefined import decide
+
+        return decide(function, expr, [forms.symbols[n] for n in names], [points[n][index].item() for n in names],
+                      largest)
+
+    return at
 
 
 def autograd(program: Any, library: Library, leaves: dict[str, torch.Tensor], order: int) -> tuple[dict[Any, torch.Tensor], Any]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -21,10 +21,11 @@ import torch
 from ..build.to_sympy import to_sympy
 from ..build.to_torch import build
 from ..language.library import Library
-from .arbitrate import exact_function
+from .arbitrate import UNDEFINED, exact_function
 from .compare import Target
 from .regions import regions
 from .symbolic import SYMBOLIC_BUDGET, evaluate, tame, within
+from .undefined import decide
 
 
 @dataclass
@@ -77,13 +78,20 @@ def exact_formulas(program: Any, library: Library, shapes: dict[str, tuple[int, 
     return within(SYMBOLIC_BUDGET, work)
 
 
-def exact_targets(forms: ExactFormulas, values: dict[str, torch.Tensor]) -> dict[Any, Target]:
-    """A Target per variable (and per pair with --order 2): its elements are the points."""
+def exact_targets(
+    forms: ExactFormulas, values: dict[str, torch.Tensor], defined: Callable[[], bool] | None = None,
+) -> dict[Any, Target]:
+    """A Target per variable (and per pair with --order 2): its elements are the points.
+
+    `defined()`, when given, decides at 50 digits whether the program is defined at the
+    values; it is asked only when the float64 walk says it is not (see `_confirmed`)."""
     env = {}
     for name, syms in forms.symbols.items():
         flat = values[name].detach().to(torch.float64).reshape(-1)
         env.update({s: flat[k] for k, s in enumerate(syms)})
     outside = bool(regions(forms.function, [], env, 1)[0].any())
+    if outside and defined is not None:
+        outside = not defined()
     all_symbols = [s for syms in forms.symbols.values() for s in syms]
     args = [env[s].item() for s in all_symbols]
     found: dict[Any, Target] = {}
@@ -100,13 +108,27 @@ def exact_targets(forms: ExactFormulas, values: dict[str, torch.Tensor]) -> dict
         found[key] = Target(
             name=key if isinstance(key, str) else ",".join(key),
             reference=torch.cat([evaluate(e, env, 1) for e in exprs]),
-            undefined=torch.tensor([outside or bool(m[0]) for m in masks]),
+            undefined=torch.tensor([outside or (bool(m[0]) and _confirmed(e, all_symbols, args, defined))
+                                    for e, m in zip(exprs, masks)]),
             kink=torch.tensor([bool(m[1]) for m in masks]),
             exact=lambda idx, exprs=exprs: [exact_function(exprs[i], all_symbols)(*args) for i in idx],
             point=lambda i, labels=labels: {"element": labels[i]},
             near=torch.tensor([bool(m[2]) for m in masks]),
+            witnesses=lambda i, largest, exprs=exprs: decide(forms.function, exprs[i], all_symbols, args, largest),
         )
     return found
+
+
+def _confirmed(expr: Any, symbols: list[Any], args: list[float], defined: Callable[[], bool] | None) -> bool:
+    """Whether a derivative the float64 walk calls undefined is undefined at 50 digits too.
+
+    The float64 walk misreads underflow as a domain edge: in log(softmax(x)) at x = -1000,
+    exp(-1000) is 0.0 and the log looks undefined, though every value and derivative is
+    finite. Without `defined` (no exact evaluation of the program asked for) the float64
+    verdict stands, as before."""
+    if defined is None:
+        return True
+    return exact_function(expr, symbols)(*args) is UNDEFINED
 
 
 def exact_autograd(program: Any, library: Library, leaves: dict[str, torch.Tensor], order: int) -> dict[Any, torch.Tensor]:

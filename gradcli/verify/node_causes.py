@@ -23,10 +23,13 @@ from .cause import Cause
 class NodeReasoning:
     """The reasoning over one group's evidence (all tensors hold the group's points)."""
 
-    def __init__(self, evidence: Evidence, size: int | None, source: str) -> None:
+    def __init__(self, evidence: Evidence, size: int | None, source: str, *, exact_known: bool | None = None) -> None:
         self.evidence = evidence
         self.size = size  # None: whole tensors of any shapes (a model's graph), not points
         self.source = source
+        # Whether the exact derivative is known to be finite there: check's points and
+        # elements, not a model's graph (trace computes no exact derivative).
+        self.exact_known = size is not None if exact_known is None else exact_known
 
     # -- per-point views --------------------------------------------------------------------
     def at(self, value: Any) -> torch.Tensor | None:
@@ -86,7 +89,10 @@ class NodeReasoning:
             product = self.zero_times_inf(origin)
             if product is not None:
                 return product
-            if self.size is None and self._own_value(origin):
+            underflow = self.underflow_into_infinite_slope(origin)
+            if underflow is not None:
+                return underflow
+            if not self.exact_known and self._own_value(origin):
                 return Cause("undefined", "", 0, {},
                              f"the local derivative of {origin.name}{self._of(origin)} is itself infinite or "
                              "undefined at these inputs, and a finite gradient arrives: not a numerical accident "
@@ -154,7 +160,7 @@ class NodeReasoning:
         zero = next((i for i in (self.at(x) for x in inf.inputs) if i is not None and bool((i == 0).any())), None)
         factors = self._factors(origin) if origin is not None else []
         if zero is not None and inf.call in ("log", "log2", "log10", "div", "reciprocal", "rsqrt", "pow"):
-            made = self.producer_of_zero()
+            made = self.zero_input_of(inf) or self.producer_of_zero()
             if made is not None and made.call in ("add", "sub") and self.size is None and self._identical(made):
                 return Cause("undefined", "", 0, {},
                              f"{self._name(made)} subtracts a value from itself, so it is exactly 0, and "
@@ -176,6 +182,23 @@ class NodeReasoning:
                      + (f"; in backward the gradient arriving at {factors[1]['node']} is {factors[0]['value']} and its "
                         f"local derivative {factors[1]['value']}: 0·inf = nan" if factors else ""),
                      node=inf.name, source=self.text(inf), factors=factors)
+
+    def zero_input_of(self, node: NodeEvidence) -> NodeEvidence | None:
+        """The node that made `node`'s input 0 at some element from nonzero inputs (softmax of
+        -1000 beside 0): on whole tensors one such element is enough, where producer_of_zero
+        asks for most points."""
+        known = self.evidence.by_node()
+        for next_node, _ in node.node.next_functions:
+            made = known.get(id(next_node)) if next_node is not None else None
+            out = self.at(made.output) if made is not None else None
+            if out is None or not bool((out == 0).any()):
+                continue
+            zero = out == 0
+            inputs = [self.at(i) for i in made.inputs]
+            if all(i is None or i.dtype == torch.bool or bool((i[zero] != 0).all() if i.numel() == out.numel()
+                                                                  else (i != 0).any()) for i in inputs):
+                return made
+        return None
 
     def producer_of_zero(self) -> NodeEvidence | None:
         """The first node whose value is 0 from nonzero inputs."""
@@ -237,9 +260,29 @@ class NodeReasoning:
                      f"{self._exact_finite(',')}",
                      node=origin.name, source=self.text(origin), factors=factors)
 
+    def underflow_into_infinite_slope(self, origin: NodeEvidence) -> Any:
+        """sqrt(exp(x)) at x = -1000: exp underflows to 0 from a nonzero input, sqrt's slope at
+        that 0 is infinite, and in backward that inf meets exp's local derivative, 0: nan.
+        (stanli #144: a spectral density of exp(-877) under a sqrt.)"""
+        made = self.zero_input_of(origin)
+        if made is None or made.call in ("add", "sub", "mul") or not self._own_value(origin):
+            return None
+        leaving = [self.at(g) for g in made.leaving]
+        if not any(g is not None and bool(torch.isnan(g).any()) for g in leaving):
+            return None
+        return Cause("overflow", "", 0, {},
+                     f"{self._name(made)} underflows to 0 in {self._dtype()} at these points, where the slope of "
+                     f"{self._name(origin)} is infinite; in backward that inf meets the local derivative of "
+                     f"{self._name(made)}, 0: 0·inf = nan{self._exact_finite(',')}",
+                     node=made.name, source=self.text(made),
+                     factors=[{"node": origin.name, "source": self.text(origin), "value": "inf",
+                               "role": "gradient arriving"},
+                              {"node": made.name, "source": self.text(made), "value": "0",
+                               "role": "local derivative"}])
+
     def _exact_finite(self, joint: str = "") -> str:
         """What check knows and a whole computation (no exact derivative) does not."""
-        return f"{joint} while the exact derivative is finite" if self.size is not None else ""
+        return f"{joint} while the exact derivative is finite" if self.exact_known else ""
 
     def _own_value(self, origin: NodeEvidence) -> bool:
         """Whether a nonzero finite gradient arrives at `origin` where its local derivative is

@@ -33,19 +33,48 @@ def explain_nonfinite(
     when all are finite. `source` is the expression text that node spans point into. With
     `inputs` None, `run()` returns (loss, inputs) (a target that builds its own leaves);
     `origin_of(grad_fn)`, when given, names a node's source line instead of anomaly mode."""
-    with torch.autograd.set_detect_anomaly(True, check_nan=False):
-        evidence = gather(run, dict(inputs) if inputs is not None else None)
+    evidence = _gathered(run, inputs, origin_of)
     bad = {name: g for name, g in evidence.gradients.items() if g is not None and not bool(torch.isfinite(g).all())}
     if not bad:
         return None
-    for node in evidence.nodes:
-        if node.span is None:  # an expression's nodes carry their span; a user's, a source line
-            known = origin_of(node.node) if origin_of is not None else None
-            node.span = known or user_line(node.node.metadata.get("traceback_"))
     cause = NodeReasoning(evidence, None, source).nonfinite()
     cause.derivative = ", ".join(bad)
     cause.points = sum(int((~torch.isfinite(g)).sum()) for g in bad.values())
     return cause
+
+
+def explain_cancellation(
+    run: Callable[[], Any], inputs: Mapping[str, torch.Tensor] | None, *, source: str = "",
+    origin_of: Callable[[Any], str | None] | None = None,
+) -> Cause | None:
+    """As `explain_nonfinite`, for a computation whose gradients are all finite: the node and
+    line where a gradient loses its digits to cancellation, shown against its exact value
+    (verify/cancellation.py); None when no gradient is shown to be wrong."""
+    from .cancellation import find_cancellation
+
+    try:
+        evidence = _gathered(run, inputs, origin_of)
+    except RuntimeError:  # backward itself fails (an in-place change): trace reports that, not this
+        return None
+    if any(g is not None and not bool(torch.isfinite(g).all()) for g in evidence.gradients.values()):
+        return None  # not finite: explain_nonfinite's question
+    cause = find_cancellation(evidence, source)
+    if cause is None:
+        return None
+    cause.derivative = ", ".join(name for name, g in evidence.gradients.items() if g is not None)
+    return cause
+
+
+def _gathered(run: Callable[[], Any], inputs: Mapping[str, torch.Tensor] | None,
+              origin_of: Callable[[Any], str | None] | None) -> Any:
+    """The evidence of one run, under anomaly mode so that each node knows its user's line."""
+    with torch.autograd.set_detect_anomaly(True, check_nan=False):
+        evidence = gather(run, dict(inputs) if inputs is not None else None)
+    for node in evidence.nodes:
+        if node.span is None:  # an expression's nodes carry their span; a user's, a source line
+            known = origin_of(node.node) if origin_of is not None else None
+            node.span = known or user_line(node.node.metadata.get("traceback_"))
+    return evidence
 
 
 def user_line(frames: Any) -> str | None:
