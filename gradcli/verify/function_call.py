@@ -41,10 +41,10 @@ class OutputInfo:
         return self.status == "checked"
 
     def __str__(self) -> str:
-        shape = "" if self.shape is None else f" of shape {'x'.join(map(str, self.shape)) or 'scalar'}"
+        shape = "" if self.shape is None else f" of shape {'x'.join(map(str, self.shape))}" if self.shape else " (a scalar)"
         why = {
             "checked": "checked",
-            "non-differentiable": "skipped: marked non-differentiable (ctx.mark_non_differentiable)",
+            "non-differentiable": "skipped: ctx.mark_non_differentiable",
             "integer": "skipped: integer and bool tensors have no gradient",
             "not a tensor": "skipped: not a tensor",
             "not chosen": "skipped: --output picks another",

@@ -194,7 +194,7 @@ class Inputs:
     def as_dicts(self) -> list[dict[str, Any]]:
         """One record per argument: name, kind, dtype and shape, whether differentiated, origin."""
         return [
-            {"name": n, "type": t.kind.value if t else None, "optional": t.optional if t else False,
+            {"name": n, "kind": t.kind.value if t else None, "optional": t.optional if t else False,
              "value_type": _value_type(v), "dtype": str(v.dtype).removeprefix("torch.") if isinstance(v, torch.Tensor) else None,
              "shape": list(v.shape) if isinstance(v, torch.Tensor) else None, "differentiated": d, "origin": o}
             for n, v, d, t, o in zip(self.names, self.values, self.tensor, self.types or [None] * len(self.names),
@@ -203,15 +203,15 @@ class Inputs:
 
 
 def _value_type(value: Any) -> str:
+    if value is None:
+        return "none"
     return "tensor" if isinstance(value, torch.Tensor) else type(value).__name__
 
 
 def _short(value: Any) -> str:
-    if isinstance(value, torch.Tensor):
-        dtype = str(value.dtype).removeprefix("torch.")
-        shape = "x".join(map(str, value.shape)) or "scalar"
-        return f"a {dtype} tensor of shape {shape}"
-    return repr(value)
+    from .. import words
+
+    return str(words.input_value(value)) if isinstance(value, torch.Tensor) else repr(value)
 
 
 def forward_parameters(cls: type) -> list[inspect.Parameter]:
