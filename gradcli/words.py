@@ -144,6 +144,16 @@ def input_value(value: Any) -> Any:
     return f"{text} ({about})" if about else text
 
 
+def input_lines(name: str, value: Any, origin: str = "") -> list[str]:
+    """An input as text lines: `name = value`, or for a small matrix its shape on the first
+    line and one row per line after it, so that a 2-D input reads as one."""
+    if hasattr(value, "detach") and value.dim() == 2 and 0 < value.numel() <= INPUT_SHOWN:
+        dtype = "" if value.is_floating_point() else f", {str(value.dtype).removeprefix('torch.')}"
+        rows = [f"  {_rounded(row)}" for row in value.detach().tolist()]
+        return [f"{name} = (shape {'x'.join(map(str, value.shape))}{dtype}){origin}", *rows]
+    return [f"{name} = {input_value(value)}{origin}"]
+
+
 def _rounded(value: Any) -> Any:
     if isinstance(value, list):
         return [_rounded(v) for v in value]

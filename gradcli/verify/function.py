@@ -103,7 +103,8 @@ class FunctionResult:
     def __str__(self) -> str:
         lines = [f"check-function {self.function} (order {self.order}, seed {self.inputs.seed}): "
                  f"{'ok' if self.ok else 'PROBLEM'}"]
-        lines += [f"  {name} = {words.input_value(value)}" for name, value in zip(self.inputs.names, self.inputs.values)]
+        lines += [f"  {line}" for name, value in zip(self.inputs.names, self.inputs.values)
+                  for line in words.input_lines(name, value)]
         lines += [f"  {o}" for o in self.outputs if len(self.outputs) > 1 or not o.checked]
         if self.ref_forward is not None:
             lines.append(f"  forward vs {self.ref}: {self.ref_forward}")
