@@ -72,12 +72,3 @@ def run_user(call: Any, what: str, cls: type) -> Any:
             path = None
         raise UserCodeError(f"{cls.__name__}.{what} raised {describe_exception(err, path)}") from None
 
-
-def __getattr__(name: str) -> Any:
-    """Inputs, make_inputs and forward_parameters moved to function_inputs.py (which imports
-    DEFAULT_INPUT from here); older imports of them from this module still work."""
-    if name in ("Inputs", "make_inputs", "forward_parameters"):
-        from . import function_inputs
-
-        return getattr(function_inputs, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
