@@ -208,3 +208,31 @@ def test_make_inputs_types_origins_and_invented_values():
     assert (dim, scale, weight, flag) == (-1, 3.0, None, False) and type(scale) is float
     assert inputs.tensor == [True, False, False, False, False, False, False]
     assert [a["kind"] for a in inputs.as_dicts()] == ["any", "integer tensor", "bool tensor", "int", "float", "tensor", "bool"]
+
+
+@pytest.mark.parametrize("text, kind, written", [
+    ("1", "number", "integer"), ("-1", "number", "integer"), ("1.0", "number", "float"), ("pi", "number", "float"),
+    ("[0, 2]", "list", "integer"), ("[0, 2.5]", "list", "float"), ("[[True], [False]]", "list", "bool"),
+    ("none", "none", "float"), ("randint(0, 3, 4)", "constructor", "integer"), ("randn(2)", "constructor", "float"),
+])
+def test_specs_remember_how_their_literals_were_written(text, kind, written):
+    spec = parse_var(f"a={text}")
+    assert (spec.kind, spec.written.value) == (kind, written)
+
+
+def test_a_mask_mixed_with_numbers_is_refused(cli):
+    result = cli("check-function", f"{TYPED}:MaskedFill", "--var", "mask=[True, 0]")
+    assert result.exit_code == 2
+    assert "a mask is all True and False, without numbers" in result.stderr
+
+
+def test_trace_takes_a_mask_as_data_and_refuses_none(cli):
+    result = cli("trace", "(x * m).sum()", "--var", "x=[1.0, 2.0]", "--var", "m=[True, False]", "--json")
+    assert result.exit_code == 0, result.stderr
+    import json
+
+    leaves = {leaf["name"]: leaf for leaf in json.loads(result.stdout)["leaves"]}
+    assert leaves["m"]["dtype"] == "bool" and leaves["m"]["requires_grad"] is False
+    assert leaves["x"]["grad"] == [1.0, 0.0]
+    refused = cli("trace", "x.sum()", "--var", "x=none")
+    assert refused.exit_code == 2 and "--var x=none: None is not a tensor" in refused.stderr
