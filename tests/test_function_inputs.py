@@ -65,12 +65,14 @@ def test_numbers_and_none_keep_their_python_type(spec, kind, expected):
 
 
 _KINDS = {ArgKind.INT: int, ArgKind.FLOAT: float, ArgKind.BOOL: bool, ArgKind.TENSOR: torch.Tensor,
-          ArgKind.INTEGER_TENSOR: torch.LongTensor}
+          ArgKind.INTEGER_TENSOR: torch.LongTensor, ArgKind.BOOL_TENSOR: torch.BoolTensor}
 
 
 @pytest.mark.parametrize("spec, kind, dtype, differentiated", [
     ("[0, 2]", ArgKind.INTEGER_TENSOR, torch.long, False),  # ints for an integer parameter
     ("[0, 2]", ArgKind.INT, torch.long, False),
+    ("2", ArgKind.INTEGER_TENSOR, torch.long, False),  # a 0-d index
+    ("[1, 0]", ArgKind.BOOL_TENSOR, torch.bool, False),
     ("[0, 2]", ArgKind.TENSOR, torch.float64, True),  # ints for a float tensor stay floats
     ("randint(0, 3, (4,))", ArgKind.TENSOR, torch.long, False),
     ("[True, False]", ArgKind.TENSOR, torch.bool, False),

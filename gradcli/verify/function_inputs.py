@@ -129,10 +129,11 @@ def value_for(spec: VarSpec, arg: ArgType, generator: torch.Generator) -> Any:
             return bool(number)
         return int(number) if spec.written is Values.INTEGER and arg.kind is ArgKind.INT else float(number)
     tensor = make_tensor(spec, dtype=torch.float64, device="cpu", generator=generator).detach()
-    if spec.kind == "list" and spec.written is Values.INTEGER and integral:
-        return tensor.long()
-    if arg.kind is ArgKind.BOOL_TENSOR and spec.kind == "list" and spec.written is Values.INTEGER:
-        return tensor.bool()
+    if spec.kind != "constructor" and spec.written is Values.INTEGER:  # ints written for integer data
+        if integral:
+            return tensor.long()
+        if arg.kind is ArgKind.BOOL_TENSOR:
+            return tensor.bool()
     return tensor.requires_grad_(True) if tensor.is_floating_point() else tensor
 
 
