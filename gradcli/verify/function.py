@@ -4,8 +4,10 @@
     >>> result = gradcli.check_function(MySwish, ref="x*sigmoid(x)", order=2)
     >>> result.ok, print(result)
 
-`check_function(function, var=(), *, ref=None, order=1, seed=None, library_dirs=())`
-takes the class itself or "path/to/file.py:ClassName" (importing the file runs it). It runs
+`check_function(function, var=(), *, ref=None, order=1, seed=None, library_dirs=(), given=None,
+output=None)` takes the class itself or "path/to/file.py:ClassName" (importing the file runs
+it); its inputs are typed as forward declares them (function_inputs.py) and its outputs
+sorted into checked and skipped (function_call.py). It runs
 torch's gradcheck (and gradgradcheck with order=2) and, to show a mismatch readably, builds
 both Jacobians itself (`jacobian.py`): which input, which element, expected vs got. With
 `ref`, the forward is compared with the reference expression's values and the backward
