@@ -121,9 +121,53 @@ def input_check_line(title: str, c: Any) -> str:
     return f"{title} [{c.name}]: {c.count} of {c.got.numel()} entries wrong"
 
 
+#: Tensor inputs with more elements are shown by their first few values and their shape.
+INPUT_SHOWN = 64
+
+
 def input_value(value: Any) -> Any:
-    """An input as shown: a tensor's values rounded to 6 digits, flat; a number as it is."""
-    return [round(v, 6) for v in value.detach().reshape(-1).tolist()] if hasattr(value, "detach") else value
+    """An input as shown: a tensor's values rounded to 6 digits, nested as the tensor is, with
+    its shape when it has two dimensions or more (or is long) and its dtype unless floating; a
+    number or None as it is."""
+    if not hasattr(value, "detach"):
+        return value
+    dtype = "" if value.is_floating_point() else str(value.dtype).removeprefix("torch.")
+    shape = "x".join(map(str, value.shape))
+    flat = value.detach().reshape(-1)[:INPUT_SHOWN + 1].tolist()
+    if value.dim() == 0:
+        return f"{_rounded(flat[0])} ({dtype or 'scalar'} tensor)"
+    if value.numel() > INPUT_SHOWN:
+        head = ", ".join(str(_rounded(v)) for v in flat[:6])
+        return f"[{head}, …] (shape {shape}{', ' + dtype if dtype else ''})"
+    text = str(_rounded(value.detach().tolist()))
+    about = ", ".join(part for part in (f"shape {shape}" if value.dim() >= 2 else "", dtype) if part)
+    return f"{text} ({about})" if about else text
+
+
+def input_lines(name: str, value: Any, origin: str = "") -> list[str]:
+    """An input as text lines: `name = value`, or for a small matrix its shape on the first
+    line and one row per line after it, so that a 2-D input reads as one."""
+    if hasattr(value, "detach") and value.dim() == 2 and 0 < value.numel() <= INPUT_SHOWN:
+        dtype = "" if value.is_floating_point() else f", {str(value.dtype).removeprefix('torch.')}"
+        rows = [f"  {_rounded(row)}" for row in value.detach().tolist()]
+        return [f"{name} = (shape {'x'.join(map(str, value.shape))}{dtype}){origin}", *rows]
+    return [f"{name} = {input_value(value)}{origin}"]
+
+
+def _rounded(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return round(value, 6) if isinstance(value, float) else value
+
+
+def input_json(value: Any) -> Any:
+    """An input in a JSON document: a tensor's values nested as the tensor is; a number, a
+    bool or None as it is; anything else (an ndarray, a tuple) as its repr."""
+    if hasattr(value, "detach"):
+        return value.detach().tolist()
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return repr(value)
 
 
 def pass_error_problem(index: int, error_type: str, message: str) -> str:

@@ -25,7 +25,7 @@ from gradcli.verify.function import FunctionResult
 from gradcli.verify.gradchecks import GradcheckVerdict
 from gradcli.verify.jacobian import InputCheck
 from gradcli.verify.result import CheckResult, LibraryCheck
-from gradcli.verify.userfile import Inputs
+from gradcli.verify.function_inputs import Inputs
 
 WIDTH = 100
 
@@ -144,7 +144,7 @@ LIBRARY = [
 ]
 
 FUNCTION = [
-    'check-function mine.py:Swish   (order 2)',
+    'check-function mine.py:Swish   (order 2, seed 0)',
     'x = [0.5, -1.0] (default)',
     'beta = 1.0',
     'first derivatives: your backward vs finite differences [x]: ok (max abs err 1e-11)',
@@ -155,7 +155,7 @@ FUNCTION = [
 ]
 
 FUNCTION_STR = [
-    'check-function mine.py:Swish (order 2): PROBLEM',
+    'check-function mine.py:Swish (order 2, seed 0): PROBLEM',
     '  x = [0.5, -1.0]',
     '  beta = 1.0',
     '  first derivatives: your backward vs finite differences [x]: ok (max abs err 1e-11)',

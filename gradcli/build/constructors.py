@@ -43,6 +43,7 @@ class Values(Enum):
 
     FLOAT = "float"  # the --dtype; the leaf requires grad
     INTEGER = "integer"  # torch.long; data, never requires grad
+    BOOL = "bool"  # torch.bool (a mask written [True, False]); data, never requires grad
 
 
 @dataclass(frozen=True)

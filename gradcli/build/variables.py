@@ -1,8 +1,11 @@
 """Variable values: `--var NAME=SPEC`, parsed safely, sized before they are made.
 
-A SPEC is a number (`1.5`), a nested list (`[[1, 2], [3, 4]]`) or a constructor call from
-the table in constructors.py: randn(3,3), rand(4), ones(2,2), zeros(3), full(3, 0.5),
-arange(0,1,0.25), linspace(-3,3,101), uniform(0.1,2,50), randint(0, 100, (2, 8)). The text
+A SPEC is a number (`1.5`), a nested list (`[[1, 2], [3, 4]]`), a bool mask
+(`[True, False]`), `none`, or a constructor call from the table in constructors.py:
+randn(3,3), rand(4), ones(2,2), zeros(3), full(3, 0.5), arange(0,1,0.25),
+linspace(-3,3,101), uniform(0.1,2,50), randint(0, 100, (2, 8)). How the literals were
+written is kept (`written`): check-function passes `dim=1` as an int and `[0, 2]` as a long
+tensor where forward wants integers, and `none` as None. The text
 goes through Python's `ast` with an allow-list (numbers, unary minus, pi, e, lists, tuples of
 sizes, those calls); the number of elements is known from the arguments alone, so
 `randn(100000,100000)` is refused before any allocation.
@@ -24,8 +27,11 @@ from ..options import checked_seed
 if TYPE_CHECKING:
     import torch
 
-#: What a spec is: a plain number, a nested list, or a call of a constructor (its row says which).
-SpecKind = Literal["number", "list", "constructor"]
+#: What a spec is: a plain number, a nested list, a call of a constructor (its row says
+#: which), or `none` (Python's None, for a function's optional argument).
+SpecKind = Literal["number", "list", "constructor", "none"]
+#: The spec text that means None.
+NONE = "none"
 
 #: Values for variables given no --var in `trace`: distinct, unremarkable scalars.
 DEFAULT_SCALARS = (0.5, 1.5, -0.75, 2.0, -1.25, 0.25, 1.0, -0.5)
@@ -41,6 +47,9 @@ class VarSpec:
     args: tuple[Any, ...]
     shape: tuple[int, ...]
     constructor: Constructor | None = None  # the row, when kind is "constructor"
+    #: How a number or list was written: INTEGER when every literal is an int (`1`, `[0, 2]`),
+    #: BOOL when every one is True or False; a constructor's values are its row's.
+    written: Values = Values.FLOAT
 
     @property
     def numel(self) -> int:
@@ -99,12 +108,29 @@ def _parse_spec(name: str, text: str) -> VarSpec:
         raise LimitError("the --var value is nested too deeply") from None
     if isinstance(tree, ast.Call):
         return _constructor(name, text, tree)
+    if isinstance(tree, ast.Name) and tree.id == NONE:
+        return VarSpec(name, text, "none", (), ())
+    written = _written(tree)
     if isinstance(tree, (ast.List, ast.Tuple)):
         values, shape = _nested(tree, depth=0)
         if math.prod(shape) == 0:
             raise VariableError("an empty list has no values", span=_span(tree))
-        return VarSpec(name, text, "list", (values,), shape)
-    return VarSpec(name, text, "number", (_number(tree),), ())
+        return VarSpec(name, text, "list", (values,), shape, written=written)
+    return VarSpec(name, text, "number", (_number(tree),), (), written=written)
+
+
+def _written(tree: ast.AST) -> Values:
+    """INTEGER if every literal in `tree` is written as an int, BOOL if every one is True or
+    False (a mask), else FLOAT; a mask mixed with numbers is refused."""
+    literals = [node for node in ast.walk(tree) if isinstance(node, (ast.Constant, ast.Name))]
+    bools = [node for node in literals if isinstance(node, ast.Constant) and isinstance(node.value, bool)]
+    if bools and len(bools) < len(literals):
+        raise VariableError("a mask is all True and False, without numbers", span=_span(bools[0]))
+    if bools:
+        return Values.BOOL
+    if literals and all(isinstance(node, ast.Constant) and type(node.value) is int for node in literals):
+        return Values.INTEGER
+    return Values.FLOAT
 
 
 def _span(node: ast.AST) -> Span:
@@ -114,12 +140,14 @@ def _span(node: ast.AST) -> Span:
     )
 
 
-def _number(node: ast.AST) -> float:
+def _number(node: ast.AST, in_list: bool = False) -> float:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         value = _number(node.operand)
         return -value if isinstance(node.op, ast.USub) else value
     if isinstance(node, ast.Name) and node.id in ("pi", "e", "inf", "nan"):
         return {"pi": math.pi, "e": math.e, "inf": math.inf, "nan": math.nan}[node.id]
+    if in_list and isinstance(node, ast.Constant) and type(node.value) is bool:
+        return node.value  # type: ignore[return-value]  # a mask's element, kept a bool
     if isinstance(node, ast.Constant) and type(node.value) in (int, float):
         value = node.value
         if isinstance(value, int) and abs(value) > limits.MAX_CONSTANT:
@@ -136,7 +164,7 @@ def _nested(node: ast.AST, depth: int) -> tuple[Any, tuple[int, ...]]:
     if depth > 32:
         raise LimitError("the list is nested more than 32 levels deep", span=_span(node))
     if not isinstance(node, (ast.List, ast.Tuple)):
-        return _number(node), ()
+        return _number(node, in_list=True), ()
     items = [_nested(item, depth + 1) for item in node.elts]
     shapes = {shape for _, shape in items}
     if len(shapes) > 1:
@@ -179,7 +207,7 @@ def _constructor(name: str, text: str, call: ast.Call) -> VarSpec:
         if err.hint is None and not isinstance(err, LimitError):
             err.hint = row.usage
         raise
-    return VarSpec(name, text, "constructor", args, shape, row)
+    return VarSpec(name, text, "constructor", args, shape, row, written=row.values)
 
 
 def _argument(node: ast.AST) -> Any:
@@ -191,22 +219,28 @@ def _argument(node: ast.AST) -> Any:
 
 def make_tensor(spec: VarSpec, *, dtype: "torch.dtype", device: Any, generator: "torch.Generator") -> "torch.Tensor":
     """Allocate the leaf tensor a spec describes: float values in `dtype`, requiring grad;
-    integer values (randint) in torch.long, as data without a gradient."""
+    integer values (randint) in torch.long and a mask in torch.bool, as data without a gradient."""
     import torch
 
+    if spec.kind == "none":
+        raise VariableError(f"--var {spec.name}=none: None is not a tensor",
+                            hint="none is for a check-function argument that takes None")
     check_range(spec, dtype)
-    factory: dict[str, Any] = {"dtype": torch.long if spec.integer else dtype, "device": device}
+    mask = spec.written is Values.BOOL
+    factory: dict[str, Any] = {"dtype": torch.long if spec.integer else torch.bool if mask else dtype, "device": device}
     if spec.constructor is None:  # a number or a nested list
         tensor = torch.tensor(spec.args[0], **factory)
     else:
         tensor = spec.constructor.make(spec.args, spec.shape, generator, factory)
-    return tensor if spec.integer else tensor.requires_grad_(True)
+    return tensor if spec.integer or mask else tensor.requires_grad_(True)
 
 
 def _largest(spec: VarSpec) -> float:
     """The largest magnitude a spec's values reach: a number's or a list's own, else the row's."""
     if spec.constructor is not None:
         return spec.constructor.largest(spec.args, spec.shape)
+    if spec.kind == "none":
+        return 0.0
     values = spec.args[0]
     while isinstance(values, list) and values and isinstance(values[0], list):
         values = [item for row in values for item in row]

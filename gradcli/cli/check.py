@@ -99,15 +99,21 @@ def check_function_command(
     seed: SeedOption = None,
     library: LibraryOption = None,
     json: JsonOption = False,
+    output: Annotated[Optional[int], typer.Option("--output", metavar="N", help="Check only forward's output N (0 is the first); by default every differentiable floating output.")] = None,
 ) -> None:
     """Check your own torch.autograd.Function: gradcheck (and gradgradcheck with --order 2)
     with any mismatch shown as input, element, expected vs got, and a likely cause.
 
-    This imports PATH.py, so it runs the code in that file, as `python PATH.py` would.
-    Inputs are named after forward's parameters (after ctx); tensors default to 8 values in
-    [-3, 3] (including 0 and ±1), numbers to their default. --ref compares the forward with
-    the expression and the backward with sympy's derivative of it. Exit 0 agree, 1 a wrong
-    gradient, 2 bad input (no file, no class, not a Function, wrong arity).
+    This imports PATH.py, so it runs the code in that file, as `python PATH.py` would; a file
+    inside a package is imported as part of it (relative imports work). Inputs are named after
+    forward's parameters (after ctx) and typed by their annotation or default: --var dim=1
+    stays an int, [0, 2] for an integer parameter and randint(...) are long tensors,
+    [True, False] a bool mask, none is None, and a tensor for a numeric parameter (alpha=[1.5])
+    is differentiated; only floating tensors are. Without --var or a default, tensors are 8
+    values in [-3, 3] (including ±1), numbers their default. Outputs that are not floating
+    tensors or are marked non-differentiable are listed and skipped. --ref compares the
+    forward with the expression and the backward with sympy's derivative of it. Exit 0 agree,
+    1 a wrong gradient, 2 bad input (no file, no class, not a Function, wrong arity).
 
     Example:  gradcli check-function examples/swish.py:Swish --ref "x*sigmoid(x)" --order 2
     """
@@ -116,7 +122,7 @@ def check_function_command(
 
     result = check_function(
         target, var or (), ref=read_expression(ref) if ref is not None else None, order=order, seed=seed,
-        library_dirs=tuple(library or ()),
+        library_dirs=tuple(library or ()), output=output,
     )
     show(result, "json" if json else "text")
     raise typer.Exit(exit_status(result.ok))

@@ -13,10 +13,11 @@ from .contract import Line
 
 
 def function_lines(result: Any) -> list[Line]:
-    out = [Line(f"check-function {result.function}   (order {result.order})", style="bold")]
+    out = [Line(f"check-function {result.function}   (order {result.order}, seed {result.inputs.seed})", style="bold")]
     for name, value in zip(result.inputs.names, result.inputs.values):
         origin = " (default)" if name in result.inputs.defaulted else ""
-        out.append(Line(f"{name} = {words.input_value(value)}{origin}"))
+        out += [Line(line) for line in words.input_lines(name, value, origin)]
+    out += [Line(str(o)) for o in result.outputs if len(result.outputs) > 1 or not o.checked]
     if result.ref_forward is not None:
         out.append(Line(f"forward vs {result.ref}: {result.ref_forward}", style=None if result.ref_forward.ok else "red"))
     for title, checks in result.sections():

@@ -156,7 +156,7 @@ _ENCODER = json.JSONEncoder(allow_nan=False, ensure_ascii=False)
 def _dumps(value: Any) -> str:
     try:  # nearly every value is finite: let the C encoder find the rare nan or inf
         return _ENCODER.encode(value)
-    except ValueError:
+    except (ValueError, TypeError):  # TypeError: a numpy or torch value (finite_safe converts it)
         return _ENCODER.encode(finite_safe(value))
 
 

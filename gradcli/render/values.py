@@ -86,6 +86,9 @@ def source_excerpt(source: str, span: Span | None) -> str:
 def finite_safe(value: Any) -> Any:
     """`value` with every non-finite float replaced by "nan", "inf" or "-inf".
 
+    Numbers that are not Python's own (numpy's float64 and float32, a tensor, an ndarray: a
+    value from the user's code, such as a `given` input) become Python values first, so that
+    a nan among them is replaced too instead of crashing the JSON encoder.
     Recursion is bounded: the document nests a few levels plus a tensor's dimensions.
     """
     kind = type(value)
@@ -95,6 +98,13 @@ def finite_safe(value: Any) -> Any:
         return [finite_safe(item) for item in value]
     if kind is dict:
         return {key: finite_safe(item) for key, item in value.items()}
+    if kind in (str, int, bool) or value is None:
+        return value
+    if isinstance(value, float):  # numpy.float64 and other float subclasses
+        return finite_safe(float(value))
+    tolist = getattr(value, "tolist", None)  # numpy scalars and arrays, tensors
+    if callable(tolist) and type(value).__module__.partition(".")[0] in ("numpy", "torch"):
+        return finite_safe(tolist())
     return value
 
 

@@ -1,7 +1,10 @@
 """Finding the user's code: `path/to/model.py:NAME` or `package.module:NAME`, NAME dotted.
 
 Importing a file runs it, exactly as `python path/to/model.py` would import it: its folder
-goes first on sys.path so its own imports work. Anything the user's code raises becomes a
+goes first on sys.path so its own imports work. A file inside a package (a folder with
+__init__.py) is imported as part of its package, as `python -m pkg.ops` would, so that its
+relative imports work; `package.module` is looked for in the installed packages, then in the
+current folder. Anything the user's code raises becomes a
 `UserCodeError` (exit 2) showing only the user's own frames: file, line, the line's code and
 the exception; gradcli's, torch's and importlib's frames are left out.
 """
@@ -55,6 +58,9 @@ def _import_file(path: Path) -> Any:
     folder = str(path.resolve().parent)
     if folder not in sys.path:
         sys.path.insert(0, folder)
+    package = package_of(path)
+    if package is not None:
+        return _import_in_package(path, *package)
     # Named after the file, as python names an imported file, unless that name is taken.
     module_name = path.stem
     existing = sys.modules.get(module_name)
@@ -71,11 +77,51 @@ def _import_file(path: Path) -> Any:
         spec.loader.exec_module(module)
     except (Exception, SystemExit) as err:  # the user's code: report it, do not crash
         sys.modules.pop(module_name, None)
-        raise user_error(f"importing {path} raised", err) from None
+        error = user_error(f"importing {path} raised", err)
+        if isinstance(err, ImportError) and "no known parent package" in str(err):
+            error.hint = (f"{path.name} uses a relative import, but {path.parent} has no __init__.py: "
+                          "add one so that gradcli imports the file as part of its package")
+        raise error from None
     return module
 
 
+def package_of(path: Path) -> tuple[str, Path] | None:
+    """For a file inside packages (folders with __init__.py): its dotted name (`pkg.sub.ops`)
+    and the top package's folder; None for a file that is in no package."""
+    path = path.resolve()
+    parts = [] if path.stem == "__init__" else [path.stem]
+    folder, top = path.parent, None
+    while (folder / "__init__.py").is_file() and folder.name.isidentifier():
+        parts.insert(0, folder.name)
+        folder, top = folder.parent, folder
+    if top is None or not all(part.isidentifier() for part in parts):
+        return None
+    return ".".join(parts), top
+
+
+def _import_in_package(path: Path, dotted: str, top: Path) -> Any:
+    """A file inside a package is imported as part of it, as `python -m pkg.sub.ops` would:
+    its relative imports (`from .util import f`) need the package, so the top package's parent
+    folder goes first on sys.path and the file is imported under its dotted name."""
+    if str(top.parent) not in sys.path:
+        sys.path.insert(0, str(top.parent))
+    package = dotted.partition(".")[0]
+    found = getattr(sys.modules.get(package), "__file__", None)
+    if package in sys.modules and (found is None or Path(found).resolve() != top / "__init__.py"):
+        raise UsageError(
+            f"{path} is in the package '{package}', but another '{package}' is already imported"
+            + (f" from {Path(found).parent}" if found else ""),
+            hint="rename one of the two packages",
+        )
+    return _import_module(dotted)
+
+
 def _import_module(name: str) -> Any:
+    # As `python -m` (and uvicorn, flask) find modules: the current folder too. Last, so an
+    # installed package is never shadowed by a file that happens to be here.
+    here = str(Path.cwd())
+    if here not in sys.path and "" not in sys.path:
+        sys.path.append(here)
     try:
         return importlib.import_module(name)
     except ModuleNotFoundError as err:

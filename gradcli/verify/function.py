@@ -4,8 +4,10 @@
     >>> result = gradcli.check_function(MySwish, ref="x*sigmoid(x)", order=2)
     >>> result.ok, print(result)
 
-`check_function(function, var=(), *, ref=None, order=1, seed=None, library_dirs=())`
-takes the class itself or "path/to/file.py:ClassName" (importing the file runs it). It runs
+`check_function(function, var=(), *, ref=None, order=1, seed=None, library_dirs=(), given=None,
+output=None)` takes the class itself or "path/to/file.py:ClassName" (importing the file runs
+it); its inputs are typed as forward declares them (function_inputs.py) and its outputs
+sorted into checked and skipped (function_call.py). It runs
 torch's gradcheck (and gradgradcheck with order=2) and, to show a mismatch readably, builds
 both Jacobians itself (`jacobian.py`): which input, which element, expected vs got. With
 `ref`, the forward is compared with the reference expression's values and the backward
@@ -22,17 +24,18 @@ from typing import Any, Mapping, Sequence
 import torch
 
 from .. import words
-from ..errors import UsageError, UserCodeError
+from ..errors import UserCodeError
 from ..options import checked_seed
 from . import diagnose
 from .fdarbiter import ATOL, EPS, FLAT_FORWARD, LEAVES_DOMAIN, RTOL, STEP_ROUNDED, Differences, reason
 from .gradchecks import GradcheckVerdict, run_gradcheck
 from .jacobian import JACOBIAN_MAX, InputCheck, analytical, backward_of, compare_blocks, flat_output, numerical
-from .points import refuse_unusable
 from .reference import ForwardCheck, reference_checks
 from .evaluation import check_order
 from .result import FiniteDifferences, finite_difference_checks
-from .userfile import Inputs, check_class, describe_exception, load_function, make_inputs
+from .function_call import FunctionCall, OutputInfo, prepare
+from .function_inputs import Inputs
+from .userfile import run_user as _run_user
 
 
 @dataclass
@@ -52,6 +55,7 @@ class FunctionResult:
     ref_second: list[InputCheck] = field(default_factory=list)
     causes: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    outputs: list[OutputInfo] = field(default_factory=list)
 
     @property
     def checks(self) -> list[FiniteDifferences]:
@@ -79,8 +83,7 @@ class FunctionResult:
         return "PROBLEM: " + (self.causes[0] if self.causes else _first_problem(self))
 
     def as_dict(self) -> dict[str, Any]:
-        values = {n: (v.detach().tolist() if isinstance(v, torch.Tensor) else v)
-                  for n, v in zip(self.inputs.names, self.inputs.values)}
+        values = {n: words.input_json(v) for n, v in zip(self.inputs.names, self.inputs.values)}
         return {
             "function": self.function, "ok": self.ok, "order": self.order, "inputs": values,
             "defaulted": self.inputs.defaulted,
@@ -95,11 +98,16 @@ class FunctionResult:
                 "second_order": [c.as_dict() for c in self.ref_second],
             },
             "likely_causes": self.causes, "notes": self.notes, "verdict": self.verdict(),
+            "seed": self.inputs.seed, "arguments": self.inputs.as_dicts(),
+            "outputs": [o.as_dict() for o in self.outputs],
         }
 
     def __str__(self) -> str:
-        lines = [f"check-function {self.function} (order {self.order}): {'ok' if self.ok else 'PROBLEM'}"]
-        lines += [f"  {name} = {words.input_value(value)}" for name, value in zip(self.inputs.names, self.inputs.values)]
+        lines = [f"check-function {self.function} (order {self.order}, seed {self.inputs.seed}): "
+                 f"{'ok' if self.ok else 'PROBLEM'}"]
+        lines += [f"  {line}" for name, value in zip(self.inputs.names, self.inputs.values)
+                  for line in words.input_lines(name, value)]
+        lines += [f"  {o}" for o in self.outputs if len(self.outputs) > 1 or not o.checked]
         if self.ref_forward is not None:
             lines.append(f"  forward vs {self.ref}: {self.ref_forward}")
         for title, checks in self.sections():
@@ -135,31 +143,28 @@ def check_function(
     order: int = 1,
     seed: int | None = None,
     library_dirs: Sequence[Any] = (),
+    given: Mapping[str, object] | None = None,
+    output: int | None = None,
 ) -> FunctionResult:
-    """Check a torch.autograd.Function (a class, or "PATH.py:NAME"); see the module docstring."""
+    """Check a torch.autograd.Function (a class, or "PATH.py:NAME"); see the module docstring.
+
+    `given` holds actual argument values by name (tensors, numbers, None), used instead of
+    --var and defaults: floating tensors are detached, made float64 and differentiated.
+    `output` checks only forward's output number `output` (`--output N`)."""
     check_order(order)
-    if isinstance(function, str):
-        cls, label = load_function(function), function
-    else:
-        cls = check_class(function, getattr(function, "__name__", repr(function)))
-        label = cls.__name__
-    options = [f"{k}={v}" for k, v in var.items()] if isinstance(var, Mapping) else list(var)
-    refuse_unusable(options, torch.float64)
     seed = 0 if seed is None else checked_seed(seed)
-    inputs = make_inputs(cls, options, seed)
-    tensors = {n: t.detach().to(torch.float64) for n, t in inputs.tensors().items()}
-    if not tensors:
-        raise UsageError(f"{label}: forward has no tensor inputs to differentiate")
+    call = prepare(function, var, seed=seed, given=given, output=output)
+    try:
+        return _check(call, ref=ref, order=order, seed=seed, library_dirs=library_dirs)
+    except UserCodeError as err:
+        raise call.explain(err) from None
 
-    def fn(values: dict[str, torch.Tensor]) -> Any:
-        args = [values[n] if t else v for n, v, t in zip(inputs.names, inputs.values, inputs.tensor)]
-        return cls.apply(*args)  # type: ignore[attr-defined]
 
+def _check(call: FunctionCall, *, ref: str | None, order: int, seed: int, library_dirs: Sequence[Any]) -> FunctionResult:
+    cls, label, inputs, tensors, fn = call.cls, call.label, call.inputs, call.tensors, call.fn
     out = _run_user(lambda: fn({n: t.clone().requires_grad_(True) for n, t in tensors.items()}), "forward", cls)
     outs = out if isinstance(out, (tuple, list)) else (out,)
-    if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
-        raise UserCodeError(f"{label}: forward returned {type(out).__name__}, not a tensor (or tuple of tensors)")
-    result = FunctionResult(label, order, inputs, GradcheckVerdict(None))
+    result = FunctionResult(label, order, inputs, GradcheckVerdict(None), outputs=call.outputs, notes=call.notes())
     leaves = {n: t.clone().requires_grad_(True) for n, t in tensors.items()}
     saved = diagnose.saved_intermediates(_run_user(lambda: fn(leaves), "forward", cls), leaves)
     size = sum(t.numel() for t in tensors.values())
@@ -273,20 +278,3 @@ def _analytical_second(gradient: Any, tensors: dict[str, torch.Tensor]) -> dict[
         # analytic second derivative is then what autograd can give, nothing.
         probe = gradient(tensors)
         return {n: torch.zeros(probe.numel(), t.numel(), dtype=torch.float64) for n, t in tensors.items()}
-
-
-def _run_user(call: Any, what: str, cls: type) -> Any:
-    """Run the user's forward/backward; their exceptions become UserCodeError (exit 2)."""
-    try:
-        return call()
-    except UserCodeError:
-        raise
-    except (Exception, SystemExit) as err:  # sys.exit() in a backward is the user's code too
-        import inspect
-        from pathlib import Path
-
-        try:
-            path = Path(inspect.getfile(cls))
-        except TypeError:
-            path = None
-        raise UserCodeError(f"{cls.__name__}.{what} raised {describe_exception(err, path)}") from None

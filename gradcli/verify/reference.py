@@ -21,7 +21,7 @@ from ..errors import UsageError
 from ..pipeline import load
 from .jacobian import InputCheck, compare_blocks
 from .symbolic import SYMBOLIC_BUDGET, SymbolicTimeout, evaluate, tame, within
-from .userfile import Inputs
+from .function_inputs import Inputs
 
 #: Most Jacobian entries (outputs x input elements) derived symbolically.
 REF_MAX_ENTRIES = 4096

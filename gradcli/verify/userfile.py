@@ -1,25 +1,22 @@
-"""Loading a user's torch.autograd.Function and making its inputs.
+"""Loading a user's torch.autograd.Function and running its code.
 
 `check-function PATH.py:NAME` imports PATH.py, which runs the code in it exactly as
 `python PATH.py` would (module-level code included): that is the point, and the help says
-so. Anything the file raises becomes a UserCodeError (exit 2) naming the file and line, not
-a traceback. Inputs are named after forward's parameters (after ctx, unless the Function
-uses setup_context); parameters with a numeric default (`beta=1.0`) are passed as Python
-numbers, the others as float64 tensors.
+so. Anything the file (or its forward and backward, `run_user`) raises becomes a
+UserCodeError (exit 2) naming the file and line, not a traceback. The inputs are made in
+function_inputs.py.
 """
 
 from __future__ import annotations
 
 import inspect
 import traceback
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
 from ..errors import UsageError, UserCodeError
-from ..build.variables import make_tensor, parse_var
 
 #: Default tensor input: 8 values in [-3, 3], both signs, +-1 included, 0 avoided (a kink
 #: of relu-like functions, where finite differences mislead).
@@ -62,77 +59,16 @@ def describe_exception(err: BaseException, path: Path | None = None) -> str:
     return f"{type(err).__name__}: {err}{where}"
 
 
-@dataclass
-class Inputs:
-    """forward's arguments in order: names, values (tensors or numbers), which are tensors."""
+def run_user(call: Any, what: str, cls: type) -> Any:
+    """Run the user's forward/backward; their exceptions become UserCodeError (exit 2)."""
+    try:
+        return call()
+    except UserCodeError:
+        raise
+    except (Exception, SystemExit) as err:  # sys.exit() in a backward is the user's code too
+        try:
+            path = Path(inspect.getfile(cls))
+        except TypeError:
+            path = None
+        raise UserCodeError(f"{cls.__name__}.{what} raised {describe_exception(err, path)}") from None
 
-    names: list[str]
-    values: list[Any]
-    tensor: list[bool]
-    defaulted: list[str]
-
-    def tensors(self) -> dict[str, torch.Tensor]:
-        return {n: v for n, v, t in zip(self.names, self.values, self.tensor) if t}
-
-    def numbers(self) -> dict[str, Any]:
-        return {n: v for n, v, t in zip(self.names, self.values, self.tensor) if not t}
-
-
-def forward_parameters(cls: type) -> list[inspect.Parameter]:
-    """forward's parameters after ctx (none to skip with setup_context)."""
-    params = list(inspect.signature(cls.forward).parameters.values())  # type: ignore[attr-defined]
-    uses_setup = getattr(cls, "setup_context") is not getattr(torch.autograd.Function, "setup_context")
-    if not uses_setup:
-        if not params:
-            raise UsageError(f"{cls.__name__}.forward takes no ctx argument", hint="forward(ctx, x, ...)")
-        params = params[1:]
-    for p in params:
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            raise UsageError(
-                f"{cls.__name__}.forward takes *{p.name}: gradcli needs named inputs",
-                hint="write forward(ctx, x, y) with one parameter per input",
-            )
-    if not params:
-        raise UsageError(f"{cls.__name__}.forward takes no inputs")
-    return params
-
-
-def make_inputs(cls: type, options: Sequence[str], seed: int) -> Inputs:
-    """Values for forward's parameters from --var options, else the defaults."""
-    params = forward_parameters(cls)
-    specs = {}
-    for option in options:
-        spec = parse_var(option)
-        specs[spec.name] = spec
-    names = [p.name for p in params]
-    unknown = [n for n in specs if n not in names]
-    if unknown:
-        raise UsageError(f"--var {unknown[0]}: {cls.__name__}.forward has no input '{unknown[0]}'",
-                         hint="its inputs are: " + ", ".join(names))
-    generator = torch.Generator().manual_seed(seed)
-    values, tensor, defaulted = [], [], []
-    for k, p in enumerate(params):
-        number = isinstance(p.default, (int, float)) and not isinstance(p.default, bool)
-        spec = specs.get(p.name)
-        if number:
-            if spec is not None and spec.kind != "number":
-                raise UsageError(f"--var {p.name}: '{p.name}' has a numeric default, so it takes a number")
-            values.append(spec.args[0] if spec is not None else p.default)
-            tensor.append(False)
-        elif spec is not None:
-            if spec.integer:
-                raise UsageError(f"--var {p.name}: check-function differentiates every tensor input, and "
-                                 f"{spec.text} gives integers (randint), data without a gradient",
-                                 hint="give float values, e.g. uniform(0, 5, 4)")
-            values.append(make_tensor(spec, dtype=torch.float64, device="cpu", generator=generator))
-            tensor.append(True)
-        elif p.default is not inspect.Parameter.empty:
-            values.append(p.default)
-            tensor.append(False)
-        else:
-            # Distinct values per input, so that swapped gradients show.
-            base = torch.tensor(DEFAULT_INPUT, dtype=torch.float64).roll(3 * k) * (1 + 0.2 * k)
-            values.append(base.requires_grad_(True))
-            tensor.append(True)
-            defaulted.append(p.name)
-    return Inputs(names, values, tensor, defaulted)

@@ -1,0 +1,137 @@
+"""check-function's outputs and in-place Functions (issue 16, points 3 and 4): every
+differentiable floating output is checked, the others skipped and listed, `--output N` picks
+one; the verdict agrees with torch.autograd.gradcheck run on the same Function by hand."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from gradcli.errors import UsageError
+from gradcli.verify.function import check_function
+
+TYPED = Path(__file__).parent / "fixtures" / "typed_functions.py"
+X = [[1.0, 2.0, 0.5], [0.1, -1.0, 0.3]]
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("typed_functions_for_outputs", TYPED)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+FIXTURES = _module()
+
+
+def torch_gradcheck(fn, x) -> bool:
+    """What a user gets from torch's own gradcheck, written by hand as its docs say."""
+    leaf = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    return torch.autograd.gradcheck(fn, (leaf,), raise_exception=False)
+
+
+@pytest.mark.parametrize("name, ok", [("SoftmaxArgmax", True), ("SoftmaxArgmaxWrong", False)])
+def test_non_differentiable_integer_and_non_tensor_outputs_are_skipped(name, ok):
+    result = check_function(getattr(FIXTURES, name), [f"x={X}"])
+    assert result.ok is ok, str(result)
+    assert [(o.index, o.type, o.shape, o.status) for o in result.outputs] == [
+        (0, "float64 tensor", [2, 3], "checked"),
+        (1, "int64 tensor", [2], "integer"),
+        (2, "int", None, "not a tensor"),
+        (3, "float64 tensor", [2], "non-differentiable"),  # ctx.mark_non_differentiable
+    ]
+    # torch's gradcheck cannot take the int output; on the tensor outputs it skips the
+    # non-differentiable ones, and its verdict is gradcheck's here.
+    function = getattr(FIXTURES, name)
+    assert torch_gradcheck(lambda x: tuple(o for o in function.apply(x) if isinstance(o, torch.Tensor)), X) is ok
+    assert result.gradcheck.ok is ok
+    # Only output 0's 6 elements are in the Jacobian: 6 outputs x 6 inputs.
+    assert tuple(result.first[0].got.shape) == (6, 6)
+
+
+@pytest.mark.parametrize("name, ok", [("TanhWithStats", True), ("TanhWithStatsSquareWrong", False)])
+def test_every_differentiable_output_is_checked_and_an_ndarray_skipped(name, ok):
+    function = getattr(FIXTURES, name)
+    result = check_function(function, ["x=[0.5, -1.0, 2.0]"])
+    assert result.ok is ok
+    assert [o.status for o in result.outputs] == ["checked", "checked", "not a tensor"]
+    assert result.outputs[2].type == "ndarray"
+    assert torch_gradcheck(lambda x: function.apply(x)[:2], [0.5, -1.0, 2.0]) is ok
+    assert tuple(result.first[0].got.shape) == (6, 3)  # both outputs, 3 elements each
+    if not ok:  # the tanh output is right, the x*x one wrong: every mismatch is in outputs 3 to 5
+        assert {m.output for m in result.first[0].mismatches} == {"out[3]", "out[4]", "out[5]"}
+
+
+def test_output_picks_one():
+    wrong = FIXTURES.TanhWithStatsSquareWrong
+    first = check_function(wrong, ["x=[0.5, -1.0, 2.0]"], output=0)
+    assert first.ok  # the tanh output alone is right
+    assert [o.status for o in first.outputs] == ["checked", "not chosen", "not a tensor"]
+    second = check_function(wrong, ["x=[0.5, -1.0, 2.0]"], output=1)
+    assert not second.ok
+    assert any("0.5 times the true one" in c for c in second.causes), second.causes
+    assert check_function(wrong, ["x=[0.5, -1.0, 2.0]"], output=-2).ok is False  # counted from the end
+
+
+@pytest.mark.parametrize("output, message", [
+    (5, "--output 5: forward returns 4 outputs"),
+    (1, "--output 1: output 1: int64 tensor of shape 2, skipped: integer and bool tensors have no gradient"),
+    (3, "--output 3: output 3: float64 tensor of shape 2, skipped: ctx.mark_non_differentiable"),
+])
+def test_output_that_cannot_be_checked_is_refused(output, message):
+    with pytest.raises(UsageError) as info:
+        check_function(FIXTURES.SoftmaxArgmax, [f"x={X}"], output=output)
+    assert message in info.value.render()
+
+
+def test_outputs_in_text_and_json(cli):
+    target = f"{TYPED}:SoftmaxArgmax"
+    text = cli("check-function", target, "--var", f"x={X}")
+    assert text.exit_code == 0, text.stderr
+    assert "output 2: int, skipped: not a tensor" in text.stdout
+    assert "output 3: float64 tensor of shape 2, skipped: ctx.mark_non_differentiable" in text.stdout
+    document = json.loads(cli("check-function", target, "--var", f"x={X}", "--json").stdout)
+    assert [o["checked"] for o in document["outputs"]] == [True, False, False, False]
+    assert document["outputs"][3] == {"index": 3, "type": "float64 tensor", "shape": [2], "checked": False,
+                                      "status": "non-differentiable"}
+    picked = cli("check-function", f"{TYPED}:TanhWithStatsSquareWrong", "--output", "1")
+    assert picked.exit_code == 1 and "output 0: float64 tensor of shape 8, skipped: --output picks another" in picked.stdout
+    assert cli("check-function", target, "--output", "7").exit_code == 2
+
+
+def test_a_forward_without_a_differentiable_output_is_refused():
+    class OnlyIndex(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.argmax(), 3
+
+        @staticmethod
+        def backward(ctx, grad, other):
+            return None
+
+    from gradcli.errors import UserCodeError
+
+    with pytest.raises(UserCodeError, match="forward returned no differentiable floating tensor"):
+        check_function(OnlyIndex)
+
+
+@pytest.mark.parametrize("name, ok", [("SigmoidInplace", True), ("SigmoidInplaceWrong", False)])
+def test_an_in_place_function_runs_on_a_clone_and_is_verdicted(name, ok):
+    function = getattr(FIXTURES, name)
+    result = check_function(function, ["x=[0.5, -1.0, 2.0]"])
+    assert result.ok is ok, str(result)
+    assert any("forward modifies x in place (ctx.mark_dirty)" in n for n in result.notes)
+    assert result.inputs.values[0].tolist() == [0.5, -1.0, 2.0]  # the leaf itself was never modified
+    assert torch_gradcheck(lambda x: function.apply(x.clone()), [0.5, -1.0, 2.0]) is ok  # as users do by hand
+    expected = torch.sigmoid(torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64))
+    expected = expected * (1 - expected)  # the true derivative, on the diagonal
+    assert torch.allclose(result.first[0].expected.diagonal(), expected, atol=1e-8)
+
+
+def test_an_in_place_function_passes_at_second_order():
+    result = check_function(FIXTURES.SigmoidInplace, ["x=[0.5, -1.0, 2.0]"], order=2)
+    assert result.ok, str(result)
