@@ -147,3 +147,14 @@ def test_the_report_says_both_agree() -> None:
     (cause,) = result.causes
     assert "sympy (zoo) and mpmath at 50 digits (a division by zero) agree" in cause.summary
     assert cause.examples[0]["sympy"] == "zoo"
+
+
+def test_an_unanswered_witness_never_confirms_undefined():
+    """sympy timing out (or refusing the form) is no testimony: it must not agree with
+    mpmath's "undefined" and turn a point into "truly undefined, not a bug"."""
+    from gradcli.verify.undefined import Verdict, Witness
+
+    for other in ("undefined", "infinite", "unsettled"):
+        verdict = Verdict(Witness("unsettled", "not settled within 2 s"), Witness(other, "nan"), None)
+        assert verdict.truly_undefined is False
+    assert Verdict(Witness("undefined", "zoo"), Witness("infinite", "+inf"), None).truly_undefined is True

@@ -24,7 +24,9 @@ from typing import Any, Literal, Sequence
 
 from .arbitrate import DIGITS
 
-State = Literal["undefined", "infinite", "beyond_range", "finite"]
+#: "unsettled": the witness gave no answer (sympy timed out or refused the form); it never
+#: agrees with anything, so an unanswered question never confirms "truly undefined".
+State = Literal["undefined", "infinite", "beyond_range", "finite", "unsettled"]
 #: Seconds sympy gets for one point (substitution, then limits).
 SYMPY_BUDGET = 2.0
 
@@ -53,7 +55,7 @@ class Verdict:
     def agree(self) -> bool:
         if self.sympy.not_finite and self.mpmath.not_finite:
             return True
-        return self.sympy.state == self.mpmath.state
+        return self.sympy.state == self.mpmath.state != "unsettled"
 
     @property
     def truly_undefined(self) -> bool:
@@ -119,9 +121,9 @@ def _sympy(function: Any, derivative: Any, symbols: Sequence[Any], args: Sequenc
     try:
         return within(SYMPY_BUDGET, work)
     except SymbolicTimeout:
-        return Witness("undefined", f"not settled within {SYMPY_BUDGET:g} s")
-    except (TypeError, ValueError, NotImplementedError) as err:  # sympy refuses a form: no witness
-        return Witness("undefined", f"sympy could not evaluate it ({type(err).__name__})")
+        return Witness("unsettled", f"not settled within {SYMPY_BUDGET:g} s")
+    except (TypeError, ValueError, NotImplementedError) as err:  # sympy refuses the form
+        return Witness("unsettled", f"sympy could not evaluate it ({type(err).__name__})")
 
 
 def _mpmath(function: Any, derivative: Any, symbols: Sequence[Any], args: Sequence[float], largest: float) -> Witness:
