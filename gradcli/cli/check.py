@@ -104,10 +104,13 @@ def check_function_command(
     with any mismatch shown as input, element, expected vs got, and a likely cause.
 
     This imports PATH.py, so it runs the code in that file, as `python PATH.py` would.
-    Inputs are named after forward's parameters (after ctx); tensors default to 8 values in
-    [-3, 3] (including 0 and ±1), numbers to their default. --ref compares the forward with
-    the expression and the backward with sympy's derivative of it. Exit 0 agree, 1 a wrong
-    gradient, 2 bad input (no file, no class, not a Function, wrong arity).
+    Inputs are named after forward's parameters (after ctx); tensors default to 14 values in
+    [-6, 4] (0, ±1, ±3 and beyond them), numbers to their default. --ref compares the forward
+    with the expression and the backward with sympy's derivative of it. Entries at a kink
+    (hard-swish at ±3) are reported apart, not compared; second order differentiates
+    sum(w*out) with seeded random weights w. Exit 0 agree, 1 a wrong gradient or nothing
+    tested (every first derivative compared is 0), 2 bad input (no file, no class, not a
+    Function, wrong arity).
 
     Example:  gradcli check-function examples/swish.py:Swish --ref "x*sigmoid(x)" --order 2
     """
