@@ -287,3 +287,11 @@ def test_one_side_needs_every_element_of_the_side_wrong():
     negatives = [v for v in DEFAULT_INPUT if v <= 0]
     assert result.first[0].count == len(negatives)  # 0 too: backward gives 0.01 there, neither side's slope
     assert "wrong only where x <= 0 (right where x > 0)" in result.causes[0]
+
+
+def test_a_backward_returning_none_is_named_not_called_untested():
+    result = run("ExpNoGradient", var=["x=[0.5, -1.0]"])
+    assert not result.ok and not result.first[0].tested_nothing  # exp' is not 0: a wrong backward, not a non-test
+    assert result.causes == ["backward returns zeros (or None) for x"]
+    assert torch.allclose(result.first[0].expected, torch.diag(torch.exp(torch.tensor([0.5, -1.0], dtype=torch.float64))),
+                          atol=1e-6)
