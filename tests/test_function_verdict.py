@@ -295,3 +295,12 @@ def test_a_backward_returning_none_is_named_not_called_untested():
     assert result.causes == ["backward returns zeros (or None) for x"]
     assert torch.allclose(result.first[0].expected, torch.diag(torch.exp(torch.tensor([0.5, -1.0], dtype=torch.float64))),
                           atol=1e-6)
+
+
+def test_past_the_reference_limit_kinks_come_from_one_sided_differences():
+    # 84 points (-6 to 4.375 by 1/8, exactly -3 and 3 among them): 7,056 Jacobian entries, past
+    # the 4,096 the reference's derivative is taken for, so one-sided differences find the kinks.
+    result = run("HardSwishOneSided", var=["x=arange(-6, 4.5, 0.125)"], ref="hardswish(x)")
+    assert result.ok, str(result)
+    assert result.ref_first == [] and result.first[0].kinks == 2
+    assert [m.at for m in result.first[0].kinks_shown] == [-3.0, 3.0]

@@ -123,26 +123,31 @@ def reference_kinks(
 
 
 def reference_kink_masks(
-    ref: str, inputs: Any, library_dirs: Sequence[Any], weights: torch.Tensor | None, order: int,
-) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], list[str]]:
-    """`reference_kinks` of the expression `ref` at `inputs`, within the symbolic budget;
-    (masks, masks, notes). A reference that cannot be used is left to reference.py, which
-    says why; one whose kinks take too long gives no masks and a note."""
+    ref: str, inputs: Any, library_dirs: Sequence[Any], weights: torch.Tensor | None, order: int, outputs: int,
+) -> tuple[dict[str, torch.Tensor] | None, dict[str, torch.Tensor], list[str]]:
+    """`reference_kinks` of the expression `ref` at `inputs`, within the symbolic budget:
+    (first, second, notes), first None when they were not looked for (the caller then falls
+    back on one-sided differences). A reference that cannot be used is left to reference.py,
+    which says why; past REF_MAX_ENTRIES Jacobian entries (`outputs` x input elements), as
+    there, sympy is not asked."""
     from ..errors import GradcliError
     from ..pipeline import load
+    from .reference import REF_MAX_ENTRIES
     from .symbolic import SYMBOLIC_BUDGET, SymbolicTimeout, Unsupported, within
 
     tensors = {n: t.detach().to(torch.float64) for n, t in inputs.tensors().items()}
     numbers = {n: float(v) for n, v in inputs.numbers().items() if isinstance(v, (int, float))}
+    if outputs * sum(t.numel() for t in tensors.values()) > REF_MAX_ENTRIES:
+        return None, {}, []
     try:
         program, library = load(ref, library_dirs)
         if any(v not in tensors and v not in numbers for v in program.variables):
-            return {}, {}, []
+            return None, {}, []
         first, second = within(SYMBOLIC_BUDGET, reference_kinks, program, library, tensors, numbers, weights, order)
     except GradcliError:
-        return {}, {}, []
+        return None, {}, []
     except (SymbolicTimeout, Unsupported) as err:
-        return {}, {}, [f"the reference's kinks were not looked for ({err}): every entry is compared"]
+        return None, {}, [f"the reference's kinks were not looked for ({err}): one-sided differences decide instead"]
     return first, second, []
 
 
