@@ -306,3 +306,19 @@ def test_past_the_reference_limit_kinks_come_from_one_sided_differences():
     assert result.ok, str(result)
     assert result.ref_first == [] and result.first[0].kinks == 2
     assert [m.at for m in result.first[0].kinks_shown] == [-3.0, 3.0]
+
+
+def test_a_smooth_reference_has_no_kinks_and_costs_no_entry_walk():
+    from gradcli.pipeline import load
+    from gradcli.verify.kinks import reference_kinks
+
+    x = torch.tensor(DEFAULT_INPUT, dtype=torch.float64)
+    weights = output_weights(14, 0)
+    program, library = load("softmax(x, dim=0)")
+    first, second = reference_kinks(program, library, {"x": x}, {}, weights, 2)
+    assert first["x"].shape == (14, 14) and second["x"].shape == (14, 14)
+    assert not first["x"].any() and not second["x"].any()
+    program, library = load("abs(x)**3")  # abs at 0 is a kink, as check marks it (regions.py), at both orders
+    first, second = reference_kinks(program, library, {"x": x}, {}, weights, 2)
+    zero = DEFAULT_INPUT.index(0.0)
+    assert first["x"].nonzero().tolist() == [[zero, zero]] == second["x"].nonzero().tolist()

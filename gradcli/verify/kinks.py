@@ -100,13 +100,20 @@ def reference_kinks(
     out = [sympy.sympify(v) for v in np.asarray(to_sympy(program, {**arrays, **numbers}, library=library),
                                                 dtype=object).reshape(-1)]
 
+    # Only these make kinks (regions.py); a function without them has none, nor its derivatives.
+    branching = (sympy.Piecewise, sympy.Abs, sympy.sign, sympy.Heaviside, sympy.Max, sympy.Min)
+    if not any(y.has(*branching) for y in out):
+        return ({name: torch.zeros(len(out), len(syms), dtype=torch.bool) for name, syms in symbols.items()},
+                {name: torch.zeros(len(env), len(syms), dtype=torch.bool) for name, syms in symbols.items()}
+                if order == 2 else {})
+
     def masks(rows: Sequence[Any]) -> dict[str, torch.Tensor]:
         found = {}
         for name, syms in symbols.items():
             mask = torch.zeros(len(rows), len(syms), dtype=torch.bool)
             for i, row in enumerate(rows):
                 for j, s in enumerate(syms):
-                    if s not in row.free_symbols:
+                    if s not in row.free_symbols or not row.has(*branching):
                         continue
                     _, kink, near = regions(None, [row, sympy.diff(row, s)], env, 1, {s})
                     mask[i, j] = bool(kink.any() or near.any())
