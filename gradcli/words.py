@@ -129,6 +129,12 @@ def kinks_apart(count: int) -> str:
     return f"at a kink: {count:,} entr{'ies' if count != 1 else 'y'}, not compared"
 
 
+def outside_kink(k: Any) -> str:
+    """A first derivative at a kink that is neither one-sided derivative nor between them."""
+    return (f"{k.element} (= {k.at:.6g}) -> {k.output} is at a kink, with one-sided derivatives {k.left:.6g} "
+            f"(left) and {k.right:.6g} (right): backward gives {k.got:.6g}, outside both")
+
+
 def kink_entry(m: Any) -> str:
     """An entry at a kink: where, and both values, neither judged."""
     return f"at a kink: {m.element} (= {m.at:.6g}) -> {m.output}: got {m.got:.6g}, not compared with {m.expected:.6g}"

@@ -106,7 +106,8 @@ def test_a_value_outside_both_sides_at_a_kink_is_wrong():
     (m,) = first.mismatches
     assert (m.element, m.got) == ("x[11]", 3.0)
     assert result.causes == []  # one wrong point is no "branch for x > 0"
-    assert "x[11] (= 3) -> out[11]: expected 1.25, got 3" in result.verdict()
+    assert result.verdict() == ("PROBLEM: x[11] (= 3) -> out[11] is at a kink, with one-sided derivatives 1.5 (left) "
+                                "and 1 (right): backward gives 3, outside both")
 
 
 def test_one_sided_differences_do_not_take_curvature_for_a_kink():

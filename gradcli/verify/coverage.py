@@ -15,7 +15,10 @@ with any backward that returns zeros: its "ok" shows nothing. Such blocks are li
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
+
+#: What a block was compared against.
+Against = Literal["finite differences", "reference"]
 
 
 @dataclass(frozen=True)
@@ -24,7 +27,7 @@ class Untested:
 
     input: str
     order: int
-    against: str  # "finite differences" or "reference"
+    against: Against
 
     def as_dict(self) -> dict[str, Any]:
         return {"input": self.input, "order": self.order, "against": self.against}

@@ -29,7 +29,7 @@ from .fdarbiter import EPS, FLAT_FORWARD, LEAVES_DOMAIN, STEP_ROUNDED, Differenc
 from .gradchecks import GradcheckVerdict, run_gradcheck
 from .jacobian import (JACOBIAN_MAX, InputCheck, analytical, backward_of, compare_blocks, flat_output, numerical,
                        output_weights)
-from .kinks import one_sided_kinks, reference_kink_masks, settle_at_kinks
+from .kinks import OutsideKink, one_sided_kinks, reference_kink_masks, settle_at_kinks
 from .second_order import explain_second_order
 from .points import refuse_unusable
 from .reference import ForwardCheck, reference_checks
@@ -203,9 +203,13 @@ def check_function(
     result.gradcheck = _run_user(lambda: run_gradcheck(positional, list(tensors.values()), seed=seed), "backward", cls)
     if small:
         got, expected = _run_user(lambda: analytical(fn, tensors), "backward", cls), numerical(fn, tensors)
+        outside: list[OutsideKink] = []
         if not by_reference:
-            kinks_first = _run_user(lambda: one_sided_kinks(fn, tensors, got, expected), "forward", cls)
+            kinks_first = _run_user(lambda: one_sided_kinks(fn, tensors, got, expected, outside), "forward", cls)
         result.first = compare_blocks(got, expected, tensors, "out", kinks_first)
+        # What was seen at a kink heads the verdict only when it is all that is wrong.
+        alone = len(outside) == sum(c.count for c in result.first)
+        (result.seen if alone else result.notes).extend(words.outside_kink(k) for k in outside)
         result.causes += diagnose.first_order_causes(result.first, tensors)
         result.gradcheck = settle_at_kinks(result.gradcheck, result.first)
         result.notes += [f"gradcheck: {result.gradcheck.message}"] if result.gradcheck.unreliable_points else []

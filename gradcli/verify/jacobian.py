@@ -172,7 +172,7 @@ def compare_blocks(
         flat_values = values[name].detach().reshape(-1)
 
         def entry(i: int, j: int) -> Mismatch:
-            return Mismatch(name, _label(name, values[name].shape, j), _label(output, None, i),
+            return Mismatch(name, element_label(name, values[name].shape, j), element_label(output, None, i),
                             flat_values[j].item(), e[i, j].item(), g[i, j].item())
 
         check.mismatches = [entry(i, j) for i, j in bad.nonzero().tolist()[:SHOWN]]
@@ -182,7 +182,8 @@ def compare_blocks(
     return checks
 
 
-def _label(name: str, shape: Any, index: int) -> str:
+def element_label(name: str, shape: Any, index: int) -> str:
+    """'x[1, 2]' for flat index 5 of a (2, 3) tensor; 'x' for a scalar; 'out[5]' without a shape."""
     if shape is not None and len(shape) == 0:
         return name
     if shape is None or len(shape) <= 1:

@@ -18,12 +18,13 @@ there is:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
 
-from .jacobian import ATOL, RTOL, disagree, flat_output
+from .jacobian import ATOL, RTOL, disagree, element_label, flat_output
 
 #: The steps of the one-sided differences: their gap at a kink stays, a curvature's shrinks.
 STEP, COARSE_STEP = 1e-6, 1e-5
@@ -33,11 +34,25 @@ KEEPS = 0.5
 Fn = Callable[[dict[str, torch.Tensor]], torch.Tensor]
 
 
+@dataclass(frozen=True)
+class OutsideKink:
+    """An entry at a kink where backward gave a value outside both one-sided derivatives."""
+
+    element: str  # "x[11]"
+    output: str  # "out[11]"
+    at: float  # the input element's value
+    left: float
+    right: float
+    got: float
+
+
 def one_sided_kinks(
-    fn: Fn, tensors: dict[str, torch.Tensor], got: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]
+    fn: Fn, tensors: dict[str, torch.Tensor], got: dict[str, torch.Tensor], expected: dict[str, torch.Tensor],
+    outside: list[OutsideKink] | None = None,
 ) -> dict[str, torch.Tensor]:
     """Per input, a mask over its Jacobian block: the disagreeing entries where one-sided
-    differences of `fn` show a kink and `got` equals one side or lies between them."""
+    differences of `fn` show a kink and `got` equals one side or lies between them. Entries
+    at a kink with `got` outside both sides stay wrong, and are added to `outside`."""
     masks = {}
     for name, g in got.items():
         mask = torch.zeros_like(g, dtype=torch.bool)
@@ -49,8 +64,14 @@ def one_sided_kinks(
             gap = (right - left).abs()[rows]
             tol = ATOL + RTOL * torch.maximum(left.abs(), right.abs())[rows]
             value = g[rows, j]
-            kink = (gap > tol) & (gap >= KEEPS * coarse_gap[rows]) & (value >= lo - tol) & (value <= hi + tol)
-            mask[rows[kink], j] = True
+            at_kink = (gap > tol) & (gap >= KEEPS * coarse_gap[rows])
+            between = (value >= lo - tol) & (value <= hi + tol)
+            mask[rows[at_kink & between], j] = True
+            if outside is not None:
+                element = element_label(name, tensors[name].shape, j)
+                at = tensors[name].reshape(-1)[j].item()
+                outside += [OutsideKink(element, element_label("out", None, i), at, left[i].item(), right[i].item(),
+                                        g[i, j].item()) for i in rows[at_kink & ~between].tolist()]
         masks[name] = mask
     return masks
 
