@@ -323,3 +323,19 @@ def test_a_smooth_reference_has_no_kinks_and_costs_no_entry_walk():
     first, second = reference_kinks(program, library, {"x": x}, {}, weights, 2)
     zero = DEFAULT_INPUT.index(0.0)
     assert first["x"].nonzero().tolist() == [[zero, zero]] == second["x"].nonzero().tolist()
+
+
+def test_only_a_jacobian_mismatch_is_put_down_to_kinks():
+    from gradcli.verify.gradchecks import GradcheckVerdict
+    from gradcli.verify.kinks import AT_KINK, settle_at_kinks
+
+    block = InputCheck("x", torch.eye(2, dtype=torch.float64), torch.eye(2, dtype=torch.float64),
+                       apart=torch.tensor([[True, False], [False, False]]))
+    failed = GradcheckVerdict(False, False, "Jacobian mismatch for output 0 with respect to input 0", 2)
+    settled = settle_at_kinks(failed, [block])
+    assert (settled.ok, settled.unreliable_points, settled.unreliable_reasons) == (True, 1, {AT_KINK: 1})
+    other = GradcheckVerdict(False, False, "Backward is not reentrant, i.e., running backward with same input", 2)
+    assert settle_at_kinks(other, [block]) is other
+    wrong = InputCheck("x", torch.eye(2, dtype=torch.float64), torch.zeros(2, 2, dtype=torch.float64), count=2,
+                       apart=block.apart)
+    assert settle_at_kinks(failed, [wrong]) is failed  # wrong entries besides the kink: gradcheck stands
