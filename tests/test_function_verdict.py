@@ -75,6 +75,7 @@ def test_hard_swish_taking_one_sided_derivatives_at_its_kinks_passes():
 def test_hard_swish_kinks_from_the_reference_at_both_orders():
     result = run("HardSwishOneSided", ref="hardswish(x)", order=2)
     assert result.ok, str(result)
+    assert "second derivatives are those of sum(w * out), w drawn from [0.5, 1.5) with seed 0" in result.notes
     for checks in (result.first, result.second, result.ref_first, result.ref_second):
         (check,) = checks
         assert check.kinks == 2 and check.count == 0
@@ -196,6 +197,8 @@ def test_second_order_of_a_normaliser_uses_random_output_weights():
     assert result.ok, str(result)
     (second,) = result.second
     assert not second.tested_nothing  # the gradient of sum(softmax) is 0 everywhere; of sum(w * softmax) not
+    assert ("sum(out) is constant at these inputs (its gradient is 0, as for a normalising output), so second "
+            "derivatives are those of sum(w * out), w drawn from [0.5, 1.5) with seed 3") in result.notes
     w = output_weights(3, 3)
     assert result.output_weights == w.tolist()
     assert all(0.5 <= v < 1.5 for v in result.output_weights) and len(set(result.output_weights)) == 3

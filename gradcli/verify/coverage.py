@@ -63,3 +63,10 @@ def not_tested_verdict(result: Any) -> str:
     entries = sum(c.got.numel() - c.kinks for c in result.first)
     return (f"NOT TESTED: every first derivative compared is 0 at these inputs ({entries:,} entries), so a "
             "backward returning zeros would pass too: give --var inputs where the output moves")
+
+
+def weights_note(constant_sum: bool, seed: int) -> str:
+    """What the second order differentiated, and whether sum(out) would have tested nothing."""
+    why = ("sum(out) is constant at these inputs (its gradient is 0, as for a normalising output), so "
+           if constant_sum else "")
+    return f"{why}second derivatives are those of sum(w * out), w drawn from [0.5, 1.5) with seed {seed}"
