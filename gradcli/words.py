@@ -115,10 +115,29 @@ def gradcheck_problem(label: str, verdict: Any) -> str:
 
 
 def input_check_line(title: str, c: Any) -> str:
-    """One input's Jacobian block of check-function: ok, or how many entries are wrong."""
+    """One input's Jacobian block of check-function: ok, or how many entries are wrong; the
+    entries at a kink apart; a block whose compared entries are all 0 tested nothing."""
+    apart = f"; {kinks_apart(c.kinks)}" if c.kinks else ""
+    if c.ok and c.tested_nothing:
+        return f"{title} [{c.name}]: tested nothing: every compared entry is 0{apart}"
     if c.ok:
-        return f"{title} [{c.name}]: ok (max abs err {c.max_abs_err:.3g})"
-    return f"{title} [{c.name}]: {c.count} of {c.got.numel()} entries wrong"
+        return f"{title} [{c.name}]: ok (max abs err {c.max_abs_err:.3g}){apart}"
+    return f"{title} [{c.name}]: {c.count} of {c.got.numel()} entries wrong{apart}"
+
+
+def kinks_apart(count: int) -> str:
+    return f"at a kink: {count:,} entr{'ies' if count != 1 else 'y'}, not compared"
+
+
+def outside_kink(k: Any) -> str:
+    """A first derivative at a kink that is neither one-sided derivative nor between them."""
+    return (f"{k.element} (= {k.at:.6g}) -> {k.output} is at a kink, with one-sided derivatives {k.left:.6g} "
+            f"(left) and {k.right:.6g} (right): backward gives {k.got:.6g}, outside both")
+
+
+def kink_entry(m: Any) -> str:
+    """An entry at a kink: where, and both values, neither judged."""
+    return f"at a kink: {m.element} (= {m.at:.6g}) -> {m.output}: got {m.got:.6g}, not compared with {m.expected:.6g}"
 
 
 #: Tensor inputs with more elements are shown by their first few values and their shape.

@@ -79,13 +79,14 @@ def test_check_usage_errors(cli):
 def test_check_function_right(cli):
     result = cli("check-function", f"{FUNCTIONS}:Swish", "--ref", "x*sigmoid(x)", "--order", "2")
     assert result.exit_code == 0, result.stdout
-    assert "x = [-2.5, -1.0, -0.5, -0.1, 0.2, 0.5, 1.0, 2.5] (default)" in result.stdout
+    assert "x = [-6.0, -4.0, -3.0, -1.5, -1.0, -0.5, 0.0, 0.25, 0.5, 1.0, 1.5, 3.0, 3.5, 4.0] (default)" in result.stdout
 
 
 def test_check_function_saved_intermediate(cli):
     result = cli("check-function", f"{FUNCTIONS}:SwishSavedSigmoid", "--var", "x=[0.5]", "--order", "2")
     assert result.exit_code == 1
-    assert "x[0] (= 0.5) -> grad[0]: expected 0.441229, got 0.235004" in result.stdout
+    # f'' at 0.5 is 0.441229 (0.235004 with σ saved), times the seeded output weight w[0] = 1.47008
+    assert "x[0] (= 0.5) -> grad[0]: expected 0.64863, got 0.345468" in result.stdout
     assert "likely cause: right at first order but wrong at second" in result.stdout
 
 

@@ -125,7 +125,7 @@ def test_a_loss_with_integer_targets():
 
 
 def test_a_bool_mask():
-    mask = "mask=[True, False, True, False, False, False, True, False]"
+    mask = "mask=[True, False, True, False, False, False, True, False, False, False, False, False, False, False]"
     right = run("MaskedFill", mask)
     assert right.ok, str(right)
     assert right.inputs.values[1].dtype == torch.bool
@@ -150,8 +150,8 @@ def test_an_int_without_default_is_invented_and_said():
 
 
 @pytest.mark.parametrize("name, invented", [
-    ("Repeat", "gradcli invented x, times (no --var, no default): x = [-2.5, -1.0, -0.5, -0.1, 0.2, 0.5, 1.0, 2.5]; "
-               "times = -1; give real values with --var NAME=SPEC"),
+    ("Repeat", "gradcli invented x, times (no --var, no default): x = [-6.0, -4.0, -3.0, -1.5, -1.0, -0.5, 0.0, 0.25, 0.5, "
+               "1.0, 1.5, 3.0, 3.5, 4.0]; times = -1; give real values with --var NAME=SPEC"),
     ("SoftmaxCrossEntropy", "gradcli invented logits, target (no --var, no default)"),
 ])
 def test_an_error_caused_by_invented_arguments_says_what_gradcli_passed(cli, name, invented):
@@ -205,8 +205,8 @@ def test_make_inputs_types_origins_and_invented_values():
     assert inputs.defaulted == ["index", "mask", "dim"]
     x, index, mask, dim, scale, weight, flag = inputs.values
     assert x.shape == (2, 2) and x.requires_grad
-    assert index.tolist() == [0, 1, 2, 0, 1, 2, 0, 1] and index.dtype == torch.long
-    assert mask.tolist() == [True, False] * 4
+    assert index.tolist() == [k % 3 for k in range(14)] and index.dtype == torch.long
+    assert mask.tolist() == [True, False] * 7
     assert (dim, scale, weight, flag) == (-1, 3.0, None, False) and type(scale) is float
     assert inputs.tensor == [True, False, False, False, False, False, False]
     assert [a["kind"] for a in inputs.as_dicts()] == ["any", "integer tensor", "bool tensor", "int", "float", "tensor", "bool"]

@@ -99,7 +99,7 @@ def test_outputs_in_text_and_json(cli):
     assert document["outputs"][3] == {"index": 3, "type": "float64 tensor", "shape": [2], "checked": False,
                                       "status": "non-differentiable"}
     picked = cli("check-function", f"{TYPED}:TanhWithStatsSquareWrong", "--output", "1")
-    assert picked.exit_code == 1 and "output 0: float64 tensor of shape 8, skipped: --output picks another" in picked.stdout
+    assert picked.exit_code == 1 and "output 0: float64 tensor of shape 14, skipped: --output picks another" in picked.stdout
     assert cli("check-function", target, "--output", "7").exit_code == 2
 
 

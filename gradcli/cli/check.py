@@ -109,11 +109,14 @@ def check_function_command(
     forward's parameters (after ctx) and typed by their annotation or default: --var dim=1
     stays an int, [0, 2] for an integer parameter and randint(...) are long tensors,
     [True, False] a bool mask, none is None, and a tensor for a numeric parameter (alpha=[1.5])
-    is differentiated; only floating tensors are. Without --var or a default, tensors are 8
-    values in [-3, 3] (including ±1), numbers their default. Outputs that are not floating
-    tensors or are marked non-differentiable are listed and skipped. --ref compares the
-    forward with the expression and the backward with sympy's derivative of it. Exit 0 agree,
-    1 a wrong gradient, 2 bad input (no file, no class, not a Function, wrong arity).
+    is differentiated; only floating tensors are. Without --var or a default, tensors are 14
+    values in [-6, 4] (0, ±1, ±3 and beyond them), numbers their default. Outputs that are not
+    floating tensors or are marked non-differentiable are listed and skipped. --ref compares
+    the forward with the expression and the backward with sympy's derivative of it. Entries
+    at a kink (hard-swish at ±3) are reported apart, not compared; second order
+    differentiates sum(w*out) with seeded random weights w. Exit 0 agree, 1 a wrong gradient
+    or nothing tested (every first derivative compared is 0), 2 bad input (no file, no class,
+    not a Function, wrong arity).
 
     Example:  gradcli check-function examples/swish.py:Swish --ref "x*sigmoid(x)" --order 2
     """

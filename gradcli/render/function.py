@@ -24,10 +24,14 @@ def function_lines(result: Any) -> list[Line]:
         for c in checks:
             out.append(Line(words.input_check_line(title, c), style=None if c.ok else "red"))
             out += [Line(f"    {m}") for m in c.mismatches]
+            out += [Line(f"    {words.kink_entry(m)}") for m in c.kinks_shown]
     for check in result.checks:
         out.append(Line(f"{check.label}: {words.describe_gradcheck(check.verdict)}",
                         style="red" if check.verdict.ok is False else None))
     out += [Line(f"likely cause: {cause}", style="yellow") for cause in result.causes]
+    out += [Line(f"seen: {seen}", style="yellow") for seen in result.seen]
     out += [Line(f"note: {note}") for note in result.notes]
-    out.append(Line(result.verdict(), style="bold green" if result.ok else "bold red", soft_wrap=True))
+    plain = result.ok and not result.untested
+    out.append(Line(result.verdict(), style="bold green" if plain else "bold yellow" if result.ok else "bold red",
+                    soft_wrap=True))
     return out

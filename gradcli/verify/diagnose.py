@@ -1,15 +1,21 @@
-"""Naming the likely cause of a wrong backward, from the shape of the mismatch.
+"""Naming the likely cause of a wrong backward, only from evidence computed here.
 
-Each rule looks at the Jacobian blocks (your backward's against the expected) and says what
-a person would conclude by staring at them: the blocks of two inputs swapped, a constant
-factor (-1: a flipped sign), right on one side of 0 only, all zeros; and at second order,
-right at first order but wrong at second because forward saved a tensor it computed
-(a constant to double backward; NOTES.md: Swish saving sigmoid(x)), or @once_differentiable.
+Each first-order rule is a pattern the compared entries of the Jacobian blocks (your
+backward's against the expected; entries at a kink are not compared) show outright: the
+blocks of two inputs swapped, a constant factor (-1: a flipped sign), wrong on one side of 0
+only, all zeros. At second order a cause needs more than the shape of the mismatch:
+@once_differentiable is named when the decorator is there and double backward gave zeros; a
+saved intermediate when forward saved a tensor computed from the input AND the same backward,
+run by hand with that tensor differentiable (function_replay.py), gets the second derivatives right
+(NOTES.md: Swish saving sigmoid(x)); a non-differentiable backward when, run by hand, its
+result has no graph. Otherwise no cause is named, and `what_was_seen` says what was seen:
+where a derivative is not finite, for which input element, at which order.
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import math
+from typing import Sequence
 
 import torch
 
@@ -38,27 +44,64 @@ def first_order_causes(checks: Sequence[InputCheck], values: dict[str, torch.Ten
 
 
 def second_order_causes(
-    checks: Sequence[InputCheck], *, first_ok: bool, saved_intermediates: list[str], once_differentiable: bool
+    checks: Sequence[InputCheck], *, first_ok: bool, once_differentiable: bool,
+    intermediates: Sequence[str] = (), replayed: Sequence[InputCheck] | None = None,
+    replay_differentiable: bool = True,
 ) -> list[str]:
+    """Causes of a wrong double backward, each stated only on evidence computed here:
+    `replayed` is the same comparison with forward and backward run by hand (function_replay.py),
+    where the saved `intermediates` keep their dependence on the input."""
     failing = [c for c in checks if not c.ok]
     if not failing or not first_ok:
         return []
-    if once_differentiable:
+    zeros = all(bool((_compared_values(c.got, c) == 0).all()) for c in failing)
+    if once_differentiable and zeros:
         return [
             "backward is decorated with @once_differentiable, so double backward sees zeros: remove the "
             "decorator and write backward with differentiable torch operations"
         ]
-    if saved_intermediates:
-        what = ", ".join(saved_intermediates)
+    if intermediates and replayed is not None and replayed and all(c.ok for c in replayed):
+        what = ", ".join(intermediates)
         return [
             f"right at first order but wrong at second: forward saved a tensor it computed ({what}) and "
             "backward uses it; to double backward it is a constant, so the second derivative misses how it "
-            "depends on the input. Save the inputs and recompute it in backward"
+            "depends on the input (shown: with it recomputed from the input, the same backward's second "
+            "derivatives agree). Save the inputs and recompute it in backward"
         ]
-    if all(bool((c.got == 0).all()) for c in failing):
-        return ["double backward gives zeros: backward is not differentiable (computed under no_grad, "
-                "or through .detach(), .item() or numpy)"]
+    if zeros and not replay_differentiable:
+        return ["double backward gives zeros: backward's result does not depend differentiably on its inputs "
+                "even when run by hand with a graph (it is computed under no_grad, or through .detach(), "
+                ".item() or numpy)"]
     return []
+
+
+def what_was_seen(
+    checks: Sequence[InputCheck], order: int, first: Sequence[InputCheck], origin: str | None = None
+) -> list[str]:
+    """Where the derivatives of `order` are not finite, said as seen: how many entries, the
+    first input element and its value, whether the first derivatives are finite there, and
+    the node (and line of backward) the first nan came out of (origin.py), when found."""
+    seen = []
+    for c in checks:
+        bad = ~torch.isfinite(c.got)
+        if not bool(bad.any()):
+            continue
+        where = next((m for m in c.mismatches if not math.isfinite(m.got)), None)
+        at = f", first at {where.element} (= {where.at:.6g}) -> {where.output}" if where else ""
+        what = "double backward" if order == 2 else "backward"
+        kinds = sorted({"nan" if math.isnan(v) else "inf" for v in c.got[bad].tolist()})
+        line = f"{what} gives {' and '.join(kinds)} at {int(bad.sum()):,} of {c.got.numel():,} entries for {c.name} (order {order}){at}"
+        if order == 2:
+            finite = all(bool(torch.isfinite(f.got).all()) for f in first)
+            line += "; the first derivatives are finite at these inputs" if finite else ""
+        line += f"; the first nan comes out of {origin}" if origin else ""
+        seen.append(line)
+    return seen
+
+
+def _compared_values(values: torch.Tensor, c: InputCheck) -> torch.Tensor:
+    """The entries of a block that were compared (those at a kink are not)."""
+    return values if c.apart is None else values[~c.apart]
 
 
 def _swapped(checks: Sequence[InputCheck]) -> tuple[str, str] | None:
@@ -72,20 +115,21 @@ def _swapped(checks: Sequence[InputCheck]) -> tuple[str, str] | None:
 
 
 def _zero(c: InputCheck) -> str | None:
-    if bool((c.got == 0).all()) and bool((c.expected != 0).any()):
+    if bool((_compared_values(c.got, c) == 0).all()) and bool((_compared_values(c.expected, c) != 0).any()):
         return f"backward returns zeros (or None) for {c.name}"
     return None
 
 
 def _scaled(c: InputCheck) -> str | None:
-    mask = c.expected.abs() > 1e-6
-    if not bool(mask.any()) or not bool(torch.isfinite(c.got).all()):
+    compared = torch.ones_like(c.got, dtype=torch.bool) if c.apart is None else ~c.apart
+    mask = (c.expected.abs() > 1e-6) & compared
+    if not bool(mask.any()) or not bool(torch.isfinite(c.got[compared]).all()):
         return None
     ratio = c.got[mask] / c.expected[mask]
     factor = float(ratio.median())
     if not torch.allclose(ratio, torch.full_like(ratio, factor), rtol=1e-4, atol=1e-6):
         return None
-    if not torch.allclose(c.got[~mask], torch.zeros(()).double(), atol=1e-5):
+    if not torch.allclose(c.got[~mask & compared], torch.zeros(()).double(), atol=1e-5):
         return None
     if abs(factor + 1) < 1e-4:
         return f"the sign is flipped: backward returns minus the true gradient for {c.name}"
@@ -96,40 +140,30 @@ def _one_side(c: InputCheck, values: torch.Tensor | None) -> str | None:
     if values is None or c.got.shape[1] != values.numel():
         return None
     x = values.detach().reshape(-1)
-    bad = ~((c.got - c.expected).abs() <= 1e-5 + 1e-3 * c.expected.abs()).all(dim=0)
+    wrong = ~((c.got - c.expected).abs() <= 1e-5 + 1e-3 * c.expected.abs())
+    bad = (wrong if c.apart is None else wrong & ~c.apart).any(dim=0)
     if not bool(bad.any()):
         return None
-    for side, sign in (("x > 0", 1), ("x < 0", -1)):
-        on_side = sign * x > 0
-        if bool((bad <= on_side).all()) and bool((~bad & ~on_side).any()):
-            other = "x < 0" if sign > 0 else "x > 0"
-            side = side.replace("x", c.name)
-            other = other.replace("x", c.name)
+    for strict, sign in ((">", 1), ("<", -1)):
+        # 0 belongs to the side whose branch backward took there, when it is wrong there too
+        at_zero = bool((bad & (x == 0)).any())
+        on_side = (sign * x > 0) | ((x == 0) & at_zero)
+        # Evidence of a wrong branch: every compared element of the side is wrong, none elsewhere.
+        compared = ~_kink_columns(c)
+        if (bool((bad == on_side)[compared].all()) and bool((bad & on_side).any())
+                and bool((~bad & (sign * x < 0)).any())):
+            side = f"{c.name} {strict}{'=' if at_zero else ''} 0"
+            other = f"{c.name} {'<' if sign > 0 else '>'} 0"
             return f"wrong only where {side} (right where {other}): check the branch of backward for {side}"
     return None
 
 
-def saved_intermediates(output: Any, inputs: dict[str, torch.Tensor]) -> list[str]:
-    """Tensors forward saved that are neither an input nor an output, described."""
-    outs = output if isinstance(output, (tuple, list)) else (output,)
-    node = getattr(outs[0], "grad_fn", None)
-    if node is None:
-        return []
-    known = [t for t in (*inputs.values(), *outs) if isinstance(t, torch.Tensor)]
-
-    def is_known(t: torch.Tensor) -> bool:
-        return any(t.shape == k.shape and t.data_ptr() == k.data_ptr() for k in known)
-
-    found = []
-    try:
-        saved = list(getattr(node, "saved_tensors", ()) or ())
-    except RuntimeError:
-        saved = []
-    saved += [v for v in vars(node).values() if isinstance(v, torch.Tensor)] if hasattr(node, "__dict__") else []
-    for t in saved:
-        if isinstance(t, torch.Tensor) and not is_known(t):
-            found.append(f"a tensor of shape {list(t.shape)}")
-    return found
+def _kink_columns(c: InputCheck) -> torch.Tensor:
+    """Input elements whose every entry is at a kink (none of theirs was compared)."""
+    if c.apart is None:
+        return torch.zeros(c.got.shape[1], dtype=torch.bool)
+    wrong = c.wrong()
+    return c.apart.any(dim=0) & ~wrong.any(dim=0)
 
 
 def is_once_differentiable(cls: type) -> bool:

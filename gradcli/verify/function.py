@@ -26,10 +26,13 @@ import torch
 from .. import words
 from ..errors import UserCodeError
 from ..options import checked_seed
-from . import diagnose
-from .fdarbiter import ATOL, EPS, FLAT_FORWARD, LEAVES_DOMAIN, RTOL, STEP_ROUNDED, Differences, reason
+from . import coverage, diagnose
+from .fdarbiter import EPS, FLAT_FORWARD, LEAVES_DOMAIN, STEP_ROUNDED, Differences, reason
 from .gradchecks import GradcheckVerdict, run_gradcheck
-from .jacobian import JACOBIAN_MAX, InputCheck, analytical, backward_of, compare_blocks, flat_output, numerical
+from .jacobian import (ATOL, JACOBIAN_MAX, InputCheck, analytical, backward_of, compare_blocks, flat_output, numerical,
+                       output_weights)
+from .kinks import OutsideKink, one_sided_kinks, reference_kink_masks, settle_at_kinks
+from .second_order import explain_second_order
 from .reference import ForwardCheck, reference_checks
 from .evaluation import check_order
 from .result import FiniteDifferences, finite_difference_checks
@@ -56,6 +59,10 @@ class FunctionResult:
     causes: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     outputs: list[OutputInfo] = field(default_factory=list)
+    #: What was seen where no cause could be shown (a nan at order 2, where, which element).
+    seen: list[str] = field(default_factory=list)
+    #: The w of sum(w * out), whose gradient the second order differentiates.
+    output_weights: list[float] | None = None
 
     @property
     def checks(self) -> list[FiniteDifferences]:
@@ -64,6 +71,15 @@ class FunctionResult:
 
     @property
     def ok(self) -> bool:
+        return self._agrees and not coverage.nothing_tested(self)
+
+    @property
+    def untested(self) -> list[coverage.Untested]:
+        """The Jacobian blocks whose compared entries were all 0 (coverage.py)."""
+        return coverage.untested(self)
+
+    @property
+    def _agrees(self) -> bool:
         checks = [*self.first, *self.second, *self.ref_first, *self.ref_second]
         return (all(c.ok for c in checks) and all(check.verdict.ok is not False for check in self.checks)
                 and (self.ref_forward is None or self.ref_forward.ok))
@@ -79,8 +95,12 @@ class FunctionResult:
     def verdict(self) -> str:
         if self.ok:
             done = [check.label for check in self.checks] + ([f"the reference {self.ref}"] if self.ref else [])
-            return f"OK: {self.function} agrees with " + ", ".join(done)
-        return "PROBLEM: " + (self.causes[0] if self.causes else _first_problem(self))
+            untested = coverage.untested_phrase(self)
+            but = f", but tested nothing for {untested} (every compared entry is 0)" if untested else ""
+            return f"OK{but}: {self.function} agrees with " + ", ".join(done)
+        if self._agrees:
+            return coverage.not_tested_verdict(self)
+        return "PROBLEM: " + (self.causes[0] if self.causes else self.seen[0] if self.seen else _first_problem(self))
 
     def as_dict(self) -> dict[str, Any]:
         values = {n: words.input_json(v) for n, v in zip(self.inputs.names, self.inputs.values)}
@@ -100,6 +120,8 @@ class FunctionResult:
             "likely_causes": self.causes, "notes": self.notes, "verdict": self.verdict(),
             "seed": self.inputs.seed, "arguments": self.inputs.as_dicts(),
             "outputs": [o.as_dict() for o in self.outputs],
+            "tested_nothing": [item.as_dict() for item in self.untested],
+            "seen": self.seen, "output_weights": self.output_weights or [],
         }
 
     def __str__(self) -> str:
@@ -114,8 +136,10 @@ class FunctionResult:
             for c in checks:
                 lines.append("  " + words.input_check_line(title, c))
                 lines.extend(f"    {m}" for m in c.mismatches)
+                lines.extend(f"    {words.kink_entry(m)}" for m in c.kinks_shown)
         lines += [f"  {check.label}: {words.describe_gradcheck(check.verdict)}" for check in self.checks]
         lines.extend(f"  likely cause: {c}" for c in self.causes)
+        lines.extend(f"  seen: {c}" for c in self.seen)
         lines.extend(f"  note: {n}" for n in self.notes)
         lines.append(self.verdict())
         return "\n".join(lines)
@@ -165,8 +189,6 @@ def _check(call: FunctionCall, *, ref: str | None, order: int, seed: int, librar
     out = _run_user(lambda: fn({n: t.clone().requires_grad_(True) for n, t in tensors.items()}), "forward", cls)
     outs = out if isinstance(out, (tuple, list)) else (out,)
     result = FunctionResult(label, order, inputs, GradcheckVerdict(None), outputs=call.outputs, notes=call.notes())
-    leaves = {n: t.clone().requires_grad_(True) for n, t in tensors.items()}
-    saved = diagnose.saved_intermediates(_run_user(lambda: fn(leaves), "forward", cls), leaves)
     size = sum(t.numel() for t in tensors.values())
     small = size <= JACOBIAN_MAX and sum(o.numel() for o in outs) <= JACOBIAN_MAX
     names = list(tensors)
@@ -174,12 +196,28 @@ def _check(call: FunctionCall, *, ref: str | None, order: int, seed: int, librar
     def positional(*xs: torch.Tensor) -> Any:
         return fn(dict(zip(names, xs)))
 
+    # Second order differentiates sum(w * out), w random: sum(out) is constant for a normaliser.
+    weights = output_weights(sum(o.numel() for o in outs), seed) if order == 2 else None
+    gradient = backward_of(fn, weights)
+    kinks_first, kinks_second, by_reference = {}, {}, False
+    if ref is not None and small:
+        found, kinks_second, kink_notes = reference_kink_masks(ref, inputs, library_dirs, weights, order,
+                                                              sum(o.numel() for o in outs))
+        by_reference, kinks_first = found is not None, found or {}
+        result.notes += kink_notes
     result.gradcheck = _run_user(lambda: run_gradcheck(positional, list(tensors.values()), seed=seed), "backward", cls)
     if small:
-        result.first = compare_blocks(
-            _run_user(lambda: analytical(fn, tensors), "backward", cls), numerical(fn, tensors), tensors, "out"
-        )
+        got, expected = _run_user(lambda: analytical(fn, tensors), "backward", cls), numerical(fn, tensors)
+        outside: list[OutsideKink] = []
+        if not by_reference:
+            kinks_first = _run_user(lambda: one_sided_kinks(fn, tensors, got, expected, outside), "forward", cls)
+        result.first = compare_blocks(got, expected, tensors, "out", kinks_first)
+        # What was seen at a kink heads the verdict only when it is all that is wrong.
+        alone = len(outside) == sum(c.count for c in result.first)
+        (result.seen if alone else result.notes).extend(words.outside_kink(k) for k in outside)
         result.causes += diagnose.first_order_causes(result.first, tensors)
+        result.gradcheck = settle_at_kinks(result.gradcheck, result.first)
+        result.notes += [f"gradcheck: {result.gradcheck.message}"] if result.gradcheck.unreliable_points else []
     else:
         result.notes.append(f"the inputs have {size:,} elements: only gradcheck (fast mode) runs past {JACOBIAN_MAX:,}")
     if order == 2:
@@ -187,22 +225,29 @@ def _check(call: FunctionCall, *, ref: str | None, order: int, seed: int, librar
             lambda: run_gradcheck(positional, list(tensors.values()), seed=seed, second=True), "backward", cls
         )
         if small:
-            gradient = backward_of(fn)
-            result.second = compare_blocks(
-                _run_user(lambda: _analytical_second(gradient, tensors), "backward", cls),
-                _run_user(lambda: numerical(gradient, tensors), "backward", cls), tensors, "grad",
-            )
-            result.causes += diagnose.second_order_causes(
-                result.second, first_ok=all(c.ok for c in result.first), saved_intermediates=saved,
-                once_differentiable=diagnose.is_once_differentiable(cls),
-            )
+            result.output_weights = weights.tolist()
+            got = _run_user(lambda: _analytical_second(gradient, tensors), "backward", cls)
+            expected = _run_user(lambda: numerical(gradient, tensors), "backward", cls)
+            if not by_reference:
+                kinks_second = _run_user(lambda: one_sided_kinks(gradient, tensors, got, expected), "backward", cls)
+            result.second = compare_blocks(got, expected, tensors, "grad", kinks_second)
+            result.gradgradcheck = settle_at_kinks(result.gradgradcheck, result.second)
+            result.notes += ([f"gradgradcheck: {result.gradgradcheck.message}"]
+                             if result.gradgradcheck.unreliable_points else [])
+            causes, seen = explain_second_order(cls, inputs, tensors, weights, gradient, result.first, result.second,
+                                                expected, kinks_second)
+            result.causes += causes
+            result.seen += seen
+            plain_sum = _run_user(lambda: backward_of(fn)(tensors), "backward", cls)
+            result.notes.append(coverage.weights_note(bool((plain_sum.abs() <= ATOL).all()), seed))
     if ref is not None:
         result.ref = ref
         got_first = _run_user(lambda: analytical(fn, tensors), "backward", cls) if small else None
-        got_second = (_run_user(lambda: _analytical_second(backward_of(fn), tensors), "backward", cls)
+        got_second = (_run_user(lambda: _analytical_second(gradient, tensors), "backward", cls)
                       if small and order == 2 else None)
         result.ref_forward, result.ref_first, result.ref_second, notes = reference_checks(
-            ref, inputs, flat_output(fn, tensors).detach(), got_first, got_second, library_dirs
+            ref, inputs, flat_output(fn, tensors).detach(), got_first, got_second, library_dirs,
+            weights=weights, apart=(kinks_first, kinks_second),
         )
         result.notes += notes
         if small:
@@ -218,7 +263,7 @@ def _explain_without_reference(result: FunctionResult, fn: Any, tensors: dict[st
     rounding, leaves the domain, or the forward does not move) the note says so."""
     broken: dict[str, int] = {}
     for check in result.first:
-        bad = ~((check.got - check.expected).abs() <= ATOL + RTOL * check.expected.abs())
+        bad = check.wrong()
         for i, j in bad.nonzero().tolist():
             why = _entry_reason(fn, tensors, check.name, i, j, check.got[i, j].item())
             if why in (STEP_ROUNDED, LEAVES_DOMAIN, FLAT_FORWARD):
@@ -240,7 +285,7 @@ def _settle_with_reference(result: FunctionResult, fn: Any, tensors: dict[str, t
         return
     reasons: dict[str, int] = {}
     for check in result.first:
-        bad = ~((check.got - check.expected).abs() <= ATOL + RTOL * check.expected.abs())
+        bad = check.wrong()
         for i, j in bad.nonzero().tolist():
             why = _entry_reason(fn, tensors, check.name, i, j, check.got[i, j].item())
             reasons[why] = reasons.get(why, 0) + 1
@@ -267,7 +312,14 @@ def _entry_reason(fn: Any, tensors: dict[str, torch.Tensor], name: str, i: int, 
             outputs.append(flat_output(fn, {**tensors, name: moved.reshape(tensors[name].shape)})[i].to(torch.float64))
     plus, minus = (torch.stack([o]) for o in outputs)
     diffs = Differences(flat[j:j + 1].to(torch.float64), plus, minus, (plus - minus) / (2 * EPS))
-    return reason(diffs, 0, exact)
+    why = reason(diffs, 0, exact)
+    if why == FLAT_FORWARD:
+        # f(x + h) == f(x - h) is also the vertex of a parabola, where the central difference
+        # (0) is right: flat only if the forward does not move over a one-sided step either.
+        with torch.no_grad():
+            centre = flat_output(fn, tensors)[i].to(torch.float64)
+        return why if bool(centre == plus[0]) else ""
+    return why
 
 
 def _analytical_second(gradient: Any, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -3,7 +3,8 @@
 The forward is compared with the expression's values (built with torch in float64), the
 backward's Jacobian with sympy's exact Jacobian of the expression (one symbol per input
 element, so any expression works, elementwise or not), and with order 2 the Jacobian of
-the gradient of sum(out) (what double backward gives) with sympy's second derivatives.
+the gradient of sum(w * out) (what double backward gives, with check-function's output
+weights) with sympy's second derivatives.
 Sizes are small here (a Function's test inputs), bounded by REF_MAX_ENTRIES.
 """
 
@@ -50,8 +51,11 @@ class ForwardCheck:
 
 def reference_checks(
     ref: str, inputs: Inputs, forward: torch.Tensor, got_first: dict[str, torch.Tensor] | None,
-    got_second: dict[str, torch.Tensor] | None, library_dirs: Sequence[Any],
+    got_second: dict[str, torch.Tensor] | None, library_dirs: Sequence[Any], *,
+    weights: torch.Tensor | None = None, apart: tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]] = ({}, {}),
 ) -> tuple[ForwardCheck, list[InputCheck], list[InputCheck], list[str]]:
+    """`weights`: the output weights of the second order (sum(weights * out)); `apart`: the
+    entries at a kink of the reference (kinks.py), per order, not compared."""
     program, library = load(ref, library_dirs)
     tensors = {n: t.detach().to(torch.float64) for n, t in inputs.tensors().items()}
     numbers = {n: float(v) for n, v in inputs.numbers().items() if isinstance(v, (int, float))}
@@ -74,16 +78,17 @@ def reference_checks(
                      f"(up to {REF_MAX_ENTRIES:,} Jacobian entries)")
         return forward_check, first, second, notes
     try:
-        jac1, jac2 = within(SYMBOLIC_BUDGET, _jacobians, program, library, tensors, numbers, got_second is not None)
+        jac1, jac2 = within(SYMBOLIC_BUDGET, _jacobians, program, library, tensors, numbers, got_second is not None,
+                            weights)
     except SymbolicTimeout as err:
         notes.append(f"the reference's derivative was not compared: {err}")
         return forward_check, first, second, notes
     if any(jac1[n].shape != got_first[n].shape for n in jac1):
         notes.append("the reference's output has another shape than forward's: derivatives not compared")
         return forward_check, first, second, notes
-    first = compare_blocks(got_first, jac1, tensors, "out")
+    first = compare_blocks(got_first, jac1, tensors, "out", apart[0] or None)
     if got_second is not None and jac2 is not None:
-        second = compare_blocks(got_second, jac2, tensors, "grad")
+        second = compare_blocks(got_second, jac2, tensors, "grad", apart[1] or None)
     return forward_check, first, second, notes
 
 
@@ -100,7 +105,8 @@ def _forward(got: torch.Tensor, expected: torch.Tensor) -> ForwardCheck:
 
 
 def _jacobians(
-    program: Any, library: Any, tensors: dict[str, torch.Tensor], numbers: dict[str, float], second: bool
+    program: Any, library: Any, tensors: dict[str, torch.Tensor], numbers: dict[str, float], second: bool,
+    weights: torch.Tensor | None = None,
 ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor] | None]:
     import sympy
 
@@ -122,6 +128,6 @@ def _jacobians(
     jac1 = {name: matrix(flat, syms) for name, syms in symbols.items()}
     if not second:
         return jac1, None
-    total = sympy.Add(*flat)
+    total = sympy.Add(*flat) if weights is None else sympy.Add(*(sympy.Float(w) * y for w, y in zip(weights.tolist(), flat)))
     gradient = [sympy.diff(total, s) for syms in symbols.values() for s in syms]
     return jac1, {name: matrix(gradient, syms) for name, syms in symbols.items()}

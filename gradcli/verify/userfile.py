@@ -18,9 +18,12 @@ import torch
 
 from ..errors import UsageError, UserCodeError
 
-#: Default tensor input: 8 values in [-3, 3], both signs, +-1 included, 0 avoided (a kink
-#: of relu-like functions, where finite differences mislead).
-DEFAULT_INPUT = (-2.5, -1.0, -0.5, -0.1, 0.2, 0.5, 1.0, 2.5)
+#: Default tensor input: 14 values in [-6, 4] that reach the regions where common Functions
+#: change: 0 and +-1 (relu, hardtanh, abs), +-3 (hard-sigmoid, hard-swish) and beyond them
+#: (-6, -4, -1.5, 1.5, 3.5, 4: the flat and linear pieces), and a top three close enough
+#: (4, 3.5, 3) for sparsemax to keep two of them (a one-hot output has a zero Jacobian). The
+#: kinks among them are reported apart (kinks.py), not compared.
+DEFAULT_INPUT = (-6.0, -4.0, -3.0, -1.5, -1.0, -0.5, 0.0, 0.25, 0.5, 1.0, 1.5, 3.0, 3.5, 4.0)
 
 
 def load_function(target: str) -> type:

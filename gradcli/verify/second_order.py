@@ -1,0 +1,59 @@
+"""Why double backward is wrong, or what was seen where no cause can be shown.
+
+check-function calls this when its second-order comparison is done. It gathers the
+evidence diagnose.py asks for before naming a cause at order 2 (forward and backward
+replayed by hand, function_replay.py) and, where double backward is not finite, the node and line
+the first nan came out of (origin.py).
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from . import diagnose
+from .jacobian import InputCheck, analytical, compare_blocks
+from .origin import nan_origin
+from .function_replay import replay
+from .function_inputs import Inputs
+
+
+def explain_second_order(
+    cls: type, inputs: Inputs, tensors: dict[str, torch.Tensor], weights: torch.Tensor, gradient: Any,
+    first: Sequence[InputCheck], second: Sequence[InputCheck], expected: dict[str, torch.Tensor],
+    kinks: dict[str, torch.Tensor],
+) -> tuple[list[str], list[str]]:
+    """(causes, seen) of the second-order comparison `second` (`expected`: its finite
+    differences, `kinks`: its entries set apart)."""
+    first_ok = all(c.ok for c in first)
+    causes: list[str] = []
+    if first_ok and not all(c.ok for c in second):
+        try:
+            replayed = replay(cls, inputs, tensors, weights)
+            leaves = {n: t.clone().requires_grad_(True) for n, t in tensors.items()}
+            differentiable = replayed.gradient(leaves).requires_grad
+            again = compare_blocks(analytical(replayed.gradient, tensors), expected, tensors, "grad", kinks)
+            intermediates = replayed.intermediates
+        except Exception:  # noqa: BLE001 - the user's code run by hand: no evidence, so no cause
+            intermediates, again, differentiable = [], None, True
+        causes = diagnose.second_order_causes(
+            second, first_ok=first_ok, once_differentiable=diagnose.is_once_differentiable(cls),
+            intermediates=intermediates, replayed=again, replay_differentiable=differentiable,
+        )
+    origin = None
+    if not all(bool(torch.isfinite(c.got).all()) for c in second):
+        try:
+            origin = nan_origin(gradient, tensors, _source(cls))
+        except Exception:  # noqa: BLE001 - a place not found is only not said
+            origin = None
+    return causes, diagnose.what_was_seen(second, 2, first, origin)
+
+
+def _source(cls: type) -> Path | None:
+    try:
+        return Path(inspect.getfile(cls))
+    except TypeError:
+        return None
