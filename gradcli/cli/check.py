@@ -99,6 +99,7 @@ def check_function_command(
     seed: SeedOption = None,
     library: LibraryOption = None,
     json: JsonOption = False,
+    expect_grad: Annotated[Optional[list[str]], typer.Option("--expect-grad", metavar="[NAME=]EXPR", help="The gradient backward is meant to return for input NAME (a straight-through estimator, a gradient reversal), an expression of grad_output and the inputs, e.g. '-grad_output'; checked instead of finite differences (repeatable; NAME= may be left out for a single input).")] = None,
 ) -> None:
     """Check your own torch.autograd.Function: gradcheck (and gradgradcheck with --order 2)
     with any mismatch shown as input, element, expected vs got, and a likely cause.
@@ -106,8 +107,12 @@ def check_function_command(
     This imports PATH.py, so it runs the code in that file, as `python PATH.py` would.
     Inputs are named after forward's parameters (after ctx); tensors default to 8 values in
     [-3, 3] (including 0 and ±1), numbers to their default. --ref compares the forward with
-    the expression and the backward with sympy's derivative of it. Exit 0 agree, 1 a wrong
-    gradient, 2 bad input (no file, no class, not a Function, wrong arity).
+    the expression and the backward with sympy's derivative of it. The contract is audited
+    (gradients returned per input, needs_input_grad, saved tensors, tensors on ctx); a jvp is
+    checked against backward and finite differences, and torch.func (grad, jacrev, jacfwd,
+    vmap) is tried when the Function defines jvp, vmap, setup_context or generate_vmap_rule.
+    Exit 0 agree, 1 a wrong gradient or a backward torch refuses, 2 bad input (no file, no
+    class, not a Function, wrong forward arity).
 
     Example:  gradcli check-function examples/swish.py:Swish --ref "x*sigmoid(x)" --order 2
     """
@@ -116,7 +121,7 @@ def check_function_command(
 
     result = check_function(
         target, var or (), ref=read_expression(ref) if ref is not None else None, order=order, seed=seed,
-        library_dirs=tuple(library or ()),
+        library_dirs=tuple(library or ()), expect_grad=tuple(expect_grad or ()),
     )
     show(result, "json" if json else "text")
     raise typer.Exit(exit_status(result.ok))

@@ -26,6 +26,7 @@ def function_lines(result: Any) -> list[Line]:
     for check in result.checks:
         out.append(Line(f"{check.label}: {words.describe_gradcheck(check.verdict)}",
                         style="red" if check.verdict.ok is False else None))
+    out += [Line(text, style="red" if bad else None) for part in result.parts() for text, bad in part.lines()]
     out += [Line(f"likely cause: {cause}", style="yellow") for cause in result.causes]
     out += [Line(f"note: {note}") for note in result.notes]
     out.append(Line(result.verdict(), style="bold green" if result.ok else "bold red", soft_wrap=True))

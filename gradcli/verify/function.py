@@ -9,7 +9,9 @@ takes the class itself or "path/to/file.py:ClassName" (importing the file runs i
 torch's gradcheck (and gradgradcheck with order=2) and, to show a mismatch readably, builds
 both Jacobians itself (`jacobian.py`): which input, which element, expected vs got. With
 `ref`, the forward is compared with the reference expression's values and the backward
-with sympy's derivative of it. Likely causes are named (`diagnose.py`). The result has
+with sympy's derivative of it. Likely causes are named (`diagnose.py`). Beside them: the
+contract audit (`function_audit.py`), gradients declared with `expect_grad`
+(`surrogate.py`), the jvp (`forward_mode.py`) and torch.func (`func_transforms.py`). The result has
 `ok` and a readable `str()`; `as_dict()` is the `--json` document. The `demo swish`
 command reuses this function.
 """
@@ -33,6 +35,10 @@ from .reference import ForwardCheck, reference_checks
 from .evaluation import check_order
 from .result import FiniteDifferences, finite_difference_checks
 from .userfile import Inputs, check_class, describe_exception, load_function, make_inputs
+from .function_audit import ContractAudit, audit_contract
+from .forward_mode import ForwardModeCheck, check_forward_mode
+from .func_transforms import TransformsCheck, check_transforms
+from .surrogate import SurrogateCheck, check_declared, declared_gradients
 
 
 @dataclass
@@ -52,6 +58,15 @@ class FunctionResult:
     ref_second: list[InputCheck] = field(default_factory=list)
     causes: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    audit: ContractAudit | None = None
+    surrogates: list[SurrogateCheck] = field(default_factory=list)
+    forward_mode: ForwardModeCheck | None = None
+    transforms: TransformsCheck | None = None
+
+    def parts(self) -> list[Any]:
+        """The contract audit, declared gradients, forward mode and torch.func checks that
+        ran: each has `ok`, `lines()` ((text, is a problem) pairs) and `label`."""
+        return [p for p in (self.audit, *self.surrogates, self.forward_mode, self.transforms) if p is not None]
 
     @property
     def checks(self) -> list[FiniteDifferences]:
@@ -62,7 +77,7 @@ class FunctionResult:
     def ok(self) -> bool:
         checks = [*self.first, *self.second, *self.ref_first, *self.ref_second]
         return (all(c.ok for c in checks) and all(check.verdict.ok is not False for check in self.checks)
-                and (self.ref_forward is None or self.ref_forward.ok))
+                and (self.ref_forward is None or self.ref_forward.ok) and all(p.ok for p in self.parts()))
 
     def sections(self) -> list[tuple[str, list[InputCheck]]]:
         return [
@@ -74,7 +89,8 @@ class FunctionResult:
 
     def verdict(self) -> str:
         if self.ok:
-            done = [check.label for check in self.checks] + ([f"the reference {self.ref}"] if self.ref else [])
+            done = [check.label for check in self.checks if check.verdict.ok] + (
+                [f"the reference {self.ref}"] if self.ref else []) + [p.label for p in self.parts() if p.label]
             return f"OK: {self.function} agrees with " + ", ".join(done)
         return "PROBLEM: " + (self.causes[0] if self.causes else _first_problem(self))
 
@@ -95,6 +111,10 @@ class FunctionResult:
                 "second_order": [c.as_dict() for c in self.ref_second],
             },
             "likely_causes": self.causes, "notes": self.notes, "verdict": self.verdict(),
+            "contract": self.audit.as_dict() if self.audit else None,
+            "expected_gradients": [c.as_dict() for c in self.surrogates],
+            "forward_mode": self.forward_mode.as_dict() if self.forward_mode else None,
+            "transforms": self.transforms.as_dict() if self.transforms else None,
         }
 
     def __str__(self) -> str:
@@ -107,6 +127,7 @@ class FunctionResult:
                 lines.append("  " + words.input_check_line(title, c))
                 lines.extend(f"    {m}" for m in c.mismatches)
         lines += [f"  {check.label}: {words.describe_gradcheck(check.verdict)}" for check in self.checks]
+        lines += [f"  {text}" for part in self.parts() for text, _ in part.lines()]
         lines.extend(f"  likely cause: {c}" for c in self.causes)
         lines.extend(f"  note: {n}" for n in self.notes)
         lines.append(self.verdict())
@@ -124,7 +145,8 @@ def _first_problem(result: FunctionResult) -> str:
     for check in result.checks:
         if check.verdict.ok is False:
             return words.gradcheck_problem(check.label, check.verdict)
-    return "a check failed"
+    problems = [text for part in result.parts() for text, bad in part.lines() if bad]
+    return problems[0] if problems else "a check failed"
 
 
 def check_function(
@@ -135,6 +157,7 @@ def check_function(
     order: int = 1,
     seed: int | None = None,
     library_dirs: Sequence[Any] = (),
+    expect_grad: Sequence[str] = (),
 ) -> FunctionResult:
     """Check a torch.autograd.Function (a class, or "PATH.py:NAME"); see the module docstring."""
     check_order(order)
@@ -150,8 +173,13 @@ def check_function(
     tensors = {n: t.detach().to(torch.float64) for n, t in inputs.tensors().items()}
     if not tensors:
         raise UsageError(f"{label}: forward has no tensor inputs to differentiate")
+    declared = declared_gradients(expect_grad, inputs, label, library_dirs)
+    if declared and ref is not None:
+        raise UsageError("--expect-grad and --ref cannot be combined yet: check the forward with --ref on its own")
+    fixed = {n: tensors.pop(n) for n in declared}  # declared gradients: held out of finite differences
 
     def fn(values: dict[str, torch.Tensor]) -> Any:
+        values = {**fixed, **values}
         args = [values[n] if t else v for n, v, t in zip(inputs.names, inputs.values, inputs.tensor)]
         return cls.apply(*args)  # type: ignore[attr-defined]
 
@@ -160,6 +188,17 @@ def check_function(
     if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
         raise UserCodeError(f"{label}: forward returned {type(out).__name__}, not a tensor (or tuple of tensors)")
     result = FunctionResult(label, order, inputs, GradcheckVerdict(None))
+    result.audit = audit_contract(cls, inputs, order)
+    if not result.audit.ok:
+        result.gradcheck = GradcheckVerdict(None, message="torch refuses this backward: see the contract error")
+        return result
+    if declared:
+        result.surrogates = _run_user(lambda: check_declared(declared, fn, inputs, seed, library_dirs), "backward", cls)
+        result.notes += [f"{n}: finite differences are not used, its gradient is declared by --expect-grad"
+                         for n in declared]
+        if not tensors:
+            result.gradcheck = GradcheckVerdict(None, message="every input's gradient is declared by --expect-grad")
+            return result
     leaves = {n: t.clone().requires_grad_(True) for n, t in tensors.items()}
     saved = diagnose.saved_intermediates(_run_user(lambda: fn(leaves), "forward", cls), leaves)
     size = sum(t.numel() for t in tensors.values())
@@ -177,7 +216,11 @@ def check_function(
         result.causes += diagnose.first_order_causes(result.first, tensors)
     else:
         result.notes.append(f"the inputs have {size:,} elements: only gradcheck (fast mode) runs past {JACOBIAN_MAX:,}")
-    if order == 2:
+    second = order == 2 and not diagnose.is_once_differentiable(cls)
+    if order == 2 and not second:
+        result.gradgradcheck = GradcheckVerdict(None, message="backward is @once_differentiable: not twice "
+                                                              "differentiable, by design")
+    if second:
         result.gradgradcheck = _run_user(
             lambda: run_gradcheck(positional, list(tensors.values()), seed=seed, second=True), "backward", cls
         )
@@ -191,11 +234,13 @@ def check_function(
                 result.second, first_ok=all(c.ok for c in result.first), saved_intermediates=saved,
                 once_differentiable=diagnose.is_once_differentiable(cls),
             )
+    result.forward_mode = _run_user(lambda: check_forward_mode(cls, fn, tensors, seed), "backward", cls)
+    result.transforms = _run_user(lambda: check_transforms(cls, fn, tensors, seed), "backward", cls)
     if ref is not None:
         result.ref = ref
         got_first = _run_user(lambda: analytical(fn, tensors), "backward", cls) if small else None
         got_second = (_run_user(lambda: _analytical_second(backward_of(fn), tensors), "backward", cls)
-                      if small and order == 2 else None)
+                      if small and second else None)
         result.ref_forward, result.ref_first, result.ref_second, notes = reference_checks(
             ref, inputs, flat_output(fn, tensors).detach(), got_first, got_second, library_dirs
         )
