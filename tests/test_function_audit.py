@@ -92,3 +92,13 @@ def test_once_differentiable_is_by_design_at_order_2_and_not_mentioned_at_order_
 def test_a_twice_differentiable_function_runs_its_second_order_checks():
     result = run("MulNeedsInputGrad", order=2)
     assert result.ok and result.gradgradcheck.ok is True and result.second and findings(result) == []
+
+
+def test_an_in_place_function_is_audited_on_a_clone_of_its_leaf():
+    from gradcli.verify.function_audit import audit_contract
+    from gradcli.verify.userfile import load_function, make_inputs
+
+    cls = load_function(f"{TRANSFORMS}:ReluInPlace")
+    audit = audit_contract(cls, make_inputs(cls, ["x=[-1.0, 2.0]"], 0), 1)
+    assert audit.ok and audit.gradients == 1 and audit.findings == []
+    assert [(s.role, s.name) for s in audit.saved] == [("input", "x")]  # marked dirty: the input is the output

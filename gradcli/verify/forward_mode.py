@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import torch
 
+from .. import words
 from .gradchecks import GradcheckVerdict, run_gradcheck
 from .jacobian import JACOBIAN_MAX, InputCheck, analytical, compare_blocks, numerical
 
@@ -59,8 +60,6 @@ class ForwardModeCheck:
 
     def lines(self) -> list[tuple[str, bool]]:
         """(text, is a problem) per line, for both renderers."""
-        from .. import words
-
         out = [(f"forward mode (jvp) gradcheck: {words.describe_gradcheck(self.gradcheck)}", self.gradcheck.ok is False)]
         if self.error is not None:
             out.append((f"forward mode: jvp raised {self.error}", True))

@@ -18,6 +18,7 @@ from typing import Any, Callable, Literal
 
 import torch
 
+from .. import words
 from .forward_mode import defines, describe_user_error
 from .gradchecks import GradcheckVerdict, run_gradcheck
 from .jacobian import ATOL, JACOBIAN_MAX, RTOL, analytical
@@ -70,8 +71,6 @@ class TransformsCheck:
 
     def lines(self) -> list[tuple[str, bool]]:
         """(text, is a problem) per line, for both renderers."""
-        from .. import words
-
         supported = [r.name for r in self.runs if r.supported]
         out = [(f"torch.func: supports {', '.join(supported) or 'none of grad, jacrev, jacfwd, vmap'}", False)]
         for r in self.runs:

@@ -107,15 +107,16 @@ def audit_contract(cls: type, inputs: Inputs, order: int) -> ContractAudit:
 
 
 def _leaves(inputs: Inputs, needing: str | None) -> tuple[list[Any], dict[str, torch.Tensor]]:
-    """forward's arguments with floating tensors as fresh leaves; all require grad unless
+    """forward's arguments, with each floating tensor a clone of a fresh leaf (an in-place
+    Function, ctx.mark_dirty, may not modify a leaf), by name; all require grad unless
     `needing` is one name, then every other does and it does not."""
-    args, leaves = [], {}
+    args, received = [], {}
     for n, v in zip(inputs.names, inputs.values):
         if isinstance(v, torch.Tensor) and v.is_floating_point():
-            v = v.detach().clone().requires_grad_(n != needing)
-            leaves[n] = v
+            v = v.detach().clone().requires_grad_(n != needing).clone()
+            received[n] = v
         args.append(v)
-    return args, leaves
+    return args, received
 
 
 def _forward(cls: type, args: Sequence[Any]) -> tuple[tuple[Any, ...], Any]:
