@@ -81,6 +81,16 @@ def test_a_jvp_that_raises_is_shown_with_its_line_and_the_missing_save_for_forwa
     assert "fills only from ctx.save_for_forward, and nothing calls it" in error
 
 
+def test_two_inputs_and_two_outputs_line_up_in_forward_mode_and_every_transform():
+    result = run("SinTimesWeightAndCos")
+    assert result.ok, str(result)
+    fm = result.forward_mode
+    assert [c.name for c in fm.against_backward] == ["x", "w"]
+    assert tuple(fm.against_backward[0].got.shape) == (16, 8)  # 8 + 8 output elements, 8 input elements
+    assert all(c.ok for c in fm.against_backward + fm.against_differences)
+    assert all(r.supported and r.agrees for r in result.transforms.runs)
+
+
 def test_a_function_without_jvp_has_no_forward_mode_section():
     result = run("CubeVmapRule")
     assert result.forward_mode is None

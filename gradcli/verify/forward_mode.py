@@ -17,7 +17,7 @@ import torch
 
 from .. import words
 from .gradchecks import GradcheckVerdict, run_gradcheck
-from .jacobian import JACOBIAN_MAX, InputCheck, analytical, compare_blocks, numerical
+from .jacobian import JACOBIAN_MAX, InputCheck, analytical, compare_blocks, flat_output, numerical
 
 Fn = Callable[[dict[str, torch.Tensor]], Any]
 
@@ -156,9 +156,8 @@ def jvp_jacobian(fn: Fn, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Te
             with fwAD.dual_level():
                 duals = {n: fwAD.make_dual(v, tangent.reshape(v.shape) if n == name else torch.zeros_like(v))
                          for n, v in base.items()}
-                out = fn(duals)
-                outs = out if isinstance(out, (tuple, list)) else (out,)
-                columns.append(torch.cat([_tangent(fwAD, o).reshape(-1) for o in outs]))
+                # flattened as `analytical` flattens (cat carries the tangents): the same rows
+                columns.append(_tangent(fwAD, flat_output(fn, duals)))
         blocks[name] = torch.stack(columns, dim=1) if columns else torch.zeros(0, 0, dtype=torch.float64)
     return blocks
 

@@ -21,7 +21,7 @@ import torch
 from .. import words
 from .forward_mode import defines, describe_user_error
 from .gradchecks import GradcheckVerdict, run_gradcheck
-from .jacobian import ATOL, JACOBIAN_MAX, RTOL, analytical
+from .jacobian import ATOL, JACOBIAN_MAX, RTOL, analytical, flat_output
 
 TransformName = Literal["grad", "jacrev", "jacfwd", "vmap"]
 Fn = Callable[[dict[str, torch.Tensor]], Any]
@@ -100,9 +100,7 @@ def check_transforms(cls: type, fn: Fn, tensors: dict[str, torch.Tensor], seed: 
     xs = [t.detach().to(torch.float64) for t in tensors.values()]
 
     def flat(*values: torch.Tensor) -> torch.Tensor:
-        out = fn(dict(zip(names, values)))
-        outs = out if isinstance(out, (tuple, list)) else (out,)
-        return torch.cat([o.reshape(-1) for o in outs])
+        return flat_output(fn, dict(zip(names, values)))  # the rows `analytical` has, in its order
 
     result = TransformsCheck(None)
     if vmap_rule:

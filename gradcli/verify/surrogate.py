@@ -110,7 +110,8 @@ def check_declared(declared: dict[str, str], fn: Any, inputs: Inputs, seed: int,
     numbers = {n: float(v) for n, v in inputs.numbers().items() if isinstance(v, (int, float))}
     leaves = {n: t.clone().requires_grad_(True) for n, t in tensors.items()}
     out = fn(leaves)
-    outs = [o for o in (out if isinstance(out, (tuple, list)) else (out,))]
+    outs = [o for o in (out if isinstance(out, (tuple, list)) else (out,))
+            if isinstance(o, torch.Tensor) and o.is_floating_point()]
     generator = torch.Generator().manual_seed(seed)
     grad_outputs = [torch.randn(o.shape, dtype=torch.float64, generator=generator).to(o.dtype) for o in outs]
     variables = {("grad_output" if k == 0 else f"grad_output_{k}"): g.to(torch.float64)
