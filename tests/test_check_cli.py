@@ -100,10 +100,21 @@ def test_check_function_json(cli):
 
 
 def test_check_function_bad_input_exits_2(cli):
-    for target in ("nowhere.py:F", f"{FUNCTIONS}:Nope", f"{FUNCTIONS}:NotAFunction", f"{FUNCTIONS}:TooFewGradients"):
+    for target in ("nowhere.py:F", f"{FUNCTIONS}:Nope", f"{FUNCTIONS}:NotAFunction"):
         result = cli("check-function", target)
         assert result.exit_code == 2, target
         assert result.stderr.startswith("error: ") and "Traceback" not in result.stderr
+
+
+def test_a_backward_torch_refuses_is_a_problem_found_exit_1(cli):
+    # Issue 16's contract audit: a wrong number of gradients is a fault of the Function, named
+    # in the verdict (it used to be torch's message as a usage error, exit 2).
+    result = cli("check-function", f"{FUNCTIONS}:TooFewGradients")
+    assert result.exit_code == 1, result.stdout + result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    assert result.stdout.splitlines()[-1] == (
+        "PROBLEM: contract error: TooFewGradients.backward returns 1 gradient but forward takes 2 inputs (x, y): "
+        "return one per input, in order, None for those without a gradient")
 
 
 def test_nonfinite_numbers_are_floats_in_the_data_and_strings_in_the_json(cli):

@@ -55,6 +55,11 @@ RUNS = [
                         "--order", "2"], 1),
     ("check-function", ["check-function", "tests/fixtures/verdict_functions.py:Entmax15", "--var",
                         "x=[1.0, 0.5, -2.0]", "--order", "2"], 1),
+    # Issue 16's forward mode, torch.func, the contract audit and declared gradients.
+    ("check-function", ["check-function", "tests/fixtures/transform_functions.py:SwishWrongBackward"], 1),
+    ("check-function", ["check-function", "tests/fixtures/transform_functions.py:JvpWithoutSaveForForward"], 1),
+    ("check-function", ["check-function", "tests/fixtures/transform_functions.py:RoundTimesWeight",
+                        "--expect-grad", "x=grad_output*w"], 0),
     ("list", ["list"], 0),
     # Code targets (issue 13): origins per node, the in-place details, a cut, summaries, --flow.
     ("trace", ["trace", "examples/residual_mlp.py:ResidualMLP", "--var", "x=randn(4,4)", "--loss", "out.pow(2).mean()",

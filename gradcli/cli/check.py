@@ -100,6 +100,7 @@ def check_function_command(
     library: LibraryOption = None,
     json: JsonOption = False,
     output: Annotated[Optional[int], typer.Option("--output", metavar="N", help="Check only forward's output N (0 is the first); by default every differentiable floating output.")] = None,
+    expect_grad: Annotated[Optional[list[str]], typer.Option("--expect-grad", metavar="[NAME=]EXPR", help="The gradient backward is meant to return for input NAME (a straight-through estimator, a gradient reversal), an expression of grad_output and the inputs, e.g. '-grad_output'; checked instead of finite differences (repeatable; NAME= may be left out for a single input).")] = None,
 ) -> None:
     """Check your own torch.autograd.Function: gradcheck (and gradgradcheck with --order 2)
     with any mismatch shown as input, element, expected vs got, and a likely cause.
@@ -114,9 +115,13 @@ def check_function_command(
     floating tensors or are marked non-differentiable are listed and skipped. --ref compares
     the forward with the expression and the backward with sympy's derivative of it. Entries
     at a kink (hard-swish at ±3) are reported apart, not compared; second order
-    differentiates sum(w*out) with seeded random weights w. Exit 0 agree, 1 a wrong gradient
-    or nothing tested (every first derivative compared is 0), 2 bad input (no file, no class,
-    not a Function, wrong arity).
+    differentiates sum(w*out) with seeded random weights w. The contract is audited
+    (gradients returned per input, needs_input_grad, saved tensors, tensors on ctx); a jvp is
+    checked against backward and finite differences, and torch.func (grad, jacrev, jacfwd,
+    vmap) is tried when the Function defines jvp, vmap, setup_context or
+    generate_vmap_rule. Exit 0 agree, 1 a wrong gradient, nothing tested (every first
+    derivative compared is 0) or a backward torch refuses, 2 bad input (no file, no class, not
+    a Function, wrong forward arity).
 
     Example:  gradcli check-function examples/swish.py:Swish --ref "x*sigmoid(x)" --order 2
     """
@@ -125,7 +130,7 @@ def check_function_command(
 
     result = check_function(
         target, var or (), ref=read_expression(ref) if ref is not None else None, order=order, seed=seed,
-        library_dirs=tuple(library or ()), output=output,
+        library_dirs=tuple(library or ()), output=output, expect_grad=tuple(expect_grad or ()),
     )
     show(result, "json" if json else "text")
     raise typer.Exit(exit_status(result.ok))

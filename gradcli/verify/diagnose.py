@@ -3,9 +3,9 @@
 Each first-order rule is a pattern the compared entries of the Jacobian blocks (your
 backward's against the expected; entries at a kink are not compared) show outright: the
 blocks of two inputs swapped, a constant factor (-1: a flipped sign), wrong on one side of 0
-only, all zeros. At second order a cause needs more than the shape of the mismatch:
-@once_differentiable is named when the decorator is there and double backward gave zeros; a
-saved intermediate when forward saved a tensor computed from the input AND the same backward,
+only, all zeros. At second order a cause needs more than the shape of the mismatch (an
+@once_differentiable backward never gets there: it is not twice differentiable by design, and
+function.py does not check it at order 2): a saved intermediate when forward saved a tensor computed from the input AND the same backward,
 run by hand with that tensor differentiable (function_replay.py), gets the second derivatives right
 (NOTES.md: Swish saving sigmoid(x)); a non-differentiable backward when, run by hand, its
 result has no graph. Otherwise no cause is named, and `what_was_seen` says what was seen:
@@ -44,7 +44,7 @@ def first_order_causes(checks: Sequence[InputCheck], values: dict[str, torch.Ten
 
 
 def second_order_causes(
-    checks: Sequence[InputCheck], *, first_ok: bool, once_differentiable: bool,
+    checks: Sequence[InputCheck], *, first_ok: bool,
     intermediates: Sequence[str] = (), replayed: Sequence[InputCheck] | None = None,
     replay_differentiable: bool = True,
 ) -> list[str]:
@@ -55,11 +55,6 @@ def second_order_causes(
     if not failing or not first_ok:
         return []
     zeros = all(bool((_compared_values(c.got, c) == 0).all()) for c in failing)
-    if once_differentiable and zeros:
-        return [
-            "backward is decorated with @once_differentiable, so double backward sees zeros: remove the "
-            "decorator and write backward with differentiable torch operations"
-        ]
     if intermediates and replayed is not None and replayed and all(c.ok for c in replayed):
         what = ", ".join(intermediates)
         return [

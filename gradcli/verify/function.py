@@ -11,7 +11,9 @@ sorted into checked and skipped (function_call.py). It runs
 torch's gradcheck (and gradgradcheck with order=2) and, to show a mismatch readably, builds
 both Jacobians itself (`jacobian.py`): which input, which element, expected vs got. With
 `ref`, the forward is compared with the reference expression's values and the backward
-with sympy's derivative of it. Likely causes are named (`diagnose.py`). The result has
+with sympy's derivative of it. Likely causes are named (`diagnose.py`). Beside them: the
+contract audit (`function_audit.py`), gradients declared with `expect_grad`
+(`surrogate.py`), the jvp (`forward_mode.py`) and torch.func (`func_transforms.py`). The result has
 `ok` and a readable `str()`; `as_dict()` is the `--json` document. The `demo swish`
 command reuses this function.
 """
@@ -24,7 +26,7 @@ from typing import Any, Mapping, Sequence
 import torch
 
 from .. import words
-from ..errors import UserCodeError
+from ..errors import UsageError, UserCodeError
 from ..options import checked_seed
 from . import coverage, diagnose
 from .fdarbiter import EPS, FLAT_FORWARD, LEAVES_DOMAIN, STEP_ROUNDED, Differences, reason
@@ -39,6 +41,10 @@ from .result import FiniteDifferences, finite_difference_checks
 from .function_call import FunctionCall, OutputInfo, prepare
 from .function_inputs import Inputs
 from .userfile import run_user as _run_user
+from .function_audit import ContractAudit, audit_contract
+from .forward_mode import ForwardModeCheck, check_forward_mode
+from .func_transforms import TransformsCheck, check_transforms
+from .surrogate import SurrogateCheck, check_declared, declared_gradients
 
 
 @dataclass
@@ -63,6 +69,15 @@ class FunctionResult:
     seen: list[str] = field(default_factory=list)
     #: The w of sum(w * out), whose gradient the second order differentiates.
     output_weights: list[float] | None = None
+    audit: ContractAudit | None = None
+    surrogates: list[SurrogateCheck] = field(default_factory=list)
+    forward_mode: ForwardModeCheck | None = None
+    transforms: TransformsCheck | None = None
+
+    def parts(self) -> list[Any]:
+        """The contract audit, declared gradients, forward mode and torch.func checks that
+        ran: each has `ok`, `lines()` ((text, is a problem) pairs) and `label`."""
+        return [p for p in (self.audit, *self.surrogates, self.forward_mode, self.transforms) if p is not None]
 
     @property
     def checks(self) -> list[FiniteDifferences]:
@@ -82,7 +97,7 @@ class FunctionResult:
     def _agrees(self) -> bool:
         checks = [*self.first, *self.second, *self.ref_first, *self.ref_second]
         return (all(c.ok for c in checks) and all(check.verdict.ok is not False for check in self.checks)
-                and (self.ref_forward is None or self.ref_forward.ok))
+                and (self.ref_forward is None or self.ref_forward.ok) and all(p.ok for p in self.parts()))
 
     def sections(self) -> list[tuple[str, list[InputCheck]]]:
         return [
@@ -94,7 +109,8 @@ class FunctionResult:
 
     def verdict(self) -> str:
         if self.ok:
-            done = [check.label for check in self.checks] + ([f"the reference {self.ref}"] if self.ref else [])
+            done = [check.label for check in self.checks if check.verdict.ok] + (
+                [f"the reference {self.ref}"] if self.ref else []) + [p.label for p in self.parts() if p.label]
             untested = coverage.untested_phrase(self)
             but = f", but tested nothing for {untested} (every compared entry is 0)" if untested else ""
             return f"OK{but}: {self.function} agrees with " + ", ".join(done)
@@ -122,6 +138,10 @@ class FunctionResult:
             "outputs": [o.as_dict() for o in self.outputs],
             "tested_nothing": [item.as_dict() for item in self.untested],
             "seen": self.seen, "output_weights": self.output_weights or [],
+            "contract": self.audit.as_dict() if self.audit else None,
+            "expected_gradients": [c.as_dict() for c in self.surrogates],
+            "forward_mode": self.forward_mode.as_dict() if self.forward_mode else None,
+            "transforms": self.transforms.as_dict() if self.transforms else None,
         }
 
     def __str__(self) -> str:
@@ -138,6 +158,7 @@ class FunctionResult:
                 lines.extend(f"    {m}" for m in c.mismatches)
                 lines.extend(f"    {words.kink_entry(m)}" for m in c.kinks_shown)
         lines += [f"  {check.label}: {words.describe_gradcheck(check.verdict)}" for check in self.checks]
+        lines += [f"  {text}" for part in self.parts() for text, _ in part.lines()]
         lines.extend(f"  likely cause: {c}" for c in self.causes)
         lines.extend(f"  seen: {c}" for c in self.seen)
         lines.extend(f"  note: {n}" for n in self.notes)
@@ -156,7 +177,8 @@ def _first_problem(result: FunctionResult) -> str:
     for check in result.checks:
         if check.verdict.ok is False:
             return words.gradcheck_problem(check.label, check.verdict)
-    return "a check failed"
+    problems = [text for part in result.parts() for text, bad in part.lines() if bad]
+    return problems[0] if problems else "a check failed"
 
 
 def check_function(
@@ -169,6 +191,7 @@ def check_function(
     library_dirs: Sequence[Any] = (),
     given: Mapping[str, object] | None = None,
     output: int | None = None,
+    expect_grad: Sequence[str] = (),
 ) -> FunctionResult:
     """Check a torch.autograd.Function (a class, or "PATH.py:NAME"); see the module docstring.
 
@@ -179,16 +202,37 @@ def check_function(
     seed = 0 if seed is None else checked_seed(seed)
     call = prepare(function, var, seed=seed, given=given, output=output)
     try:
-        return _check(call, ref=ref, order=order, seed=seed, library_dirs=library_dirs)
+        return _check(call, ref=ref, order=order, seed=seed, library_dirs=library_dirs, expect_grad=expect_grad)
     except UserCodeError as err:
         raise call.explain(err) from None
 
 
-def _check(call: FunctionCall, *, ref: str | None, order: int, seed: int, library_dirs: Sequence[Any]) -> FunctionResult:
-    cls, label, inputs, tensors, fn = call.cls, call.label, call.inputs, call.tensors, call.fn
+def _check(call: FunctionCall, *, ref: str | None, order: int, seed: int, library_dirs: Sequence[Any],
+           expect_grad: Sequence[str]) -> FunctionResult:
+    cls, label, inputs = call.cls, call.label, call.inputs
+    declared = declared_gradients(expect_grad, inputs, label, library_dirs)
+    if declared and ref is not None:
+        raise UsageError("--expect-grad and --ref cannot be combined yet: check the forward with --ref on its own")
+    tensors = dict(call.tensors)
+    fixed = {n: tensors.pop(n) for n in declared}  # declared gradients: held out of finite differences
+
+    def fn(values: Mapping[str, torch.Tensor]) -> Any:
+        return call.fn({**fixed, **values})
+
     out = _run_user(lambda: fn({n: t.clone().requires_grad_(True) for n, t in tensors.items()}), "forward", cls)
     outs = out if isinstance(out, (tuple, list)) else (out,)
     result = FunctionResult(label, order, inputs, GradcheckVerdict(None), outputs=call.outputs, notes=call.notes())
+    result.audit = audit_contract(cls, inputs, order)
+    if not result.audit.ok:
+        result.gradcheck = GradcheckVerdict(None, message="torch refuses this backward: see the contract error")
+        return result
+    if declared:
+        result.surrogates = _run_user(lambda: check_declared(declared, fn, inputs, seed, library_dirs), "backward", cls)
+        result.notes += [f"{n}: finite differences are not used, its gradient is declared by --expect-grad"
+                         for n in declared]
+        if not tensors:
+            result.gradcheck = GradcheckVerdict(None, message="every input's gradient is declared by --expect-grad")
+            return result
     size = sum(t.numel() for t in tensors.values())
     small = size <= JACOBIAN_MAX and sum(o.numel() for o in outs) <= JACOBIAN_MAX
     names = list(tensors)
@@ -220,7 +264,11 @@ def _check(call: FunctionCall, *, ref: str | None, order: int, seed: int, librar
         result.notes += [f"gradcheck: {result.gradcheck.message}"] if result.gradcheck.unreliable_points else []
     else:
         result.notes.append(f"the inputs have {size:,} elements: only gradcheck (fast mode) runs past {JACOBIAN_MAX:,}")
-    if order == 2:
+    second = order == 2 and not diagnose.is_once_differentiable(cls)
+    if order == 2 and not second:
+        result.gradgradcheck = GradcheckVerdict(None, message="backward is @once_differentiable: not twice "
+                                                              "differentiable, by design")
+    if second:
         result.gradgradcheck = _run_user(
             lambda: run_gradcheck(positional, list(tensors.values()), seed=seed, second=True), "backward", cls
         )
@@ -240,11 +288,13 @@ def _check(call: FunctionCall, *, ref: str | None, order: int, seed: int, librar
             result.seen += seen
             plain_sum = _run_user(lambda: backward_of(fn)(tensors), "backward", cls)
             result.notes.append(coverage.weights_note(bool((plain_sum.abs() <= ATOL).all()), seed))
+    result.forward_mode = _run_user(lambda: check_forward_mode(cls, fn, tensors, seed), "backward", cls)
+    result.transforms = _run_user(lambda: check_transforms(cls, fn, tensors, seed), "backward", cls)
     if ref is not None:
         result.ref = ref
         got_first = _run_user(lambda: analytical(fn, tensors), "backward", cls) if small else None
         got_second = (_run_user(lambda: _analytical_second(gradient, tensors), "backward", cls)
-                      if small and order == 2 else None)
+                      if small and second else None)
         result.ref_forward, result.ref_first, result.ref_second, notes = reference_checks(
             ref, inputs, flat_output(fn, tensors).detach(), got_first, got_second, library_dirs,
             weights=weights, apart=(kinks_first, kinks_second),

@@ -49,7 +49,7 @@ class GradcheckVerdict:
 
 
 def run_gradcheck(
-    fn: Callable[..., Any], inputs: Sequence[torch.Tensor], *, seed: int, second: bool = False
+    fn: Callable[..., Any], inputs: Sequence[torch.Tensor], *, seed: int, second: bool = False, **flags: bool
 ) -> GradcheckVerdict:
     """gradcheck (or gradgradcheck with `second`) of `fn` at float64 `inputs`.
 
@@ -69,7 +69,7 @@ def run_gradcheck(
         with warnings.catch_warnings(), torch.random.fork_rng(devices=[]), _no_dense_fallback():
             warnings.simplefilter("ignore")
             torch.manual_seed(seed)
-            check(fn, inputs, fast_mode=fast)
+            check(fn, inputs, fast_mode=fast, **flags)
     except GradcheckError as err:
         return GradcheckVerdict(False, fast, _first_line(err), size)
     except RuntimeError as err:

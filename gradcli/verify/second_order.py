@@ -40,8 +40,8 @@ def explain_second_order(
         except Exception:  # noqa: BLE001 - the user's code run by hand: no evidence, so no cause
             intermediates, again, differentiable = [], None, True
         causes = diagnose.second_order_causes(
-            second, first_ok=first_ok, once_differentiable=diagnose.is_once_differentiable(cls),
-            intermediates=intermediates, replayed=again, replay_differentiable=differentiable,
+            second, first_ok=first_ok, intermediates=intermediates, replayed=again,
+            replay_differentiable=differentiable,
         )
     origin = None
     if not all(bool(torch.isfinite(c.got).all()) for c in second):
