@@ -135,6 +135,7 @@ def check_function(
     order: int = 1,
     seed: int | None = None,
     library_dirs: Sequence[Any] = (),
+    given: Mapping[str, object] | None = None,
 ) -> FunctionResult:
     """Check a torch.autograd.Function (a class, or "PATH.py:NAME"); see the module docstring."""
     check_order(order)
@@ -146,7 +147,7 @@ def check_function(
     options = [f"{k}={v}" for k, v in var.items()] if isinstance(var, Mapping) else list(var)
     refuse_unusable(options, torch.float64)
     seed = 0 if seed is None else checked_seed(seed)
-    inputs = make_inputs(cls, options, seed)
+    inputs = make_inputs(cls, options, seed, given=given)
     tensors = {n: t.detach().to(torch.float64) for n, t in inputs.tensors().items()}
     if not tensors:
         raise UsageError(f"{label}: forward has no tensor inputs to differentiate")

@@ -14,7 +14,7 @@ import inspect
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 
@@ -97,8 +97,9 @@ def forward_parameters(cls: type) -> list[inspect.Parameter]:
     return params
 
 
-def make_inputs(cls: type, options: Sequence[str], seed: int) -> Inputs:
-    """Values for forward's parameters from --var options, else the defaults."""
+def make_inputs(cls: type, options: Sequence[str], seed: int, *, given: Mapping[str, object] | None = None) -> Inputs:
+    """Values for forward's parameters from `given` (actual argument values, e.g. those a
+    model's forward passed), else --var options, else the defaults."""
     params = forward_parameters(cls)
     specs = {}
     for option in options:
@@ -114,7 +115,16 @@ def make_inputs(cls: type, options: Sequence[str], seed: int) -> Inputs:
     for k, p in enumerate(params):
         number = isinstance(p.default, (int, float)) and not isinstance(p.default, bool)
         spec = specs.get(p.name)
-        if number:
+        if given is not None and p.name in given:
+            value = given[p.name]
+            floating = isinstance(value, torch.Tensor) and value.is_floating_point()
+            # A received floating tensor is differentiated like a --var one; anything else
+            # (an integer index tensor, a number, None) is passed exactly as it was received.
+            if isinstance(value, torch.Tensor):
+                value = value.detach().to(torch.float64).requires_grad_(True) if floating else value.detach()
+            values.append(value)
+            tensor.append(floating)
+        elif number:
             if spec is not None and spec.kind != "number":
                 raise UsageError(f"--var {p.name}: '{p.name}' has a numeric default, so it takes a number")
             values.append(spec.args[0] if spec is not None else p.default)
