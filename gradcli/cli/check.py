@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, List, Optional
 
 import typer
 
@@ -99,6 +99,8 @@ def check_function_command(
     seed: SeedOption = None,
     library: LibraryOption = None,
     json: JsonOption = False,
+    init: Annotated[Optional[List[str]], typer.Option("--init", metavar="KEY=VALUE", help="A model target: a keyword argument for the nn.Module class or model factory (a Python literal). Repeatable.")] = None,
+    skip: Annotated[Optional[List[str]], typer.Option("--skip", metavar="PATTERN", help="A package or model: leave out the Functions whose name (mypkg.ops:Swish, or Swish) matches PATTERN (* and ? wildcards); listed as skipped. Repeatable.")] = None,
 ) -> None:
     """Check your own torch.autograd.Function: gradcheck (and gradgradcheck with --order 2)
     with any mismatch shown as input, element, expected vs got, and a likely cause.
@@ -114,6 +116,13 @@ def check_function_command(
     from ..verify.function import check_function
     from .output import exit_status, show
 
+    # A package, module, file or folder (no :NAME), or a model: every Function in it, one line each.
+    from ..verify.discovery import check_discovered
+
+    many = check_discovered(target, var or (), order=order, seed=seed, ref=ref, init=init or (), skip=skip or ())
+    if many is not None:
+        show(many, "json" if json else "text")
+        raise typer.Exit(exit_status(many.ok))
     result = check_function(
         target, var or (), ref=read_expression(ref) if ref is not None else None, order=order, seed=seed,
         library_dirs=tuple(library or ()),
