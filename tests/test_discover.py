@@ -257,3 +257,12 @@ def test_cli_json_is_one_document_with_every_functions_result(cli):
     assert by_name["ApplyThenDouble"]["result"] is None and by_name["ApplyThenDouble"]["status"] == "could not run"
     assert doc["unimportable"][0]["module"] == f"{PKG}/optional_dependency.py"
     assert doc["skipped"] == [{"name": f"{PKG}/bases.py:Elementwise", "reason": "no forward of its own: an abstract base"}]
+
+
+def test_the_readme_excerpt_is_the_real_output(cli):
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = readme.index("```text\ncheck-function examples/custom_ops ")
+    excerpt = readme[start + len("```text\n"):readme.index("```", start + 3)]
+    result = cli("check-function", "examples/custom_ops")
+    assert result.exit_code == 1
+    assert result.stdout == excerpt

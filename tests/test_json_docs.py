@@ -43,6 +43,9 @@ RUNS = [
     ("check-function", ["check-function", "examples/swish_saved_sigmoid.py:Swish", "--ref", "x*sigmoid(x)",
                         "--order", "2"], 1),
     ("list", ["list"], 0),
+    # Discovery (issue 16): a package (found, skipped, unimportable) and a model (calls).
+    ("check-function discovery", ["check-function", "tests/fixtures/discover_pkg"], 1),
+    ("check-function discovery", ["check-function", "tests/fixtures/discover_model.py:TwoFunctions", "--var", "x=randn(2,4)"], 1),
     # Code targets (issue 13): origins per node, the in-place details, a cut, summaries, --flow.
     ("trace", ["trace", "examples/residual_mlp.py:ResidualMLP", "--var", "x=randn(4,4)", "--loss", "out.pow(2).mean()",
                "--seed", "0"], 1),

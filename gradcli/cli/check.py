@@ -92,7 +92,7 @@ def _print_fix(result: Any) -> int:
 @app.command("check-function")
 @reports_errors
 def check_function_command(
-    target: Annotated[str, typer.Argument(metavar="PATH.py:NAME", help="Your file and the torch.autograd.Function class in it, or package.module:NAME.")],
+    target: Annotated[str, typer.Argument(metavar="PATH.py:NAME", help="Your file and the torch.autograd.Function class in it, or package.module:NAME; without :NAME a package, module, file or folder (every Function in it); or a model (every Function its forward applied).")],
     ref: Annotated[Optional[str], typer.Option("--ref", help="A reference expression (x*sigmoid(x)) the forward and backward must match.")] = None,
     var: VarOption = None,
     order: OrderOption = 1,
@@ -112,6 +112,14 @@ def check_function_command(
     gradient, 2 bad input (no file, no class, not a Function, wrong arity).
 
     Example:  gradcli check-function examples/swish.py:Swish --ref "x*sigmoid(x)" --order 2
+
+    Many at once: without :NAME (a package, module, file or folder) every Function defined
+    there is checked at inferred inputs; on a model (PATH.py:Net, fed with --var and --init as
+    trace feeds it) every custom Function its forward applied, at the arguments it received.
+    One line each; exit 1 if any is wrong or could not run (--skip leaves one out), 2 if none
+    was found.
+
+    Example:  gradcli check-function examples/custom_ops   # exit 1
     """
     from ..verify.function import check_function
     from .output import exit_status, show
