@@ -266,3 +266,17 @@ def test_the_readme_excerpt_is_the_real_output(cli):
     result = cli("check-function", "examples/custom_ops")
     assert result.exit_code == 1
     assert result.stdout == excerpt
+
+
+def test_a_submodule_that_exits_on_import_is_reported_and_the_walk_goes_on(tmp_path):
+    package = tmp_path / "gradcli_exiting_pkg"
+    (package / "inner").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "inner" / "__init__.py").write_text("import sys\nsys.exit(3)\n")
+    (package / "ops.py").write_text((FIXTURES / "discover_pkg" / "right.py").read_text())
+    result = check_discovered(str(package))
+    assert statuses(result) == {f"{package}/ops.py:Cube": "ok", f"{package}/ops.py:Affine": "ok"}
+    (module,) = result.unimportable
+    assert module.name == f"{package}/inner/__init__.py"
+    assert module.reason.startswith("importing gradcli_exiting_pkg.inner raised SystemExit: 3")
+    assert not result.ok

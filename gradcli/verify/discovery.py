@@ -102,8 +102,7 @@ def check_discovered(
             raise UsageError(f"'{target}' names many Functions: --var, --init and --ref name one Function's inputs",
                              hint="check one Function alone as PATH.py:NAME (or package.module:NAME) with them")
         found = find_functions(target, skip)
-        result = DiscoveryResult(target, "package" if found.description.startswith("package") else "module",
-                                 found.description, order, seed, skipped=found.skipped, unimportable=found.unimportable)
+        result = DiscoveryResult(target, found.kind, found.description, order, seed, skipped=found.skipped, unimportable=found.unimportable)
         result.entries += [_check(f.name, f.cls, order, seed) for f in found.functions]
         if not result.entries and not result.unimportable:
             raise UsageError(f"{found.description} defines no torch.autograd.Function to check"

@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Callable, Sequence
+from typing import Callable, Literal, Sequence
 
 import torch
 
@@ -28,6 +28,7 @@ from ..targets.load import import_code
 from .userfile import is_function_class
 
 _DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+Kind = Literal["package", "module"]
 #: How a found thing is named: (module name, class qualname or None for the module) -> name.
 Naming = Callable[[str, "str | None"], str]
 
@@ -52,6 +53,7 @@ class Passed:
 class Discovered:
     """What a package walk found: Functions to check, the ones passed over, broken modules."""
 
+    kind: Kind
     description: str
     functions: list[Found] = field(default_factory=list)
     skipped: list[Passed] = field(default_factory=list)
@@ -67,16 +69,12 @@ def find_functions(target: str, skip: Sequence[str] = ()) -> Discovered:
     """Every Function `target` defines, in module order, then definition order."""
     target = target.strip().rstrip("/") or target
     root, naming = _import_root(target)
-    modules = [root]
-    unimportable = []
-    for info in pkgutil.walk_packages(getattr(root, "__path__", []), root.__name__ + ".", onerror=lambda name: None):
-        try:
-            modules.append(import_code(info.name))
-        except GradcliError as err:
-            unimportable.append(Passed(naming(info.name, None), err.message))
-    kind = "package" if hasattr(root, "__path__") else "module"
+    modules: list[ModuleType] = []
+    unimportable: list[Passed] = []
+    _walk(root, naming, modules, unimportable)
+    kind: Kind = "package" if hasattr(root, "__path__") else "module"
     count = len(modules) + len(unimportable)
-    found = Discovered(f"{kind} {root.__name__}, {count} module{'s' if count != 1 else ''}", unimportable=unimportable)
+    found = Discovered(kind, f"{kind} {root.__name__}, {count} module{'s' if count != 1 else ''}", unimportable=unimportable)
     for module in modules:
         for value in list(vars(module).values()):
             if not is_function_class(value) or value.__module__ != module.__name__:
@@ -89,6 +87,20 @@ def find_functions(target: str, skip: Sequence[str] = ()) -> Discovered:
             else:
                 found.functions.append(Found(name, value))
     return found
+
+
+def _walk(module: ModuleType, naming: Naming, modules: list[ModuleType], unimportable: list[Passed]) -> None:
+    """`module` and its submodules, depth first in pkgutil's order. Each is imported here
+    (not by pkgutil.walk_packages, which lets a SystemExit from the user's code through), so
+    an error in one becomes that module's entry and the walk goes on."""
+    modules.append(module)
+    for info in pkgutil.iter_modules(getattr(module, "__path__", []), module.__name__ + "."):
+        try:
+            sub = import_code(info.name)
+        except GradcliError as err:
+            unimportable.append(Passed(naming(info.name, None), err.message))
+            continue
+        _walk(sub, naming, modules, unimportable)
 
 
 def skipped_by(name: str, cls: type, patterns: Sequence[str]) -> bool:
