@@ -88,7 +88,8 @@ def test_a_module_file_checks_its_own_functions_not_imported_ones():
     assert statuses(result) == {
         "tests/fixtures/discover_module.py:Exp": "ok",
         "tests/fixtures/discover_module.py:SquareTwiceTooBig": "wrong",  # Cube comes from discover_model.py
-    }
+    }  # and the alias Exponential is Exp, checked once
+    assert result.found == "module discover_module" and len(result.entries) == 2
     assert "2 times the true one" in result.entries[1].reason
 
 

@@ -74,11 +74,14 @@ def find_functions(target: str, skip: Sequence[str] = ()) -> Discovered:
     _walk(root, naming, modules, unimportable)
     kind: Kind = "package" if hasattr(root, "__path__") else "module"
     count = len(modules) + len(unimportable)
-    found = Discovered(kind, f"{kind} {root.__name__}, {count} module{'s' if count != 1 else ''}", unimportable=unimportable)
+    described = f"package {root.__name__}, {count} module{'s' if count != 1 else ''}" if kind == "package" else f"module {root.__name__}"
+    found = Discovered(kind, described, unimportable=unimportable)
+    seen: set[type] = set()
     for module in modules:
         for value in list(vars(module).values()):
-            if not is_function_class(value) or value.__module__ != module.__name__:
-                continue  # not a Function, or one defined elsewhere and imported here
+            if not is_function_class(value) or value.__module__ != module.__name__ or value in seen:
+                continue  # not a Function, one defined elsewhere and imported here, or an alias
+            seen.add(value)
             name = naming(module.__name__, value.__qualname__)
             if value.forward is torch.autograd.Function.forward:
                 found.skipped.append(Passed(name, "no forward of its own: an abstract base"))
