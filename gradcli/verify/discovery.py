@@ -101,16 +101,9 @@ def check_discovered(
         if variables or init or ref is not None:
             raise UsageError(f"'{target}' names many Functions: --var, --init and --ref name one Function's inputs",
                              hint="check one Function alone as PATH.py:NAME (or package.module:NAME) with them")
-        found = find_functions(target, skip)
-        result = DiscoveryResult(target, found.kind, found.description, order, seed, skipped=found.skipped, unimportable=found.unimportable)
-        result.entries += [_check(f.name, f.cls, order, seed) for f in found.functions]
-        if not result.entries and not result.unimportable:
-            raise UsageError(f"{found.description} defines no torch.autograd.Function to check"
-                             + (f" ({len(found.skipped)} skipped)" if found.skipped else ""),
-                             hint="name the package or module that defines them")
-        return result
+        return _check_package(target, order, seed, skip)
     from ..targets.load import load_object
-    from .applied import applied_functions, bind_received, is_model
+    from .applied import is_model
     from .userfile import is_function_class
 
     obj, where = load_object(target)
@@ -121,6 +114,25 @@ def check_discovered(
         return None
     if ref is not None:
         raise UsageError(f"{where} is a model: --ref names one Function's reference", hint="check that Function alone with --ref")
+    return _check_model(obj, target, where, variables, order, seed, init, skip)
+
+
+def _check_package(target: str, order: int, seed: int, skip: Sequence[str]) -> DiscoveryResult:
+    found = find_functions(target, skip)
+    result = DiscoveryResult(target, found.kind, found.description, order, seed, skipped=found.skipped,
+                             unimportable=found.unimportable)
+    result.entries += [_check(f.name, f.cls, order, seed) for f in found.functions]
+    if not result.entries and not result.unimportable:
+        raise UsageError(f"{found.description} defines no torch.autograd.Function to check"
+                         + (f" ({len(found.skipped)} skipped)" if found.skipped else ""),
+                         hint="name the package or module that defines them")
+    return result
+
+
+def _check_model(obj: Any, target: str, where: str, variables: Sequence[str], order: int, seed: int,
+                 init: Sequence[str], skip: Sequence[str]) -> DiscoveryResult:
+    from .applied import applied_functions, bind_received
+
     applied = applied_functions(obj, where, variables, init=init, seed=seed)
     result = DiscoveryResult(target, "model", applied.found, order, seed, skipped=applied.skipped)
     for application in applied.applications:

@@ -29,6 +29,7 @@ from .userfile import is_function_class
 
 _DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 Kind = Literal["package", "module"]
+_WHAT = "give a package or module (mypkg.ops), a file (ops.py), a folder, or PATH.py:NAME for one Function"
 #: How a found thing is named: (module name, class qualname or None for the module) -> name.
 Naming = Callable[[str, "str | None"], str]
 
@@ -116,6 +117,8 @@ def _import_root(target: str) -> tuple[ModuleType, Naming]:
     the target: a path for a path, a dotted name for a module)."""
     path = Path(target)
     if target.endswith(".py"):
+        if not path.is_file():
+            raise UsageError(f"no file '{target}'", hint=_WHAT)
         module = import_code(target)
         return module, lambda _module, qualname: f"{target}:{qualname}"
     if path.is_dir():
@@ -132,8 +135,7 @@ def _import_root(target: str) -> tuple[ModuleType, Naming]:
         return module, in_folder
     if _DOTTED.match(target):
         return import_code(target), lambda module_name, qualname: module_name if qualname is None else f"{module_name}:{qualname}"
-    raise UsageError(f"'{target}' is no module, file or folder",
-                     hint="give a package or module (mypkg.ops), a file (ops.py), a folder, or PATH.py:NAME for one Function")
+    raise UsageError(f"'{target}' is no module, file or folder", hint=_WHAT)
 
 
 def _import_folder(path: Path) -> ModuleType:
