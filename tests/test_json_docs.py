@@ -61,6 +61,9 @@ RUNS = [
     ("check-function", ["check-function", "tests/fixtures/transform_functions.py:RoundTimesWeight",
                         "--expect-grad", "x=grad_output*w"], 0),
     ("list", ["list"], 0),
+    # Discovery (issue 16): a package (found, skipped, unimportable) and a model (calls).
+    ("check-function discovery", ["check-function", "tests/fixtures/discover_pkg"], 1),
+    ("check-function discovery", ["check-function", "tests/fixtures/discover_model.py:TwoFunctions", "--var", "x=randn(2,4)"], 1),
     # Code targets (issue 13): origins per node, the in-place details, a cut, summaries, --flow.
     ("trace", ["trace", "examples/residual_mlp.py:ResidualMLP", "--var", "x=randn(4,4)", "--loss", "out.pow(2).mean()",
                "--seed", "0"], 1),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, List, Optional
 
 import typer
 
@@ -92,7 +92,7 @@ def _print_fix(result: Any) -> int:
 @app.command("check-function")
 @reports_errors
 def check_function_command(
-    target: Annotated[str, typer.Argument(metavar="PATH.py:NAME", help="Your file and the torch.autograd.Function class in it, or package.module:NAME.")],
+    target: Annotated[str, typer.Argument(metavar="PATH.py:NAME", help="Your file and the torch.autograd.Function class in it, or package.module:NAME; without :NAME a package, module, file or folder (every Function in it); or a model (every Function its forward applied).")],
     ref: Annotated[Optional[str], typer.Option("--ref", help="A reference expression (x*sigmoid(x)) the forward and backward must match.")] = None,
     var: VarOption = None,
     order: OrderOption = 1,
@@ -101,6 +101,8 @@ def check_function_command(
     json: JsonOption = False,
     output: Annotated[Optional[int], typer.Option("--output", metavar="N", help="Check only forward's output N (0 is the first); by default every differentiable floating output.")] = None,
     expect_grad: Annotated[Optional[list[str]], typer.Option("--expect-grad", metavar="[NAME=]EXPR", help="The gradient backward is meant to return for input NAME (a straight-through estimator, a gradient reversal), an expression of grad_output and the inputs, e.g. '-grad_output'; checked instead of finite differences (repeatable; NAME= may be left out for a single input).")] = None,
+    init: Annotated[Optional[List[str]], typer.Option("--init", metavar="KEY=VALUE", help="A model target: a keyword argument for the nn.Module class or model factory (a Python literal). Repeatable.")] = None,
+    skip: Annotated[Optional[List[str]], typer.Option("--skip", metavar="PATTERN", help="A package or model: leave out the Functions whose name (mypkg.ops:Swish, or Swish) matches PATTERN (* and ? wildcards); listed as skipped. Repeatable.")] = None,
 ) -> None:
     """Check your own torch.autograd.Function: gradcheck (and gradgradcheck with --order 2)
     with any mismatch shown as input, element, expected vs got, and a likely cause.
@@ -124,10 +126,26 @@ def check_function_command(
     a Function, wrong forward arity).
 
     Example:  gradcli check-function examples/swish.py:Swish --ref "x*sigmoid(x)" --order 2
+
+    Many at once: without :NAME (a package, module, file or folder) every Function defined
+    there is checked at inferred inputs; on a model (PATH.py:Net, fed with --var and --init as
+    trace feeds it) every custom Function its forward applied, at the arguments it received.
+    One line each; exit 1 if any is wrong or could not run (--skip leaves one out), 2 if none
+    was found.
+
+    Example:  gradcli check-function examples/custom_ops   # exit 1
     """
     from ..verify.function import check_function
     from .output import exit_status, show
 
+    # A package, module, file or folder (no :NAME), or a model: every Function in it, one line each.
+    from ..verify.discovery import check_discovered
+
+    many = check_discovered(target, var or (), order=order, seed=seed, ref=ref, init=init or (), skip=skip or (),
+                            output=output, expect_grad=expect_grad or ())
+    if many is not None:
+        show(many, "json" if json else "text")
+        raise typer.Exit(exit_status(many.ok))
     result = check_function(
         target, var or (), ref=read_expression(ref) if ref is not None else None, order=order, seed=seed,
         library_dirs=tuple(library or ()), output=output, expect_grad=tuple(expect_grad or ()),

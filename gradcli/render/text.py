@@ -29,6 +29,11 @@ class TextFormat(Format):
 
         return function_lines(result)
 
+    def _render_DiscoveryResult(self, result: Any) -> list[Line]:
+        from .discovery import discovery_lines
+
+        return discovery_lines(result)
+
     def _render_TraceResult(self, result: Any) -> list[Line]:
         from .trace import DEFAULT_DEPTH, DEFAULT_MAX_NODES, trace_renderables
 

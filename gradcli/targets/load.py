@@ -170,3 +170,9 @@ def user_error(what: str, err: BaseException) -> UserCodeError:
     if frames:
         lines.append(f"{type(err).__name__}: {err}".rstrip())
     return UserCodeError("\n".join(lines))
+
+
+def import_code(where: str) -> Any:
+    """The module a file path (`ops.py`) or a dotted name (`mypkg.ops`) names, imported as
+    load_object imports the module of `where:NAME` (check-function's discovery walks it)."""
+    return _import_file(Path(where)) if where.endswith(".py") else _import_module(where)

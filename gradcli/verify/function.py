@@ -89,6 +89,11 @@ class FunctionResult:
         return self._agrees and not coverage.nothing_tested(self)
 
     @property
+    def nothing_tested(self) -> bool:
+        """Everything compared agreed, but every first-order block compared only zeros."""
+        return self._agrees and coverage.nothing_tested(self)
+
+    @property
     def untested(self) -> list[coverage.Untested]:
         """The Jacobian blocks whose compared entries were all 0 (coverage.py)."""
         return coverage.untested(self)
@@ -114,7 +119,7 @@ class FunctionResult:
             untested = coverage.untested_phrase(self)
             but = f", but tested nothing for {untested} (every compared entry is 0)" if untested else ""
             return f"OK{but}: {self.function} agrees with " + ", ".join(done)
-        if self._agrees:
+        if self.nothing_tested:
             return coverage.not_tested_verdict(self)
         return "PROBLEM: " + (self.causes[0] if self.causes else self.seen[0] if self.seen else _first_problem(self))
 
