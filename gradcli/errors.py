@@ -138,3 +138,6 @@ class UnreadableError(UsageError):
 
 class UserCodeError(GradcliError):
     """The user's own code (a check-function file) could not be loaded or raised."""
+
+    #: The arguments gradcli invented for the call that raised (no --var, no default).
+    invented: tuple[str, ...] = ()

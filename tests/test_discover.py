@@ -326,3 +326,16 @@ def test_a_function_whose_comparison_tested_nothing_is_not_tested_not_wrong_and_
     assert shown.exit_code == 1
     assert any(line.split()[:3] == ["NOT", "TESTED", f"{module}:Constant"] for line in shown.stdout.splitlines())
     assert json.loads(cli("check-function", str(module), "--json").stdout)["counts"]["not_tested"] == 1
+
+
+def test_a_function_that_failed_on_invented_arguments_says_which_and_how_to_give_them():
+    result = check_discovered("tests/fixtures/typed_functions.py")
+    (entry,) = [e for e in result.entries if e.name.endswith(":MaskedFill")]
+    assert entry.status == "could not run"
+    assert entry.reason.startswith("MaskedFill.forward raised RuntimeError: masked_fill_ only supports boolean masks")
+    assert entry.reason.endswith("(gradcli invented x, mask: give real values to it alone, with --var or "
+                                 "check_function(given=...))")
+    # Given as it names itself, with real values, the same Function runs and agrees.
+    alone = check_function(entry.name, ["mask=[True, False, True, False, False, False, True, False, False, False, "
+                                        "False, False, False, False]"])
+    assert alone.ok, str(alone)

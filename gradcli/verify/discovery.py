@@ -166,7 +166,13 @@ def _check(name: str, cls: type, order: int, seed: int, given: dict[str, Any] | 
     try:
         result = check_function(cls, order=order, seed=seed, given=given)
     except GradcliError as err:
-        return Entry(name, "could not run", err.message)
+        invented = getattr(err, "invented", ())
+        if not invented:
+            return Entry(name, "could not run", err.message)
+        # --var is refused for many Functions: real values are given to the one alone.
+        names = ", ".join(invented)
+        return Entry(name, "could not run", f"{err.message.splitlines()[0]} (gradcli invented {names}: give "
+                                            "real values to it alone, with --var or check_function(given=...))")
     if result.ok:
         return Entry(name, "ok", "agrees with " + ", ".join(check.label for check in result.checks), result)
     if result.nothing_tested:  # everything compared agreed, but it was only zeros

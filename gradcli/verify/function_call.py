@@ -98,6 +98,7 @@ class FunctionCall:
         note = self.inputs.invented_note()
         if note is not None:
             err.hint = note if err.hint is None else f"{err.hint}; {note}"
+            err.invented = tuple(self.inputs.defaulted)
         return err
 
 
