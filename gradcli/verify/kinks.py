@@ -21,7 +21,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-import numpy as np
 import torch
 
 from .jacobian import ATOL, RTOL, disagree, element_label, flat_output
@@ -107,19 +106,10 @@ def reference_kinks(
     element each entry differentiates in. Runs sympy: call it within a budget."""
     import sympy
 
-    from ..build.to_sympy import to_sympy
+    from .reference import symbolic_outputs, weighted_gradient
     from .regions import regions
 
-    symbols, arrays, env = {}, {}, {}
-    for name, t in tensors.items():
-        syms = [sympy.Symbol(f"{name}_{k}", real=True) for k in range(t.numel())]
-        array = np.empty(len(syms), dtype=object)
-        array[:] = syms
-        arrays[name] = array.reshape(tuple(t.shape)) if t.dim() else array.reshape(())
-        symbols[name] = syms
-        env.update({s: v for s, v in zip(syms, t.reshape(-1).to(torch.float64))})
-    out = [sympy.sympify(v) for v in np.asarray(to_sympy(program, {**arrays, **numbers}, library=library),
-                                                dtype=object).reshape(-1)]
+    out, symbols, env = symbolic_outputs(program, library, tensors, numbers)
 
     # Only these make kinks (regions.py); a function without them has none, nor its derivatives.
     branching = (sympy.Piecewise, sympy.Abs, sympy.sign, sympy.Heaviside, sympy.Max, sympy.Min)
@@ -144,10 +134,7 @@ def reference_kinks(
     first = masks(out)
     if order < 2:
         return first, {}
-    w = [1.0] * len(out) if weights is None else weights.tolist()
-    total = sympy.Add(*(sympy.Float(wk) * y for wk, y in zip(w, out)))
-    gradient = [sympy.diff(total, s) for syms in symbols.values() for s in syms]
-    return first, masks(gradient)
+    return first, masks(weighted_gradient(out, symbols, weights))
 
 
 def reference_kink_masks(

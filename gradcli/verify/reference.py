@@ -110,16 +110,7 @@ def _jacobians(
 ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor] | None]:
     import sympy
 
-    symbols, arrays, env = {}, {}, {}
-    for name, t in tensors.items():
-        syms = [sympy.Symbol(f"{name}_{k}", real=True) for k in range(t.numel())]
-        array = np.empty(len(syms), dtype=object)
-        array[:] = syms
-        arrays[name] = array.reshape(tuple(t.shape)) if t.dim() else array.reshape(())
-        symbols[name] = syms
-        env.update({s: v for s, v in zip(syms, t.reshape(-1))})
-    out = np.asarray(to_sympy(program, {**arrays, **numbers}, library=library), dtype=object)
-    flat = [sympy.sympify(v) for v in out.reshape(-1)]
+    flat, symbols, env = symbolic_outputs(program, library, tensors, numbers)
 
     def matrix(rows: list[Any], cols: list[Any]) -> torch.Tensor:
         values = [[float(evaluate(tame(sympy.diff(r, c)), env, 1)[0]) for c in cols] for r in rows]
@@ -128,6 +119,32 @@ def _jacobians(
     jac1 = {name: matrix(flat, syms) for name, syms in symbols.items()}
     if not second:
         return jac1, None
-    total = sympy.Add(*flat) if weights is None else sympy.Add(*(sympy.Float(w) * y for w, y in zip(weights.tolist(), flat)))
-    gradient = [sympy.diff(total, s) for syms in symbols.values() for s in syms]
+    gradient = weighted_gradient(flat, symbols, weights)
     return jac1, {name: matrix(gradient, syms) for name, syms in symbols.items()}
+
+
+def symbolic_outputs(
+    program: Any, library: Any, tensors: dict[str, torch.Tensor], numbers: dict[str, float],
+) -> tuple[list[Any], dict[str, list[Any]], dict[Any, Any]]:
+    """The reference's outputs, flat, as sympy expressions of one real symbol per input
+    element (`x_0`, `x_1` ...); those symbols by input; and the value of each symbol."""
+    import sympy
+
+    symbols, arrays, env = {}, {}, {}
+    for name, t in tensors.items():
+        syms = [sympy.Symbol(f"{name}_{k}", real=True) for k in range(t.numel())]
+        array = np.empty(len(syms), dtype=object)
+        array[:] = syms
+        arrays[name] = array.reshape(tuple(t.shape)) if t.dim() else array.reshape(())
+        symbols[name] = syms
+        env.update({s: v for s, v in zip(syms, t.reshape(-1).to(torch.float64))})
+    out = np.asarray(to_sympy(program, {**arrays, **numbers}, library=library), dtype=object)
+    return [sympy.sympify(v) for v in out.reshape(-1)], symbols, env
+
+
+def weighted_gradient(flat: list[Any], symbols: dict[str, list[Any]], weights: torch.Tensor | None) -> list[Any]:
+    """d sum(w * out) / d each input element, inputs in order (w = 1 without weights)."""
+    import sympy
+
+    total = sympy.Add(*flat) if weights is None else sympy.Add(*(sympy.Float(w) * y for w, y in zip(weights.tolist(), flat)))
+    return [sympy.diff(total, s) for syms in symbols.values() for s in syms]
