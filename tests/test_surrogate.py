@@ -23,6 +23,9 @@ def run(name: str, *expect: str, **options):
 def test_without_a_declaration_a_gradient_reversal_is_a_flipped_sign():
     result = run("GradientReversal")
     assert not result.ok and "the sign is flipped" in result.causes[0]
+    # The cause names the declaration that would make it right, and that declaration passes.
+    declared = result.causes[0].split("--expect-grad '")[1].rstrip("')")
+    assert declared == "x=-grad_output" and run("GradientReversal", declared).ok
 
 
 def test_a_gradient_reversal_layer_agrees_with_its_declared_gradient():

@@ -127,7 +127,8 @@ def _scaled(c: InputCheck) -> str | None:
     if not torch.allclose(c.got[~mask & compared], torch.zeros(()).double(), atol=1e-5):
         return None
     if abs(factor + 1) < 1e-4:
-        return f"the sign is flipped: backward returns minus the true gradient for {c.name}"
+        return (f"the sign is flipped: backward returns minus the true gradient for {c.name} (if that is "
+                f"meant, as in a gradient reversal layer, declare it: --expect-grad '{c.name}=-grad_output')")
     return f"backward's gradient for {c.name} is {factor:.4g} times the true one: a constant factor is wrong"
 
 
