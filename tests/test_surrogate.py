@@ -28,6 +28,16 @@ def test_without_a_declaration_a_gradient_reversal_is_a_flipped_sign():
     assert declared == "x=-grad_output" and run("GradientReversal", declared).ok
 
 
+def test_a_scaled_reversal_names_its_declaration_and_a_flipped_sin_names_none():
+    result = run("GradientReversalScaled")
+    assert result.causes[0].startswith("backward's gradient for x is -0.5 times the true one")
+    declared = result.causes[0].split("--expect-grad '")[1].rstrip("')")
+    assert declared == "x=-0.5*grad_output" and run("GradientReversalScaled", declared).ok
+    # sin with backward -cos: forward does not pass x through, so no declaration is offered.
+    flipped = check_function(f"{Path(__file__).parent / 'fixtures' / 'functions.py'}:SinFlipped")
+    assert flipped.causes == ["the sign is flipped: backward returns minus the true gradient for x"]
+
+
 def test_a_gradient_reversal_layer_agrees_with_its_declared_gradient():
     result = run("GradientReversal", "-grad_output")
     assert result.ok, str(result)

@@ -126,10 +126,17 @@ def _scaled(c: InputCheck) -> str | None:
         return None
     if not torch.allclose(c.got[~mask & compared], torch.zeros(()).double(), atol=1e-5):
         return None
-    if abs(factor + 1) < 1e-4:
-        return (f"the sign is flipped: backward returns minus the true gradient for {c.name} (if that is "
-                f"meant, as in a gradient reversal layer, declare it: --expect-grad '{c.name}=-grad_output')")
-    return f"backward's gradient for {c.name} is {factor:.4g} times the true one: a constant factor is wrong"
+    flipped = abs(factor + 1) < 1e-4
+    found = (f"the sign is flipped: backward returns minus the true gradient for {c.name}" if flipped else
+             f"backward's gradient for {c.name} is {factor:.4g} times the true one: a constant factor is wrong")
+    rows, cols = c.expected.shape
+    if rows == cols and torch.allclose(c.expected, torch.eye(rows, dtype=c.expected.dtype), atol=1e-6):
+        # Forward passes x through unchanged: a scaled backward is a gradient reversal or
+        # scaling layer, wrong only if it was not meant.
+        declared = "-grad_output" if flipped else f"{factor:.4g}*grad_output"
+        found += (f" (forward passes {c.name} through; if that is meant, as in a gradient reversal layer, "
+                  f"declare it: --expect-grad '{c.name}={declared}')")
+    return found
 
 
 def _one_side(c: InputCheck, values: torch.Tensor | None) -> str | None:
