@@ -12,7 +12,8 @@ ratio alike; the table gives medians over the repetitions. Time is wall-clock
 (`time.perf_counter` around spawn-to-exit); peak memory is the child's maximum resident set
 size as the kernel reports it to `os.wait4` (the same number as `/usr/bin/time -v`'s
 "Maximum resident set size"), for that one child alone. Every run's exit status is checked
-and a failing command stops the benchmark: a fast wrong answer is not a result.
+against the one its command declares (1 where both sides must find a wrong Function), and any
+other stops the benchmark: a fast wrong answer is not a result.
 
 Run it with the interpreter of the environment gradcli is installed in (the `gradcli`
 script next to `sys.executable` is used). torchviz is needed for the chain comparison:
