@@ -12,7 +12,8 @@ ratio alike; the table gives medians over the repetitions. Time is wall-clock
 (`time.perf_counter` around spawn-to-exit); peak memory is the child's maximum resident set
 size as the kernel reports it to `os.wait4` (the same number as `/usr/bin/time -v`'s
 "Maximum resident set size"), for that one child alone. Every run's exit status is checked
-and a failing command stops the benchmark: a fast wrong answer is not a result.
+against the one its command declares (1 where both sides must find a wrong Function), and any
+other stops the benchmark: a fast wrong answer is not a result.
 
 Run it with the interpreter of the environment gradcli is installed in (the `gradcli`
 script next to `sys.executable` is used). torchviz is needed for the chain comparison:
@@ -34,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+EXAMPLES = HERE.parent / "examples"
 sys.path.insert(0, str(HERE))
 
 import programs  # noqa: E402  (bench/programs.py: the chain and DAG program texts)
@@ -156,6 +158,33 @@ def commands(work: Path) -> dict[str, Command]:
             "handwritten_grads", [PYTHON, str(HERE / "handwritten_grads.py")],
             "bench/handwritten_grads.py (same model: forward, backward, print each grad norm)",
         ),
+        Command(
+            "function", [gradcli, "check-function", str(EXAMPLES / "swish.py") + ":Swish", "--ref", "x*sigmoid(x)",
+                         "--order", "2"],
+            'gradcli check-function examples/swish.py:Swish --ref "x*sigmoid(x)" --order 2',
+        ),
+        Command(
+            "handwritten_function", [PYTHON, str(HERE / "handwritten_function.py")],
+            "bench/handwritten_function.py (gradcheck, gradgradcheck, sympy's 1st and 2nd derivatives)",
+        ),
+        # examples/custom_ops has a deliberately wrong LeakyReLU: both sides must exit 1.
+        Command(
+            "function_package", [gradcli, "check-function", str(EXAMPLES / "custom_ops")],
+            "gradcli check-function examples/custom_ops", expect=1,
+        ),
+        Command(
+            "handwritten_function_ci", [PYTHON, str(HERE / "handwritten_function_ci.py")],
+            "bench/handwritten_function_ci.py (import each module, gradcheck each Function)", expect=1,
+        ),
+        Command(
+            "handwritten_function_bare", [PYTHON, str(HERE / "as_gradcli_exits.py"), str(HERE / "handwritten_function.py")],
+            "the same script, collector off and no teardown (bench/as_gradcli_exits.py)",
+        ),
+        Command(
+            "handwritten_function_ci_bare",
+            [PYTHON, str(HERE / "as_gradcli_exits.py"), str(HERE / "handwritten_function_ci.py")],
+            "the same CI loop, collector off and no teardown (bench/as_gradcli_exits.py)", expect=1,
+        ),
     ]
     return {c.name: c for c in listed}
 
@@ -176,6 +205,20 @@ COMPARISONS = [
     Comparison("dag_symbolic", f"--symbolic vs plain trace, {DAG_LEVELS}-level DAG", "dag_symbolic", "dag", 3.0),
     Comparison("dag_symbolic_linear", f"--symbolic, {DAG_LEVELS} vs {DAG_LEVELS // 2} levels (2x the nodes)",
                "dag_symbolic", "dag_half_symbolic", 2.0),
+    # check-function against the script a user writes instead: both sides import torch (and
+    # sympy for --ref), which is most of either; gradcli's extra checks (every Jacobian entry at
+    # both orders, kinks, the contract audit, jvp and torch.func where the Function has them)
+    # run on 14-element inputs, so they should cost a fraction of start-up.
+    Comparison("function", "check-function, one Function, order 2", "function", "handwritten_function", 1.25),
+    Comparison("function_package", "check-function, a package of 4 Functions", "function_package",
+               "handwritten_function_ci", 1.25),
+    # The same pairs with the scripts run as gradcli's console script runs itself (no cyclic
+    # collector, no interpreter teardown): the ratio of the checks and imports alone, where
+    # gradcli's extra checks and typer/rich show; they are allowed half the start-up again.
+    Comparison("function_bare", "same Function, script without collector and teardown", "function",
+               "handwritten_function_bare", 1.5),
+    Comparison("function_package_bare", "same package, loop without collector and teardown", "function_package",
+               "handwritten_function_ci_bare", 1.5),
 ]
 
 

@@ -11,7 +11,8 @@ big stack, as a careful user would give it, or CPython's C stack may overflow).
 from __future__ import annotations
 
 import sys
-import threading
+
+from deep_recursion import run_deep
 
 
 def main(ops: int) -> None:
@@ -27,18 +28,4 @@ def main(ops: int) -> None:
 
 if __name__ == "__main__":
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 20_000
-    sys.setrecursionlimit(10 * count + 10_000)
-    threading.stack_size(512 * 1024 * 1024)
-    failed: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            main(count)
-        except BaseException as exc:  # reported below, so that a failure is exit status 1
-            failed.append(exc)
-
-    worker = threading.Thread(target=run)
-    worker.start()
-    worker.join()
-    if failed:
-        raise SystemExit(f"torchviz_chain failed: {failed[0]!r}")
+    run_deep(lambda: main(count), 10 * count + 10_000, "torchviz_chain")

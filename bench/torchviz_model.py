@@ -7,10 +7,10 @@ with a big stack, as for the chain (torchviz_chain.py)."""
 from __future__ import annotations
 
 import sys
-import threading
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from deep_recursion import run_deep  # noqa: E402
 
 
 def main() -> None:
@@ -23,18 +23,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.setrecursionlimit(100_000)
-    threading.stack_size(512 * 1024 * 1024)
-    failed: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            main()
-        except BaseException as exc:  # reported below, so that a failure is exit status 1
-            failed.append(exc)
-
-    worker = threading.Thread(target=run)
-    worker.start()
-    worker.join()
-    if failed:
-        raise SystemExit(f"torchviz_model failed: {failed[0]!r}")
+    run_deep(main, 100_000, "torchviz_model")

@@ -1,6 +1,7 @@
 """Custom autograd Functions with the arguments and outputs real ones have (README, "Your own
 autograd.Function"): integer targets, a non-differentiable index among the outputs, an
-in-place forward.
+in-place forward. They are the only copies: the tests name them here too, beside their twins
+in tests/fixtures/typed_functions.py, so a change here is a change to those tests.
 
     gradcli check-function examples/typed_functions.py:SoftmaxCrossEntropy --var "logits=randn(4, 3)" --var "target=randint(0, 3, (4,))"
 """

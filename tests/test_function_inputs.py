@@ -18,6 +18,8 @@ from gradcli.build.variables import parse_var
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TYPED = FIXTURES / "typed_functions.py"
+# The README's typed Functions (the right SoftmaxCrossEntropy among them) live only there.
+EXAMPLE = Path(__file__).parent.parent / "examples" / "typed_functions.py"
 
 
 def run(name: str, *var: str, **options):
@@ -114,7 +116,7 @@ def test_entmax_on_rows_with_dim_an_int():
 
 
 def test_a_loss_with_integer_targets():
-    right = run("SoftmaxCrossEntropy", "logits=randn(4, 3)", "target=randint(0, 3, (4,))")
+    right = check_function(f"{EXAMPLE}:SoftmaxCrossEntropy", ["logits=randn(4, 3)", "target=randint(0, 3, (4,))"])
     assert right.ok, str(right)
     assert [c.name for c in right.first] == ["logits"]
     assert right.inputs.values[1].dtype == torch.long and not right.inputs.values[1].requires_grad
@@ -149,13 +151,13 @@ def test_an_int_without_default_is_invented_and_said():
     assert result.inputs.values[1] == -1 and result.inputs.defaulted == ["x", "dim"]
 
 
-@pytest.mark.parametrize("name, invented", [
-    ("Repeat", "gradcli invented x, times (no --var, no default): x = [-6.0, -4.0, -3.0, -1.5, -1.0, -0.5, 0.0, 0.25, 0.5, "
-               "1.0, 1.5, 3.0, 3.5, 4.0]; times = -1; give real values with --var NAME=SPEC"),
-    ("SoftmaxCrossEntropy", "gradcli invented logits, target (no --var, no default)"),
+@pytest.mark.parametrize("file, name, invented", [
+    (TYPED, "Repeat", "gradcli invented x, times (no --var, no default): x = [-6.0, -4.0, -3.0, -1.5, -1.0, -0.5, 0.0, "
+                      "0.25, 0.5, 1.0, 1.5, 3.0, 3.5, 4.0]; times = -1; give real values with --var NAME=SPEC"),
+    (EXAMPLE, "SoftmaxCrossEntropy", "gradcli invented logits, target (no --var, no default)"),
 ])
-def test_an_error_caused_by_invented_arguments_says_what_gradcli_passed(cli, name, invented):
-    result = cli("check-function", f"{TYPED}:{name}")
+def test_an_error_caused_by_invented_arguments_says_what_gradcli_passed(cli, file, name, invented):
+    result = cli("check-function", f"{file}:{name}")
     assert result.exit_code == 2
     assert result.stderr.startswith(f"error: {name}.forward raised RuntimeError")
     assert invented in " ".join(result.stderr.split())
@@ -171,7 +173,7 @@ def test_no_invented_arguments_no_note():
 def test_given_values_are_used_instead_of_var_and_defaults():
     logits = torch.randn(3, 4, dtype=torch.float32)
     target = torch.tensor([3, 0, 1])
-    result = check_function(f"{TYPED}:SoftmaxCrossEntropy", given={"logits": logits, "target": target})
+    result = check_function(f"{EXAMPLE}:SoftmaxCrossEntropy", given={"logits": logits, "target": target})
     assert result.ok, str(result)
     used = result.inputs.values
     assert used[0].dtype == torch.float64 and used[0].requires_grad and torch.equal(used[0], logits.double())
@@ -189,7 +191,7 @@ def test_given_and_var_together():
 
 def test_a_given_name_forward_does_not_take_is_refused():
     with pytest.raises(UsageError, match="given y: SoftmaxCrossEntropy.forward has no input 'y'"):
-        check_function(f"{TYPED}:SoftmaxCrossEntropy", given={"y": 1})
+        check_function(f"{EXAMPLE}:SoftmaxCrossEntropy", given={"y": 1})
 
 
 class _Signature(torch.autograd.Function):

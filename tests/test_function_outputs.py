@@ -15,17 +15,20 @@ from gradcli.errors import UsageError
 from gradcli.verify.function import check_function
 
 TYPED = Path(__file__).parent / "fixtures" / "typed_functions.py"
+# The README's typed Functions live only there: the right SoftmaxArgmax, the wrong in-place sigmoid.
+EXAMPLE = Path(__file__).parent.parent / "examples" / "typed_functions.py"
 X = [[1.0, 2.0, 0.5], [0.1, -1.0, 0.3]]
 
 
-def _module():
-    spec = importlib.util.spec_from_file_location("typed_functions_for_outputs", TYPED)
+def _module(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-FIXTURES = _module()
+FIXTURES = _module(TYPED, "typed_functions_for_outputs")
+EXAMPLES = _module(EXAMPLE, "typed_examples_for_outputs")
 
 
 def torch_gradcheck(fn, x) -> bool:
@@ -34,9 +37,10 @@ def torch_gradcheck(fn, x) -> bool:
     return torch.autograd.gradcheck(fn, (leaf,), raise_exception=False)
 
 
-@pytest.mark.parametrize("name, ok", [("SoftmaxArgmax", True), ("SoftmaxArgmaxWrong", False)])
-def test_non_differentiable_integer_and_non_tensor_outputs_are_skipped(name, ok):
-    result = check_function(getattr(FIXTURES, name), [f"x={X}"])
+@pytest.mark.parametrize("function, ok", [(EXAMPLES.SoftmaxArgmax, True), (FIXTURES.SoftmaxArgmaxWrong, False)],
+                         ids=["SoftmaxArgmax", "SoftmaxArgmaxWrong"])
+def test_non_differentiable_integer_and_non_tensor_outputs_are_skipped(function, ok):
+    result = check_function(function, [f"x={X}"])
     assert result.ok is ok, str(result)
     assert [(o.index, o.type, o.shape, o.status) for o in result.outputs] == [
         (0, "float64 tensor", [2, 3], "checked"),
@@ -46,7 +50,6 @@ def test_non_differentiable_integer_and_non_tensor_outputs_are_skipped(name, ok)
     ]
     # torch's gradcheck cannot take the int output; on the tensor outputs it skips the
     # non-differentiable ones, and its verdict is gradcheck's here.
-    function = getattr(FIXTURES, name)
     assert torch_gradcheck(lambda x: tuple(o for o in function.apply(x) if isinstance(o, torch.Tensor)), X) is ok
     assert result.gradcheck.ok is ok
     # Only output 0's 6 elements are in the Jacobian: 6 outputs x 6 inputs.
@@ -84,12 +87,12 @@ def test_output_picks_one():
 ])
 def test_output_that_cannot_be_checked_is_refused(output, message):
     with pytest.raises(UsageError) as info:
-        check_function(FIXTURES.SoftmaxArgmax, [f"x={X}"], output=output)
+        check_function(EXAMPLES.SoftmaxArgmax, [f"x={X}"], output=output)
     assert message in info.value.render()
 
 
 def test_outputs_in_text_and_json(cli):
-    target = f"{TYPED}:SoftmaxArgmax"
+    target = f"{EXAMPLE}:SoftmaxArgmax"
     text = cli("check-function", target, "--var", f"x={X}")
     assert text.exit_code == 0, text.stderr
     assert "output 2: int, skipped: not a tensor" in text.stdout
@@ -119,9 +122,9 @@ def test_a_forward_without_a_differentiable_output_is_refused():
         check_function(OnlyIndex)
 
 
-@pytest.mark.parametrize("name, ok", [("SigmoidInplace", True), ("SigmoidInplaceWrong", False)])
-def test_an_in_place_function_runs_on_a_clone_and_is_verdicted(name, ok):
-    function = getattr(FIXTURES, name)
+@pytest.mark.parametrize("function, ok", [(FIXTURES.SigmoidInplace, True), (EXAMPLES.SigmoidInplace, False)],
+                         ids=["right", "wrong (examples/typed_functions.py)"])
+def test_an_in_place_function_runs_on_a_clone_and_is_verdicted(function, ok):
     result = check_function(function, ["x=[0.5, -1.0, 2.0]"])
     assert result.ok is ok, str(result)
     assert any("forward modifies x in place (ctx.mark_dirty)" in n for n in result.notes)

@@ -290,6 +290,37 @@ def test_thresholds_are_configurable_and_checked():
             gradcli.grads(model, x, loss=mean_square, **bad)
 
 
+def test_every_run_option_reaches_the_run_and_the_rest_go_to_forward_and_the_loss():
+    # The options are defined once, by grads_of's keyword-only parameters; grads() takes them
+    # out of its keywords, and the others are forward's inputs or the loss's values.
+    import inspect
+
+    from gradcli.health.run import RUN_OPTIONS, grads_of
+
+    assert RUN_OPTIONS == ("steps", "lr", "vanish", "explode", "spread", "strict")
+    assert [p.name for p in inspect.signature(grads_of).parameters.values() if p.kind is p.KEYWORD_ONLY] == list(RUN_OPTIONS)
+
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 2)
+
+        def forward(self, x, scale=1.0):
+            return self.fc(x) * scale
+
+    torch.manual_seed(0)
+    model, x, y = Scaled(), torch.randn(8, 4), torch.randn(8, 2)
+    result = gradcli.grads(model, x, loss="((out - y)**2).mean()", y=y, scale=3.0, steps=2, lr=0.05,
+                           vanish=1e-9, explode=1e8, spread=1e5, strict=True)
+    assert result.thresholds == Thresholds(1e-9, 1e8, 1e5) and result.strict and result.steps.count == 2
+    expected = ((model.fc(x) * 3.0 - y) ** 2).mean()  # scale went to forward, y to the loss
+    assert result.loss == pytest.approx(expected.item(), rel=1e-6)
+    with pytest.raises(UsageError, match="--steps must be 0 or more"):
+        gradcli.grads(model, x, loss=mean_square, steps=-1)
+    with pytest.raises(UsageError, match="forward takes no input 'stepz'"):
+        gradcli.grads(model, x, loss=mean_square, stepz=1)
+
+
 # -- the numbers, the order, the user's model untouched ------------------------------------------
 
 def test_numbers_equal_a_hand_written_backward():

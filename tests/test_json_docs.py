@@ -44,10 +44,10 @@ RUNS = [
     ("check-function", ["check-function", "examples/swish_saved_sigmoid.py:Swish", "--ref", "x*sigmoid(x)",
                         "--order", "2"], 1),
     # Typed arguments (an int, a long tensor, invented ones) and skipped outputs of every status.
-    ("check-function", ["check-function", "tests/fixtures/typed_functions.py:SoftmaxArgmax", "--var",
+    ("check-function", ["check-function", "examples/typed_functions.py:SoftmaxArgmax", "--var",
                         "x=[[1.0, 2.0], [0.5, -1.0]]"], 0),
     ("check-function", ["check-function", "tests/fixtures/typed_functions.py:TanhWithStatsSquareWrong", "--output", "0"], 0),
-    ("check-function", ["check-function", "tests/fixtures/typed_functions.py:SoftmaxCrossEntropy", "--var",
+    ("check-function", ["check-function", "examples/typed_functions.py:SoftmaxCrossEntropy", "--var",
                         "logits=randn(3, 4)", "--var", "target=randint(0, 4, (3,))", "--seed", "1"], 0),
     ("check-function", ["check-function", "tests/fixtures/typed_functions.py:Scale", "--var", "scale=none"], 0),
     # Issue 16: a one-hot sparsemax tests nothing (exit 1); entmax's nan at order 2 is described as seen.

@@ -10,6 +10,7 @@ backward, so the extra cost is the observer and a few passes over the gradients.
 
 from __future__ import annotations
 
+import inspect
 import math
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
@@ -31,28 +32,19 @@ LossFn = Callable[[Any], Any]
 MAX_STEPS = 1000
 
 
-def grads(
-    model: torch.nn.Module,
-    *inputs: Any,
-    loss: LossFn | str | None = None,
-    steps: int = 0,
-    lr: float = 0.01,
-    vanish: float = Thresholds.vanish,
-    explode: float = Thresholds.explode,
-    spread: float = Thresholds.spread,
-    strict: bool = False,
-    **named: Any,
-) -> GradsResult:
+def grads(model: torch.nn.Module, *inputs: Any, loss: LossFn | str | None = None, **named: Any) -> GradsResult:
     """Gradient health of every parameter of `model` on `inputs`.
 
     `loss` makes the scalar to differentiate from the output: a callable `loss(output)`, or
     an expression in gradcli's language in which `out` is the output and `named` values
     that forward does not take are bound (`loss="cross_entropy(out, labels)",
     labels=...`); default: the output itself, which must then be a scalar. `named` values
-    that forward's signature names are passed to it by keyword. `steps` > 0 also runs that
-    many SGD steps with `lr` on a copy. `strict` makes ZERO, VANISHING and EXPLODING fail
-    `ok` too.
+    that forward's signature names are passed to it by keyword, except the run's options,
+    which are `grads_of`'s: `steps` > 0 also runs that many SGD steps with `lr` on a copy;
+    `vanish`, `explode` and `spread` are the thresholds; `strict` makes ZERO, VANISHING and
+    EXPLODING fail `ok` too.
     """
+    options = {name: named.pop(name) for name in RUN_OPTIONS if name in named}
     kwargs, for_loss = _split_named(model, named)
     if isinstance(loss, str):
         loss_fn: LossFn = _ExpressionLoss(loss, for_loss)
@@ -60,16 +52,13 @@ def grads(
         raise UsageError(f"forward takes no input '{next(iter(for_loss))}'", hint="values for the loss need loss= as an expression")
     else:
         loss_fn = loss if loss is not None else _output_is_loss
-    return grads_of(model, inputs, kwargs, loss_fn, steps=steps, lr=lr,
-                    vanish=vanish, explode=explode, spread=spread, strict=strict)
+    return grads_of(model, inputs, kwargs, loss_fn, **options)
 
 
 def _split_named(model: Any, named: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """Keyword values for forward, and the rest (for a --loss-style expression)."""
     if not named:
         return {}, {}
-    import inspect
-
     try:
         accepted = set(inspect.signature(model.forward).parameters)
     except (TypeError, ValueError, AttributeError):
@@ -144,6 +133,14 @@ def grads_of(
             p.steps = norms[p.name]
             p.findings += step_findings(p, ratios[p.name], lr, thresholds)
     return result
+
+
+#: The run's options, defined once with their defaults by grads_of's keyword-only parameters;
+#: grads() takes them out of its keyword arguments, which otherwise go to forward and the loss
+#: (the command line binds forward's arguments apart, so a forward input named `lr` stays one).
+RUN_OPTIONS = tuple(
+    name for name, p in inspect.signature(grads_of).parameters.items() if p.kind is inspect.Parameter.KEYWORD_ONLY
+)
 
 
 def _gradients(value: torch.Tensor, trainable: list[torch.Tensor]) -> tuple[tuple[Any, ...], str | None]:
