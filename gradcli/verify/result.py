@@ -65,6 +65,10 @@ class CheckResult:
     autograd_nonfinite: int = 0  # autograd values that are nan or inf, at compared or skipped points
     points: dict[str, Any] | None = field(default=None, repr=False)  # the values checked, for the proofs
 
+    def tolerance(self) -> dict[str, float]:
+        """atol and rtol, as compare() and the cause finders take them."""
+        return {"atol": self.tolerances["atol"], "rtol": self.tolerances["rtol"]}
+
     @property
     def comparisons(self) -> list[Comparison]:
         return [*self.variables, *self.second, *self.published]
