@@ -55,7 +55,9 @@ def check(
     simplify: bool = True,
     explain: bool = True,
 ) -> CheckResult:
-    """Check the gradient of `expression`; returns a CheckResult (`.ok`, readable `str()`).
+    """Check the gradient of `expression`; returns a CheckResult (`.ok`, `.problems()`, the
+    JSON document's `as_dict()`). `gradcli.check` returns it as an api.Check, whose `str()` is
+    the text `gradcli check` prints.
 
     `var` gives values like --var: {"x": "linspace(-3, 3, 101)"} or ["x=linspace(-3,3,101)"].
     Without values, points come from the library entry's domain (when the expression is one
