@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import torch
 
 from ..build.variables import default_spec, make_leaves, parse_var
-from ..errors import UsageError, VariableError
+from ..errors import ShapeError, UsageError, VariableError
 from .plan import Plan
 from .points import DEFAULT_POINTS, SPECIAL, Points, check_point_total, domain_points, drawn_points
 from .result import CheckResult
@@ -63,7 +63,13 @@ def elementwise_points(
         keep_used(leaves, names)
         if count is not None:
             result.notes.append("--points is ignored: --var gives the values")
-        shape = torch.broadcast_shapes(*(t.shape for t in leaves.tensors.values()))
+        try:
+            shape = torch.broadcast_shapes(*(t.shape for t in leaves.tensors.values()))
+        except RuntimeError:  # each point takes one value of every variable: the shapes must broadcast
+            shapes = ", ".join(f"{n} {list(t.shape)}" for n, t in leaves.tensors.items())
+            raise ShapeError(f"check takes one value of every variable per point, and the --var shapes cannot be "
+                             f"broadcast together: {shapes}", hint="give shapes that broadcast (trailing sizes equal "
+                             "or 1), e.g. the same shape for every variable") from None
         check_point_total(shape.numel(), len(names))  # before broadcasting copies them
         values = torch.broadcast_tensors(*(t.detach() for t in leaves.tensors.values()))
         result.points_source = describe_leaves(leaves)
