@@ -73,3 +73,11 @@ def test_the_public_result_is_the_library_result_with_its_text():
     assert lines[-1] == "PROBLEM: " + result.problems()[0]
     assert "fix: softplus(x)" in lines
     assert any(line.startswith("cause of d/dx at ") and "overflow" in line for line in lines)
+
+
+def test_a_wrong_range_of_one_element_says_one_point():
+    # The line under the table counted "(1 points)"; the problem sentence already said "(1 point)".
+    result = gradcli.check("log(sum(exp(x), dim=1)).sum()", {"x": "[[800.0, 1.0], [1.0, 2.0]]"}, seed=7)
+    lines = str(result).splitlines()
+    assert "x: autograd gives nan for x[0, 0], exact 1 (1 point)" in lines
+    assert lines[-1] == "PROBLEM: autograd gives nan for x[0, 0] where the true d/dx is 1 (1 point)"
