@@ -22,7 +22,7 @@ _LAZY = {
     "build": ("gradcli.build.to_torch", "build"),
     "to_sympy": ("gradcli.build.to_sympy", "to_sympy"),
     "trace": ("gradcli.api", "trace"),
-    "check": ("gradcli.verify.check", "check"),
+    "check": ("gradcli.api", "check"),
     "check_function": ("gradcli.verify.function", "check_function"),
     "grads": ("gradcli.api", "grads"),
     "GradcliError": ("gradcli.errors", "GradcliError"),

@@ -3,9 +3,9 @@ plus what a Python user or a notebook asks of them (`.to_json()`, `.to_dot()`, `
 `str()`, `_repr_html_`).
 
 Those conveniences need the renderers, and the library folders never import the upper half
-(only data flows up: tests/test_layers.py). So the public `gradcli.trace` and `gradcli.grads`
-live here, one layer up, and return a `Trace` and a `Grads`: the same data, the same fields,
-with the renderers at hand.
+(only data flows up: tests/test_layers.py). So the public `gradcli.trace`, `gradcli.grads`
+and `gradcli.check` live here, one layer up, and return a `Trace`, a `Grads` and a `Check`:
+the same data, the same fields, with the renderers at hand.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 from .health.result import GradsResult
 from .inspect.trace import TraceResult
 from .inspect.trace import trace as _trace
+from .verify.result import CheckResult
 
 
 @dataclass
@@ -79,3 +80,33 @@ def grads(model: Any, *inputs: Any, **options: Any) -> Grads:
 
     result = _grads(model, *inputs, **options)
     return Grads(**{f.name: getattr(result, f.name) for f in fields(result)})
+
+
+@dataclass
+class Check(CheckResult):
+    """A CheckResult that renders itself: `str()` is what `gradcli check` prints (plain text).
+
+    The text exists once, in render/check.py: a user's `assert result.ok, str(result)` shows
+    the same table, causes and verdict as the command on a pipe.
+    """
+
+    def to_json(self) -> str:
+        """The JSON document `gradcli check --json` prints (docs/json.md)."""
+        from .render.formats import render
+        from .render.plain import plain_text
+
+        return plain_text(render(self, "json"))
+
+    def __str__(self) -> str:
+        from .render.formats import render
+        from .render.plain import plain_text
+
+        return plain_text(render(self, "text"))
+
+
+def check(expression: str, var: Any = (), **options: Any) -> Check:
+    """`verify.check.check` (see its docstring for the values and options), as a Check."""
+    from .verify.check import check as _check
+
+    result = _check(expression, var, **options)
+    return Check(**{f.name: getattr(result, f.name) for f in fields(result)})

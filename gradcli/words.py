@@ -64,17 +64,6 @@ def comparison_notes(c: Any) -> list[str]:
     return comparison_findings(c) + ([f"{c.not_arbitrated:,} not arbitrated"] if c.not_arbitrated else [])
 
 
-def describe_comparison(c: Any) -> str:
-    """One line for a compared derivative: points, errors and the counts beside them."""
-    text = f"{c.name} ({c.candidate}): {c.points:,} compared, max abs err {number(c.max_abs_err)}, " \
-           f"max rel err {number(c.max_rel_err)}"
-    extras = [p for p in (
-        f"{c.skipped_outside_domain:,} outside the domain" if c.skipped_outside_domain else "",
-        f"{c.kinks:,} at kinks" if c.kinks else "",
-    ) if p] + comparison_findings(c)
-    return text + (f" ({'; '.join(extras)})" if extras else "")
-
-
 def wrong_range_problem(c: Any, r: dict[str, Any]) -> str:
     """A wrong range as the sentence of a problem."""
     return (f"{candidate_name(c.candidate)} gives {r['got']} for {describe_where(r['where'])} where the true "
@@ -84,7 +73,7 @@ def wrong_range_problem(c: Any, r: dict[str, Any]) -> str:
 def wrong_range_line(c: Any, r: dict[str, Any]) -> str:
     """A wrong range under the console table (the table row names the derivative)."""
     return (f"{c.name}: {c.candidate} gives {r['got']} for {describe_where(r['where'])}, exact {r['exact']} "
-            f"({r['points']:,} points)")
+            f"({plural(r['points'], 'point')})")
 
 
 def sampled_problem(c: Any) -> str:

@@ -13,7 +13,7 @@ import torch
 
 import gradcli
 from gradcli.pipeline import load
-from gradcli.verify import check as check_module
+from gradcli.verify import check_exact
 from gradcli.verify import elementwise
 from gradcli.verify.boundaries import any_near_boundary, near_boundaries
 from gradcli.verify.symbolic import SymbolicTimeout
@@ -88,7 +88,7 @@ def test_elementwise_gradcheck_runs_on_every_point_away_from_boundaries(monkeypa
 
 
 def test_exact_check_does_not_run_gradcheck_across_a_boundary(monkeypatch):
-    monkeypatch.setattr(check_module, "exact_formulas", _symbolic_times_out)
+    monkeypatch.setattr(check_exact, "exact_formulas", _symbolic_times_out)
     # x[0] sits on the boundary: held fixed; x[1] is still checked (kinks are per element).
     result = gradcli.check("softmax(where(x > 0, x, 1 + 0 * x), dim=0)", {"x": "[0.0, 1.0]"}, seed=0)
     assert result.ok, str(result)
@@ -100,6 +100,6 @@ def test_exact_check_does_not_run_gradcheck_across_a_boundary(monkeypatch):
 
 
 def test_exact_check_away_from_boundaries_runs_gradcheck(monkeypatch):
-    monkeypatch.setattr(check_module, "exact_formulas", _symbolic_times_out)
+    monkeypatch.setattr(check_exact, "exact_formulas", _symbolic_times_out)
     result = gradcli.check("softmax(where(x > 0, x, 1 + 0 * x), dim=0)", {"x": "[0.5, 1.0]"}, seed=0)
     assert result.gradcheck.ok is True

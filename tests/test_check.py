@@ -9,7 +9,7 @@ import pytest
 from gradcli.errors import DomainError, UsageError
 from gradcli.language.library import default_library
 from gradcli.verify import elementwise
-from gradcli.verify.check import check
+from gradcli import check
 from gradcli.verify.symbolic import SymbolicTimeout, within
 
 LIBRARY = sorted(default_library().functions)
@@ -165,7 +165,7 @@ def test_usage_errors():
 def test_result_is_readable_in_a_users_test():
     result = check("x*sigmoid(x)", seed=0)
     text = str(result)
-    assert text.splitlines()[0] == "check x*sigmoid(x) (float64, order 1): ok"
+    assert text.splitlines()[0] == "check x*sigmoid(x)   (float64, order 1, elementwise)"
     assert "d/dx = " in text and text.splitlines()[-1].startswith("OK: autograd agrees")
 
 

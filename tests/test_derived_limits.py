@@ -157,7 +157,7 @@ def test_a_symbolic_step_within_budget_returns_its_value():
 def test_exact_second_derivatives_past_the_cap_go_to_gradgradcheck(cli):
     import json
 
-    from gradcli.verify.check import EXACT_SECOND_MAX_ENTRIES
+    from gradcli.verify.check_exact import EXACT_SECOND_MAX_ENTRIES
 
     result = cli("check", "softmax(x, dim=0)", "--var", "x=linspace(-1, 1, 17)", "--order", "2", "--json")
     assert result.exit_code == 0, result.stdout

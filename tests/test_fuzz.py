@@ -28,7 +28,8 @@ from gradcli.errors import GradcliError
 from gradcli.language.ops import OPS
 from gradcli.language.parser import parse
 from gradcli.language.library import default_library
-from gradcli.build.variables import CONSTRUCTORS, make_leaves, parse_var
+from gradcli.build.constructors import CONSTRUCTORS
+from gradcli.build.variables import make_leaves, parse_var
 from strategies import examples
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])

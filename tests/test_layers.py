@@ -58,7 +58,7 @@ def prints(path: Path) -> list[int]:
 
 def test_the_scan_sees_what_it_should(tmp_path):
     # The scanner itself: a relative import resolves, and prints and stdout writes are found.
-    assert "gradcli.verify.evaluation.evaluate" in imported(PACKAGE / "verify" / "check.py")
+    assert "gradcli.verify.evaluation.evaluate" in imported(PACKAGE / "verify" / "check_elementwise.py")
     assert "typer" in imported(PACKAGE / "cli" / "app.py")
     sample = tmp_path / "sample.py"
     sample.write_text("import sys\nprint(1)\nsys.stdout.write('x')\nsys.stderr.write('y')\nlog.write('z')\n")

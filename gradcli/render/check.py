@@ -1,6 +1,8 @@
 """`gradcli check` for people: the derivatives, a table of the comparisons, then the verdict.
 
-A result in, `Line`s out (contract.py); the words come from gradcli.words, as `str(result)`'s do.
+A result in, `Line`s out (contract.py), the words from gradcli.words. This is the one
+description of a check result: the CLI prints these lines, and the Python API's result
+(`gradcli.check`, api.Check) is their plain text (plain.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
-"""The outcome of `check`: plain data, its JSON document (docs/json.md) and a readable text.
+"""The outcome of `check`: plain data and its JSON document (docs/json.md).
 
-`CheckResult.ok` and `str(result)` are what a user's own pytest suite relies on:
+`CheckResult.ok` is what a user's own pytest suite relies on. The words a person reads are
+render/check.py's alone: `gradcli.check` returns this result as an api.Check, whose `str()`
+is that text, so a failing test shows what `gradcli check` prints:
 
     result = gradcli.check("x*sigmoid(x)")
     assert result.ok, result
@@ -16,7 +18,6 @@ from .. import words
 from .compare import Comparison
 from .gradchecks import GradcheckVerdict
 from .plan import CheckMode
-
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,10 @@ class CheckResult:
     fix: str | None = None  # every proven rewrite applied: passes the same check
     autograd_nonfinite: int = 0  # autograd values that are nan or inf, at compared or skipped points
     points: dict[str, Any] | None = field(default=None, repr=False)  # the values checked, for the proofs
+
+    def tolerance(self) -> dict[str, float]:
+        """atol and rtol, as compare() and the cause finders take them."""
+        return {"atol": self.tolerances["atol"], "rtol": self.tolerances["rtol"]}
 
     @property
     def comparisons(self) -> list[Comparison]:
@@ -152,23 +157,6 @@ class CheckResult:
             "autograd_nonfinite": self.autograd_nonfinite,
         })
         return data
-
-    def __str__(self) -> str:
-        lines = [f"check {self.expression} ({self.dtype}, order {self.order}): {'ok' if self.ok else 'PROBLEM'}"]
-        lines.append(f"  points: {self.points_source}")
-        for name, text in {**self.symbolic, **self.symbolic_second}.items():
-            lines.append(f"  {words.derivative_label(name)} = {text}")
-        if self.symbolic_skipped:
-            lines.append(f"  symbolic comparison skipped: {self.symbolic_skipped}")
-        lines += ["  " + words.describe_comparison(c) for c in self.comparisons]
-        lines += [f"  {check.label}: {words.describe_gradcheck(check.verdict)}" for check in self.checks]
-        lines.extend(f"  note: {note}" for note in self.notes)
-        lines.extend(f"  {line}" for cause in self.causes for line in words.cause_lines(cause))
-        if self.fix:
-            lines.append(f"  fix: {self.fix}")
-        lines.extend(f"  problem: {p}" for p in self.problems())
-        lines.append(self.verdict())
-        return "\n".join(lines)
 
 
 @dataclass

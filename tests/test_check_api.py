@@ -1,0 +1,83 @@
+"""`gradcli.check` from Python: the result is the command's, described once.
+
+The text a person reads is render/check.py's alone. `str()` of the public API's result is
+what `gradcli check` prints on a pipe (100 columns, no colour), and `to_json()` its --json
+document, byte for byte: a user's `assert result.ok, str(result)` shows what the command
+shows, and the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import json
+import pytest
+from typer.testing import CliRunner
+
+import gradcli
+from gradcli.cli.app import app
+from gradcli.render.plain import PLAIN_WIDTH
+from gradcli.verify.check import check as library_check
+from gradcli.verify.result import CheckResult
+
+# Three results the text has to carry whole: a wrong elementwise gradient with its cause,
+# rewrite and fix; an exact-mode (coupled elements) overflow; and a second-order agreement.
+CASES = [
+    ("log(1+exp(x))", ["x=linspace(-1000,1000,1001)"], 1, 1),
+    ("log(sum(exp(x), dim=1)).sum()", ["x=[[800.0, 1.0], [1.0, 2.0]]"], 1, 1),
+    ("x*y + sin(x*y)", [], 2, 0),
+]
+
+
+def same(a: dict, b: dict) -> bool:
+    """Equal documents, nan included (nan != nan, but both dump as NaN)."""
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def command(expression: str, var: list[str], order: int, *extra: str):
+    runner = CliRunner(env={"COLUMNS": str(PLAIN_WIDTH), "NO_COLOR": "1"})
+    args = ["check", expression, *(a for v in var for a in ("--var", v)), "--order", str(order), "--seed", "7"]
+    return runner.invoke(app, [*args, *extra], catch_exceptions=False)
+
+
+@pytest.mark.parametrize(("expression", "var", "order", "status"), CASES, ids=[c[0] for c in CASES])
+def test_str_of_the_result_is_what_the_command_prints(expression, var, order, status):
+    result = gradcli.check(expression, var, order=order, seed=7)
+    printed = command(expression, var, order)
+    assert printed.exit_code == status and result.ok is (status == 0)
+    assert str(result) + "\n" == printed.stdout
+
+
+@pytest.mark.parametrize(("expression", "var", "order", "status"), CASES, ids=[c[0] for c in CASES])
+def test_to_json_is_the_commands_json_document(expression, var, order, status):
+    # --json shows the derivatives as differentiated (no simplify), so the API is asked the same.
+    result = gradcli.check(expression, var, order=order, seed=7, simplify=False)
+    printed = command(expression, var, order, "--json")
+    assert printed.exit_code == status
+    assert result.to_json() + "\n" == printed.stdout
+    doc = json.loads(result.to_json())  # nan and inf as the strings docs/json.md gives
+    assert doc["expression"] == expression and doc["ok"] is result.ok and doc["problems"] == result.problems()
+
+
+def test_the_public_result_is_the_library_result_with_its_text():
+    result = gradcli.check("log(1+exp(x))", {"x": "linspace(-1000,1000,1001)"}, seed=7)
+    plain = library_check("log(1+exp(x))", {"x": "linspace(-1000,1000,1001)"}, seed=7)
+    assert isinstance(result, CheckResult) and type(plain) is CheckResult
+    # Same data: the whole JSON document (every field but the pretty print and the points),
+    # and those two.
+    assert result.pretty == plain.pretty and result.points.keys() == plain.points.keys()
+    assert all(bool((result.points[k] == plain.points[k]).all()) for k in plain.points)
+    assert same(result.as_dict(), plain.as_dict())
+    # The library result carries no text of its own: its only description is the renderer's.
+    assert "__str__" not in vars(CheckResult)
+    lines = str(result).splitlines()
+    assert lines[0] == "check log(1+exp(x))   (float64, order 1, elementwise)"
+    assert lines[-1] == "PROBLEM: " + result.problems()[0]
+    assert "fix: softplus(x)" in lines
+    assert any(line.startswith("cause of d/dx at ") and "overflow" in line for line in lines)
+
+
+def test_a_wrong_range_of_one_element_says_one_point():
+    # The line under the table counted "(1 points)"; the problem sentence already said "(1 point)".
+    result = gradcli.check("log(sum(exp(x), dim=1)).sum()", {"x": "[[800.0, 1.0], [1.0, 2.0]]"}, seed=7)
+    lines = str(result).splitlines()
+    assert "x: autograd gives nan for x[0, 0], exact 1 (1 point)" in lines
+    assert lines[-1] == "PROBLEM: autograd gives nan for x[0, 0] where the true d/dx is 1 (1 point)"
