@@ -427,3 +427,35 @@ def test_importable_module_targets_for_trace_and_check_function(cli, tmp_path, m
     assert document["target"]["found"] == "torch.autograd.Function Cube, called through .apply"
     assert document["leaves"][0]["grad"] == [3.0, 12.0]
     assert [n["name"] for n in document["nodes"]][:2] == ["SumBackward0", "CubeBackward"]
+
+
+_PRINTING_MODEL = '''
+import torch
+from torch import nn
+
+
+class Chatty(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 2)
+
+    def forward(self, x):
+        print("forward saw", tuple(x.shape))
+        return self.fc(x)
+'''
+
+
+def test_a_model_that_prints_leaves_json_and_dot_on_stdout_alone(cli, tmp_path):
+    # A print in forward is the user's, as `python model.py` would show it: on stderr when
+    # stdout carries a document, or `--json` would no longer parse.
+    (tmp_path / "chatty_trace_model.py").write_text(_PRINTING_MODEL)
+    target = f"{tmp_path / 'chatty_trace_model.py'}:Chatty"
+    args = [target, "--var", "x=randn(4, 3)", "--loss", "out.sum()", "--seed", "0"]
+    result = cli("trace", *args, "--json")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["result"]["shape"] == []
+    assert "forward saw (4, 3)" in result.stderr
+    dot = cli("trace", *args, "--dot", "-")
+    assert dot.stdout.startswith("digraph") and "forward saw" not in dot.stdout
+    text = cli("trace", *args)
+    assert "forward saw (4, 3)" in text.stdout and text.stderr == ""

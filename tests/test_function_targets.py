@@ -4,6 +4,7 @@ an ImportError is always a message with the user's frames (exit 2), never a trac
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -89,3 +90,32 @@ def test_another_package_of_the_same_name_is_refused(tmp_path):
     check_function(f"{PACKAGE / 'ops.py'}:Swish")  # the fixture's fnpkg is imported first
     with pytest.raises(UsageError, match="is in the package 'fnpkg', but another 'fnpkg' is already imported"):
         check_function(f"{package / 'ops.py'}:Swish")
+
+
+_PRINTING_FUNCTION = '''
+import torch
+
+
+class LoudSin(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        print("LoudSin.forward", tuple(x.shape))
+        ctx.save_for_backward(x)
+        return x.sin()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output * x.cos()
+'''
+
+
+@pytest.mark.parametrize("name", [":LoudSin", ""], ids=["one Function", "every Function in the file"])
+def test_a_function_that_prints_keeps_json_parseable(cli, tmp_path, name):
+    # gradcheck calls forward dozens of times; under --json those prints go to stderr.
+    (tmp_path / "loud_sin_ops.py").write_text(_PRINTING_FUNCTION)
+    result = cli("check-function", f"{tmp_path / 'loud_sin_ops.py'}{name}", "--json")
+    assert result.exit_code == 0
+    document = json.loads(result.stdout)
+    assert document["ok"] is True
+    assert "LoudSin.forward (14,)" in result.stderr

@@ -172,3 +172,16 @@ def test_an_autograd_error_is_exit_1_and_points_to_trace(cli):
     assert "backward raised: one of the variables needed for gradient computation has been modified by an inplace operation" in result.stdout
     assert "gradcli trace with the same target and options explains it" in result.stdout
     assert result.stdout.rstrip().endswith("PROBLEM: backward raised an error, so no parameter got a gradient")
+
+
+def test_a_model_that_prints_keeps_json_parseable(cli, tmp_path):
+    # The user's print goes to stderr under --json: stdout is one document and nothing else.
+    (tmp_path / "chatty_grads_model.py").write_text(
+        "from torch import nn\n\n\nclass Chatty(nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.fc = nn.Linear(3, 2)\n\n"
+        "    def forward(self, x):\n        print('batch of', x.shape[0])\n        return self.fc(x)\n"
+    )
+    result = grads(cli, f"{tmp_path / 'chatty_grads_model.py'}:Chatty", "--var", "x=randn(5, 3)", *SQUARE, "--json")
+    assert result.exit_code == 0
+    assert [p["name"] for p in json.loads(result.stdout)["parameters"]] == ["fc.weight", "fc.bias"]
+    assert "batch of 5" in result.stderr

@@ -8,9 +8,10 @@ COLUMNS says otherwise), so output can be diffed and grepped.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from typing import Any
+from typing import Any, Iterator
 
 from .app import EXIT_OK, EXIT_PROBLEM
 
@@ -90,3 +91,18 @@ def say(text: str, console: Any = None) -> None:
     from ..render.contract import Line
 
     write([Line(text)], console)
+
+
+@contextlib.contextmanager
+def user_prints_aside(machine_output: bool) -> Iterator[None]:
+    """While your code runs, what it prints goes to stderr when stdout carries a document.
+
+    A model or Function that prints in forward (a shape, a debug line) would otherwise land in
+    the middle of `--json` (or `--dot -`), which then no longer parses; on a text report the
+    prints stay on stdout, where `python model.py` puts them.
+    """
+    if not machine_output:
+        yield
+        return
+    with contextlib.redirect_stdout(sys.stderr):
+        yield

@@ -76,7 +76,7 @@ def trace_command(
     from ..inspect.trace import trace
     from ..render import graphviz
     from ..render.formats import render
-    from .output import exit_status, make_console, say, show
+    from .output import exit_status, make_console, say, show, user_prints_aside
 
     if json and dot == "-":
         raise UsageError("--json and --dot - both want stdout", hint="write the DOT to a file: --dot graph.dot")
@@ -94,11 +94,13 @@ def trace_command(
     from ..targets.load import is_code_target
 
     text = expr if is_code_target(expr) else read_expression(expr)
-    result = trace(
-        text, var or (), loss=loss, init=init or (), mode=mode, wrt=wrt or (), grad_output=grad_output, retain_graph=retain_graph,
-        create_graph=create_graph, repeat=repeat, zero_grad=zero_grad, retain_grad=retain_grad or (),
-        flow=flow, symbolic=symbolic, dtype=dtype, device=device, seed=seed, library_dirs=library or (),
-    )
+    with user_prints_aside(json or dot == "-"):
+        result = trace(
+            text, var or (), loss=loss, init=init or (), mode=mode, wrt=wrt or (), grad_output=grad_output,
+            retain_graph=retain_graph, create_graph=create_graph, repeat=repeat, zero_grad=zero_grad,
+            retain_grad=retain_grad or (), flow=flow, symbolic=symbolic, dtype=dtype, device=device, seed=seed,
+            library_dirs=library or (),
+        )
     if dot == "-":
         show(result, "dot", formulas=dot_formulas)
     elif picture:
