@@ -14,6 +14,7 @@ import torch
 from gradcli.errors import UsageError
 from gradcli.verify.function import check_function
 
+ROOT = Path(__file__).resolve().parent.parent
 TYPED = Path(__file__).parent / "fixtures" / "typed_functions.py"
 X = [[1.0, 2.0, 0.5], [0.1, -1.0, 0.3]]
 
@@ -86,6 +87,14 @@ def test_output_that_cannot_be_checked_is_refused(output, message):
     with pytest.raises(UsageError) as info:
         check_function(FIXTURES.SoftmaxArgmax, [f"x={X}"], output=output)
     assert message in info.value.render()
+
+
+def test_output_past_a_single_output_is_refused_with_a_hint_that_reads(cli):
+    # One output: "give 0 to 0" said nothing; the hint names the one there is.
+    result = cli("check-function", f"{ROOT / 'examples' / 'swish.py'}:Swish", "--output", "1")
+    assert result.exit_code == 2
+    assert result.stderr == ("error: --output 1: forward returns 1 output\n"
+                             "hint: leave --output out: 0 is the only one\n")
 
 
 def test_outputs_in_text_and_json(cli):
