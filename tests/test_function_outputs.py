@@ -144,3 +144,15 @@ def test_an_in_place_function_runs_on_a_clone_and_is_verdicted(name, ok):
 def test_an_in_place_function_passes_at_second_order():
     result = check_function(FIXTURES.SigmoidInplace, ["x=[0.5, -1.0, 2.0]"], order=2)
     assert result.ok, str(result)
+
+
+def test_the_readme_excerpt_is_the_real_output(cli, monkeypatch):
+    # The README quotes this run in full; the contract line (added with the audit) was missing.
+    monkeypatch.chdir(ROOT)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = readme.index("```text\ncheck-function examples/typed_functions.py:SoftmaxArgmax ")
+    excerpt = readme[start + len("```text\n"):readme.index("```", start + 3)]
+    result = cli("check-function", "examples/typed_functions.py:SoftmaxArgmax", "--var",
+                 "x=[[1.0, 2.0, 0.5], [0.1, -1.0, 0.3]]")
+    assert result.exit_code == 0
+    assert result.stdout == excerpt
