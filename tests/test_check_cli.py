@@ -76,6 +76,17 @@ def test_check_usage_errors(cli):
     assert cli("check", "--all", "x").exit_code == 2
 
 
+def test_var_shapes_that_do_not_broadcast_exit_2_with_a_message(cli):
+    # An elementwise check takes one value of every variable per point; shapes [2, 3] and [4]
+    # used to escape as torch's RuntimeError with a traceback and exit 1.
+    result = cli("check", "x + y", "--var", "x=randn(2,3)", "--var", "y=randn(4)")
+    assert result.exit_code == 2
+    assert result.stderr.startswith(
+        "error: check takes one value of every variable per point, and the --var shapes cannot be broadcast "
+        "together: x [2, 3], y [4]\n")
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
 def test_check_function_right(cli):
     result = cli("check-function", f"{FUNCTIONS}:Swish", "--ref", "x*sigmoid(x)", "--order", "2")
     assert result.exit_code == 0, result.stdout

@@ -26,7 +26,7 @@ import torch
 from .. import limits
 from .._deep import run_deep
 from ..build.variables import default_spec, make_leaves, parse_var, resolve_dtype
-from ..errors import DomainError, LimitError, UsageError, VariableError
+from ..errors import DomainError, LimitError, ShapeError, UsageError, VariableError
 from ..language.library import Library
 from ..language.expansion import expanded_nodes
 from ..options import checked_seed, checked_tolerance
@@ -159,7 +159,13 @@ def _elementwise_points(
         _drop(leaves, names)
         if count is not None:
             result.notes.append("--points is ignored: --var gives the values")
-        shape = torch.broadcast_shapes(*(t.shape for t in leaves.tensors.values()))
+        try:
+            shape = torch.broadcast_shapes(*(t.shape for t in leaves.tensors.values()))
+        except RuntimeError:  # each point takes one value of every variable: the shapes must broadcast
+            shapes = ", ".join(f"{n} {list(t.shape)}" for n, t in leaves.tensors.items())
+            raise ShapeError(f"check takes one value of every variable per point, and the --var shapes cannot be "
+                             f"broadcast together: {shapes}", hint="give shapes that broadcast (trailing sizes equal "
+                             "or 1), e.g. the same shape for every variable") from None
         check_point_total(shape.numel(), len(names))  # before broadcasting copies them
         values = torch.broadcast_tensors(*(t.detach() for t in leaves.tensors.values()))
         result.points_source = _describe_leaves(leaves)
