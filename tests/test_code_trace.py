@@ -459,3 +459,14 @@ def test_a_model_that_prints_leaves_json_and_dot_on_stdout_alone(cli, tmp_path):
     assert dot.stdout.startswith("digraph") and "forward saw" not in dot.stdout
     text = cli("trace", *args)
     assert "forward saw (4, 3)" in text.stdout and text.stderr == ""
+
+
+@pytest.mark.parametrize("command", ["trace", "grads"])
+def test_a_file_without_name_says_to_name_the_model_in_it(cli, command):
+    # `gradcli trace model.py` read as an expression was "attribute access is not part of the
+    # language": the user meant their file, and what is missing is :NAME.
+    result = cli(command, f"{MODELS / 'mlp.py'}", "--var", "x=randn(2, 4)")
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"error: '{MODELS / 'mlp.py'}' is a file: name the model or function in it, "
+                                    f"{MODELS / 'mlp.py'}:NAME\n")
+    assert result.stdout == ""

@@ -91,8 +91,9 @@ def trace_command(
     picture = dot is not None and dot != "-" and graphviz.is_picture(dot)
     if picture:
         graphviz.dot_program()  # missing Graphviz is a usage error before any work
-    from ..targets.load import is_code_target
+    from ..targets.load import is_code_target, refuse_bare_file
 
+    refuse_bare_file(expr)
     text = expr if is_code_target(expr) else read_expression(expr)
     with user_prints_aside(json or dot == "-"):
         result = trace(

@@ -37,8 +37,18 @@ def is_code_target(text: str) -> bool:
     return _CODE.match(text.strip()) is not None
 
 
+def refuse_bare_file(text: str) -> None:
+    """A path to a .py file without :NAME means the user's code, never an expression (where it
+    reads as attribute access): say what is missing instead of a parse error."""
+    stripped = text.strip()
+    if stripped.endswith(".py") and not stripped.startswith("@") and ":" not in stripped and " " not in stripped:
+        raise UsageError(f"'{stripped}' is a file: name the model or function in it, {stripped}:NAME",
+                         hint="e.g. examples/residual_mlp.py:ResidualMLP (a class, a factory or a function)")
+
+
 def load_object(text: str) -> tuple[Any, str]:
     """The object `text` names, and where it was found (for messages)."""
+    refuse_bare_file(text)
     match = _CODE.match(text.strip())
     if match is None:
         raise UsageError(f"'{text}' is not PATH.py:NAME or package.module:NAME", hint="e.g. examples/mlp.py:MLP or torch.nn:Linear")
