@@ -470,3 +470,16 @@ def test_a_file_without_name_says_to_name_the_model_in_it(cli, command):
     assert result.stderr.startswith(f"error: '{MODELS / 'mlp.py'}' is a file: name the model or function in it, "
                                     f"{MODELS / 'mlp.py'}:NAME\n")
     assert result.stdout == ""
+
+
+def test_a_syntax_error_in_the_users_file_shows_the_line_and_caret_as_python_does(cli, tmp_path):
+    (tmp_path / "typo_model.py").write_text("import torch\n\nclass Net(torch.nn.Module:\n    pass\n")
+    result = cli("trace", f"{tmp_path / 'typo_model.py'}:Net")
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"error: importing {tmp_path / 'typo_model.py'} raised SyntaxError: invalid syntax (typo_model.py, line 3)\n"
+        f'  File "{tmp_path / "typo_model.py"}", line 3\n'
+        "    class Net(torch.nn.Module:\n"
+        "                             ^\n"
+        "SyntaxError: invalid syntax\n"
+    )

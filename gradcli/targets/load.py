@@ -171,6 +171,10 @@ def user_error(what: str, err: BaseException) -> UserCodeError:
     """`what` (e.g. "forward raised"), then the user's frames and the exception, as Python
     prints a traceback but without gradcli's or torch's frames."""
     lines = [f"{what} {type(err).__name__}: {err}".rstrip()]
+    if isinstance(err, SyntaxError) and err.filename:
+        # No frame of the user's ran: Python shows the file, the line and a caret under the spot.
+        lines += "".join(traceback.format_exception_only(type(err), err)).rstrip("\n").splitlines()
+        return UserCodeError("\n".join(lines))
     frames = user_frames(err)
     for frame in frames:
         lines.append(f'  File "{frame.filename}", line {frame.lineno}, in {frame.name}')
