@@ -26,7 +26,7 @@ def make_console(*, stderr: bool = False) -> Any:
     columns = os.environ.get("COLUMNS", "")
     # COLUMNS=wide (or empty) is the environment's mistake, not the user's: keep the default.
     width = None if terminal else (int(columns) if columns.isdigit() and int(columns) > 0 else PLAIN_WIDTH)
-    return Console(
+    console = Console(
         file=stream,
         no_color=bool(os.environ.get("NO_COLOR")) or not terminal,
         highlight=False,
@@ -34,6 +34,9 @@ def make_console(*, stderr: bool = False) -> Any:
         soft_wrap=False,
         emoji=False,
     )
+    # rich's own answer to a closed pipe is SystemExit(1), which here would mean a wrong gradient.
+    console.on_broken_pipe = _reader_left
+    return console
 
 
 def render_for(result: Any, fmt: str = "text", console: Any = None, **options: Any) -> Any:
@@ -48,6 +51,13 @@ def render_for(result: Any, fmt: str = "text", console: Any = None, **options: A
 
 def write(output: Any, console: Any = None) -> None:
     """Print a renderer's output: text as it is, `Line`s on the console."""
+    try:
+        _write(output, console)
+    except BrokenPipeError:
+        _reader_left()
+
+
+def _write(output: Any, console: Any) -> None:
     if isinstance(output, str):
         (console.file if console is not None else sys.stdout).write(output)
         return
@@ -57,6 +67,15 @@ def write(output: Any, console: Any = None) -> None:
             line.item, style=line.style, soft_wrap=line.soft_wrap or _fits(line.item, console.width), markup=False,
             **({"overflow": "crop", "no_wrap": True} if line.crop else {}),
         )
+
+
+def _reader_left() -> None:
+    """`gradcli ... | head` or `| grep -q`: the reader closed the pipe. What is left to print
+    goes nowhere, and the command still ends with its own exit status (rich and click would
+    exit 1, which here means a wrong gradient) for a CI line under `set -o pipefail`."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def _fits(item: Any, width: int) -> bool:
