@@ -59,7 +59,18 @@ def load_object(text: str) -> tuple[Any, str]:
         if not hasattr(value, part):
             raise UsageError(f"{where} has no '{name}'", hint=_candidates(module))
         value = getattr(value, part)
-    return value, f"{where}:{name}"
+    return _function_of_apply(value), f"{where}:{name}"
+
+
+def _function_of_apply(value: Any) -> Any:
+    """`swish = Swish.apply`, as torch's documentation writes it, names the Function class:
+    the bound builtin has no signature to bind inputs by, and the class has forward's."""
+    import torch
+
+    owner = getattr(value, "__self__", None)
+    if getattr(value, "__name__", None) == "apply" and isinstance(owner, type) and issubclass(owner, torch.autograd.Function):
+        return owner
+    return value
 
 
 def _import_file(path: Path) -> Any:
