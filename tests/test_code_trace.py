@@ -483,3 +483,18 @@ def test_a_syntax_error_in_the_users_file_shows_the_line_and_caret_as_python_doe
         "                             ^\n"
         "SyntaxError: invalid syntax\n"
     )
+
+
+def test_a_function_target_s_node_is_not_put_down_to_the_loss(cli, tmp_path):
+    # The node MemSwish.apply made belongs to forward; only the sum is --loss's. The walk that
+    # tags the loss's nodes went on below the output and gave it `--loss:1  out.sum()`.
+    (tmp_path / "apply_target_ops.py").write_text(
+        "import torch\n\n\nclass Twice(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
+        "        return 2 * x\n\n    @staticmethod\n    def backward(ctx, g):\n        return 2 * g\n"
+    )
+    result = cli("trace", f"{tmp_path / 'apply_target_ops.py'}:Twice", "--var", "x=[1.0, 2.0]", "--loss", "out.sum()",
+                 "--json")
+    assert result.exit_code == 0, result.stderr
+    nodes = {n["name"]: n for n in json.loads(result.stdout)["nodes"]}
+    assert (nodes["SumBackward0"]["file"], nodes["SumBackward0"]["code"]) == ("--loss", "out.sum()")
+    assert (nodes["TwiceBackward"]["file"], nodes["TwiceBackward"]["code"]) == (None, None)
