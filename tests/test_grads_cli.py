@@ -185,3 +185,12 @@ def test_a_model_that_prints_keeps_json_parseable(cli, tmp_path):
     assert result.exit_code == 0
     assert [p["name"] for p in json.loads(result.stdout)["parameters"]] == ["fc.weight", "fc.bias"]
     assert "batch of 5" in result.stderr
+
+
+def test_a_model_without_parameters_is_refused_rather_than_passed(cli):
+    # "OK: all 0 parameters that should learn get a finite gradient", exit 0, passed CI on nothing.
+    result = grads(cli, "torch.nn:ReLU", "--var", "input=randn(4, 3)", "--loss", "out.sum()")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: torch.nn:ReLU is nn.Module subclass ReLU, constructed as ReLU(), which has "
+                                    "no parameters: grads judges a model's parameters\n")
+    assert result.stdout == ""
