@@ -221,3 +221,13 @@ def test_cuda_without_a_gpu_is_a_clear_error():
         make_leaves(("x",), ["x=1"], seed=0, device="cuda")
     assert info.value.message == "--device cuda: no CUDA device is available here"
     assert info.value.hint == "use --device cpu"
+
+
+@pytest.mark.parametrize("spec", ["1e400", "-1e400", "[1e308, 1e309]", "full(3, 1e400)"])
+def test_a_literal_that_overflows_float64_is_refused_not_read_as_inf(spec):
+    # Python reads 1e400 as inf without a word; `inf` written as such stays allowed.
+    with pytest.raises(LimitError) as info:
+        parse_var(f"x={spec}")
+    assert info.value.render().startswith("error: the number overflows a float64\n  in --var x, column ")
+    assert "hint: write inf for an infinity" in info.value.render()
+    assert parse_var("x=[inf, -inf]").args == ([math.inf, -math.inf],)

@@ -152,6 +152,8 @@ def _number(node: ast.AST, in_list: bool = False) -> float:
         value = node.value
         if isinstance(value, int) and abs(value) > limits.MAX_CONSTANT:
             raise LimitError(f"the number is larger than {limits.MAX_CONSTANT:g}", span=_span(node))
+        if isinstance(value, float) and math.isinf(value):  # 1e400: Python reads it as inf, silently
+            raise LimitError("the number overflows a float64", span=_span(node), hint="write inf for an infinity")
         return float(value)
     raise VariableError(
         "expected a number, a list of numbers, or a constructor such as randn(3)",
