@@ -184,7 +184,11 @@ def code_gradients(result: Any, *, depth: int = DEFAULT_DEPTH) -> list[Any]:
         norm = sum(_sumsq(grad) for grad in grads) ** 0.5
         if math.isinf(norm):  # the squares overflowed (values beyond ~1e154): hypot scales
             norm = math.hypot(*(size for grad in grads for size in _sizes(grad)))
-        text = f"  {key or '(root)'}: {len(leaves)} parameters, gradient norm {fmt_value(norm)}"
+        text = f"  {key or '(root)'}: {len(leaves)} parameters"
+        if grads:  # with none, a norm of 0.0 would read as zero gradients: NO GRAD is not ZERO
+            text += f", gradient norm {fmt_value(norm)}"
+        elif not missing:
+            text += ", none requires grad"
         style = ""
         if missing:
             text += f"; .grad is None for {', '.join(missing[:3])}{' …' if len(missing) > 3 else ''}"
