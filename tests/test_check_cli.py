@@ -87,6 +87,16 @@ def test_var_shapes_that_do_not_broadcast_exit_2_with_a_message(cli):
     assert "Traceback" not in result.stderr and result.stdout == ""
 
 
+def test_points_all_at_a_kink_compare_nothing_and_exit_2(cli):
+    # abs at 0 alone: "OK: autograd agrees with the exact derivative (0 values)", exit 0,
+    # passed a check that compared nothing; every point outside the domain was already exit 2.
+    result = cli("check", "abs(x)", "--var", "x=[0.0]")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: nothing to compare: every one of the 1 points is at a kink of the "
+                                    "derivative (or outside the domain), where autograd is not compared\n")
+    assert cli("check", "abs(x)", "--var", "x=[0.0, 1.0]").exit_code == 0  # one point compared
+
+
 def test_check_function_right(cli):
     result = cli("check-function", f"{FUNCTIONS}:Swish", "--ref", "x*sigmoid(x)", "--order", "2")
     assert result.exit_code == 0, result.stdout
