@@ -56,7 +56,9 @@ def trace_command(
     shows the module and the line of your code that created it, and the graph is folded by
     module. A variable without --var gets a default value (0.5, 1.5, -0.75, 2.0, ... in order
     of appearance), printed; the seed is printed when something random was drawn. Exit status
-    1 when a pass raised an autograd error or produced a nan/inf gradient; 2 for bad input.
+    1 when a pass raised an autograd error or produced a nan/inf gradient, a --symbolic formula
+    DIFFERS from torch, or --flow on code finds a gradient that cancellation made inaccurate; 2
+    for bad input.
 
     Examples:
 
