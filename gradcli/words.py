@@ -84,7 +84,7 @@ def wrong_range_problem(c: Any, r: dict[str, Any]) -> str:
 def wrong_range_line(c: Any, r: dict[str, Any]) -> str:
     """A wrong range under the console table (the table row names the derivative)."""
     return (f"{c.name}: {c.candidate} gives {r['got']} for {describe_where(r['where'])}, exact {r['exact']} "
-            f"({r['points']:,} points)")
+            f"({plural(r['points'], 'point')})")
 
 
 def sampled_problem(c: Any) -> str:

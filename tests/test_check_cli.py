@@ -163,3 +163,10 @@ def test_nonfinite_numbers_are_floats_in_the_data_and_strings_in_the_json(cli):
     for key in added:
         del document[key]
     assert json.dumps(document, indent=2) + "\n" == pinned
+
+
+def test_one_wrong_point_is_one_point(cli):
+    # The line under the table read "(1 points)".
+    result = cli("check", "log(sum(exp(x), dim=1)).sum()", "--var", "x=[[800.0, 1.0], [1.0, 2.0]]")
+    assert result.exit_code == 1
+    assert "x: autograd gives nan for x[0, 0], exact 1 (1 point)\n" in result.stdout

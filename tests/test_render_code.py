@@ -31,3 +31,11 @@ def test_parameters_without_a_gradient_get_no_norm_of_zero(cli):
     both = cli("trace", "torch.nn:Linear", "--init", "in_features=3", "--init", "out_features=2",
                "--var", "input=[[1.0, 2.0, 3.0]]", "--loss", "out.sum()")
     assert "  (root): 2 parameters, gradient norm 5.477\n" in both.stdout  # hypot(1, 2, 3, 1, 2, 3, 1, 1)
+
+
+def test_a_folded_module_of_one_node_says_one_node(cli):
+    # residual_mlp's block.act (a ReLU) made one node: it read "1 nodes".
+    result = cli("trace", "examples/residual_mlp.py:ResidualMLP", "--var", "x=randn(4,4)", "--loss", "out.pow(2).mean()",
+                 "--seed", "0")
+    assert result.exit_code == 1
+    assert "  ▸ block.act (ReLU)  1 node, 0 parameters, in [4, 8] → out [4, 8]" in result.stdout

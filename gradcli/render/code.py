@@ -15,6 +15,7 @@ from collections import Counter
 from typing import Any
 
 from ..inspect.graph import ACCUMULATE_GRAD
+from ..words import plural
 from .values import fmt_value
 
 #: Modules at depth 1 (a ResNet's layer1..layer4) shown, their submodules folded: a
@@ -153,7 +154,7 @@ def _group_line(key: str, module: dict[str, Any] | None, count: int, first: Any,
     line = Text("  ▸ ")
     cls = module["class"] if module else (first.origin.module_class if first.origin else "?")
     line.append(module_words(key, cls), style="bold blue")
-    facts = [f"{count} nodes"]
+    facts = [plural(count, "node")]
     if module is not None:
         if module.get("parameters") is not None:
             facts.append(f"{module['parameters']:,} parameters")
