@@ -498,3 +498,15 @@ def test_a_function_target_s_node_is_not_put_down_to_the_loss(cli, tmp_path):
     nodes = {n["name"]: n for n in json.loads(result.stdout)["nodes"]}
     assert (nodes["SumBackward0"]["file"], nodes["SumBackward0"]["code"]) == ("--loss", "out.sum()")
     assert (nodes["TwiceBackward"]["file"], nodes["TwiceBackward"]["code"]) == (None, None)
+
+
+def test_several_outputs_hint_offers_only_floating_ones(cli, tmp_path):
+    (tmp_path / "logits_and_pred_model.py").write_text(
+        "from torch import nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.fc = nn.Linear(4, 2)\n\n    def forward(self, x):\n        y = self.fc(x)\n"
+        "        return {'logits': y, 'pred': y.argmax(1), 'scaled': 2 * y}\n"
+    )
+    result = cli("trace", f"{tmp_path / 'logits_and_pred_model.py'}:Net", "--var", "x=randn(3, 4)")
+    assert result.exit_code == 2
+    assert result.stderr == ("error: the output holds 3 tensors (logits, pred, scaled): say which to differentiate\n"
+                             "hint: e.g. --loss 'logits.sum()', or combine them: --loss 'logits.sum() + scaled.sum()'\n")
