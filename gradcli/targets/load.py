@@ -68,9 +68,8 @@ def _function_of_apply(value: Any) -> Any:
     import torch
 
     owner = getattr(value, "__self__", None)
-    if getattr(value, "__name__", None) == "apply" and isinstance(owner, type) and issubclass(owner, torch.autograd.Function):
-        return owner
-    return value
+    applies = getattr(value, "__name__", None) == "apply" and isinstance(owner, type)
+    return owner if applies and issubclass(owner, torch.autograd.Function) else value
 
 
 def _import_file(path: Path) -> Any:
