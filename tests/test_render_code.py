@@ -39,3 +39,13 @@ def test_a_folded_module_of_one_node_says_one_node(cli):
                  "--seed", "0")
     assert result.exit_code == 1
     assert "  ▸ block.act (ReLU)  1 node, 0 parameters, in [4, 8] → out [4, 8]" in result.stdout
+
+
+def test_mode_grad_on_code_shows_the_returned_gradients_under_gradients(cli):
+    # As for an expression: what autograd.grad returned stands beside the .grad it left None.
+    result = cli("trace", "torch.nn:Linear", "--init", "in_features=3", "--init", "out_features=2",
+                 "--var", "input=[[1.0, 2.0, 3.0]]", "--loss", "out.sum()", "--mode", "grad", "--wrt", "weight")
+    assert result.exit_code == 0, result.stdout
+    gradients = result.stdout.split("\nGradients\n")[1]
+    assert "  d(output)/dweight: [[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]]\n" in gradients  # out.sum() = sum_ij w_ij x_j + b
+    assert "  (root): 2 parameters; .grad is None for weight, bias\n" in gradients

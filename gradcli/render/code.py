@@ -174,6 +174,9 @@ def code_gradients(result: Any, *, depth: int = DEFAULT_DEPTH) -> list[Any]:
     for leaf in result.leaves:
         if not leaf.spec.startswith("parameter") and leaf.requires_grad:
             lines.append(Text(f"  {leaf.name}.grad: {_value(leaf.grad)}"))
+    last = result.passes[-1] if result.passes else None
+    if last is not None and last.mode == "grad" and last.error is None:  # returned, not written to .grad
+        lines += [Text(f"  d(output)/d{name}: {_value(g)}") for name, g in last.grads.items()]
     groups: dict[str, list[Any]] = {}
     for leaf in result.leaves:
         if leaf.spec.startswith("parameter"):
