@@ -87,6 +87,16 @@ def test_var_shapes_that_do_not_broadcast_exit_2_with_a_message(cli):
     assert "Traceback" not in result.stderr and result.stdout == ""
 
 
+def test_points_all_at_a_kink_compare_nothing_and_exit_2(cli):
+    # abs at 0 alone: "OK: autograd agrees with the exact derivative (0 values)", exit 0,
+    # passed a check that compared nothing; every point outside the domain was already exit 2.
+    result = cli("check", "abs(x)", "--var", "x=[0.0]")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: nothing to compare: every one of the 1 points is at a kink of the "
+                                    "derivative (or outside the domain), where autograd is not compared\n")
+    assert cli("check", "abs(x)", "--var", "x=[0.0, 1.0]").exit_code == 0  # one point compared
+
+
 def test_check_function_right(cli):
     result = cli("check-function", f"{FUNCTIONS}:Swish", "--ref", "x*sigmoid(x)", "--order", "2")
     assert result.exit_code == 0, result.stdout
@@ -153,3 +163,10 @@ def test_nonfinite_numbers_are_floats_in_the_data_and_strings_in_the_json(cli):
     for key in added:
         del document[key]
     assert json.dumps(document, indent=2) + "\n" == pinned
+
+
+def test_one_wrong_point_is_one_point(cli):
+    # The line under the table read "(1 points)".
+    result = cli("check", "log(sum(exp(x), dim=1)).sum()", "--var", "x=[[800.0, 1.0], [1.0, 2.0]]")
+    assert result.exit_code == 1
+    assert "x: autograd gives nan for x[0, 0], exact 1 (1 point)\n" in result.stdout

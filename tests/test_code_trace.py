@@ -427,3 +427,86 @@ def test_importable_module_targets_for_trace_and_check_function(cli, tmp_path, m
     assert document["target"]["found"] == "torch.autograd.Function Cube, called through .apply"
     assert document["leaves"][0]["grad"] == [3.0, 12.0]
     assert [n["name"] for n in document["nodes"]][:2] == ["SumBackward0", "CubeBackward"]
+
+
+_PRINTING_MODEL = '''
+import torch
+from torch import nn
+
+
+class Chatty(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 2)
+
+    def forward(self, x):
+        print("forward saw", tuple(x.shape))
+        return self.fc(x)
+'''
+
+
+def test_a_model_that_prints_leaves_json_and_dot_on_stdout_alone(cli, tmp_path):
+    # A print in forward is the user's, as `python model.py` would show it: on stderr when
+    # stdout carries a document, or `--json` would no longer parse.
+    (tmp_path / "chatty_trace_model.py").write_text(_PRINTING_MODEL)
+    target = f"{tmp_path / 'chatty_trace_model.py'}:Chatty"
+    args = [target, "--var", "x=randn(4, 3)", "--loss", "out.sum()", "--seed", "0"]
+    result = cli("trace", *args, "--json")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["result"]["shape"] == []
+    assert "forward saw (4, 3)" in result.stderr
+    dot = cli("trace", *args, "--dot", "-")
+    assert dot.stdout.startswith("digraph") and "forward saw" not in dot.stdout
+    text = cli("trace", *args)
+    assert "forward saw (4, 3)" in text.stdout and text.stderr == ""
+
+
+@pytest.mark.parametrize("command", ["trace", "grads"])
+def test_a_file_without_name_says_to_name_the_model_in_it(cli, command):
+    # `gradcli trace model.py` read as an expression was "attribute access is not part of the
+    # language": the user meant their file, and what is missing is :NAME.
+    result = cli(command, f"{MODELS / 'mlp.py'}", "--var", "x=randn(2, 4)")
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"error: '{MODELS / 'mlp.py'}' is a file: name the model or function in it, "
+                                    f"{MODELS / 'mlp.py'}:NAME\n")
+    assert result.stdout == ""
+
+
+def test_a_syntax_error_in_the_users_file_shows_the_line_and_caret_as_python_does(cli, tmp_path):
+    (tmp_path / "typo_model.py").write_text("import torch\n\nclass Net(torch.nn.Module:\n    pass\n")
+    result = cli("trace", f"{tmp_path / 'typo_model.py'}:Net")
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"error: importing {tmp_path / 'typo_model.py'} raised SyntaxError: invalid syntax (typo_model.py, line 3)\n"
+        f'  File "{tmp_path / "typo_model.py"}", line 3\n'
+        "    class Net(torch.nn.Module:\n"
+        "                             ^\n"
+        "SyntaxError: invalid syntax\n"
+    )
+
+
+def test_a_function_target_s_node_is_not_put_down_to_the_loss(cli, tmp_path):
+    # The node MemSwish.apply made belongs to forward; only the sum is --loss's. The walk that
+    # tags the loss's nodes went on below the output and gave it `--loss:1  out.sum()`.
+    (tmp_path / "apply_target_ops.py").write_text(
+        "import torch\n\n\nclass Twice(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
+        "        return 2 * x\n\n    @staticmethod\n    def backward(ctx, g):\n        return 2 * g\n"
+    )
+    result = cli("trace", f"{tmp_path / 'apply_target_ops.py'}:Twice", "--var", "x=[1.0, 2.0]", "--loss", "out.sum()",
+                 "--json")
+    assert result.exit_code == 0, result.stderr
+    nodes = {n["name"]: n for n in json.loads(result.stdout)["nodes"]}
+    assert (nodes["SumBackward0"]["file"], nodes["SumBackward0"]["code"]) == ("--loss", "out.sum()")
+    assert (nodes["TwiceBackward"]["file"], nodes["TwiceBackward"]["code"]) == (None, None)
+
+
+def test_several_outputs_hint_offers_only_floating_ones(cli, tmp_path):
+    (tmp_path / "logits_and_pred_model.py").write_text(
+        "from torch import nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.fc = nn.Linear(4, 2)\n\n    def forward(self, x):\n        y = self.fc(x)\n"
+        "        return {'logits': y, 'pred': y.argmax(1), 'scaled': 2 * y}\n"
+    )
+    result = cli("trace", f"{tmp_path / 'logits_and_pred_model.py'}:Net", "--var", "x=randn(3, 4)")
+    assert result.exit_code == 2
+    assert result.stderr == ("error: the output holds 3 tensors (logits, pred, scaled): say which to differentiate\n"
+                             "hint: e.g. --loss 'logits.sum()', or combine them: --loss 'logits.sum() + scaled.sum()'\n")

@@ -121,3 +121,23 @@ def test_bad_input(target, error, text):
 def test_ref_with_an_unknown_variable():
     with pytest.raises(UsageError, match="--ref uses 'z'"):
         run("Swish", ref="z*x")
+
+
+def test_ref_on_a_matrix_input_compares_every_element_first_and_second_order():
+    # The forward's outputs are compared flattened; a 3x4 reference used to be expanded to the
+    # flat 12 and escaped as torch's RuntimeError (a traceback) for any input of two dims.
+    right = check_function(f"{FUNCTIONS}:Swish", ["x=[[0.5, -1.0, 2.0, 0.0], [1.5, -3.0, 4.0, -0.25], [3.0, 1.0, -2.0, 0.75]]"],
+                ref="x*sigmoid(x)", order=2)
+    assert right.ok, str(right)
+    assert right.ref_forward.ok and right.ref_forward.count == 0
+    assert [c.name for c in right.ref_first] == ["x"] and right.ref_first[0].count == 0
+    assert [c.name for c in right.ref_second] == ["x"] and right.ref_second[0].count == 0
+    wrong = check_function(f"{FUNCTIONS}:Swish", ["x=[[0.5, -1.0], [1.5, -3.0]]"], ref="x*sigmoid(2*x)")
+    assert not wrong.ok and wrong.ref_forward.count == 4
+
+
+def test_ref_with_another_number_of_values_is_a_usage_error():
+    with pytest.raises(UsageError) as info:
+        check_function(f"{FUNCTIONS}:Swish", ["x=[[0.5, -1.0, 2.0], [1.5, -3.0, 4.0]]"], ref="sum(x, dim=0)")
+    assert info.value.render().startswith(
+        "error: --ref sum(x, dim=0) has shape [3] (3 values), and the output of forward it is compared with has 6 values")

@@ -14,6 +14,7 @@ import torch
 from gradcli.errors import UsageError
 from gradcli.verify.function import check_function
 
+ROOT = Path(__file__).resolve().parent.parent
 TYPED = Path(__file__).parent / "fixtures" / "typed_functions.py"
 # The README's typed Functions live only there: the right SoftmaxArgmax, the wrong in-place sigmoid.
 EXAMPLE = Path(__file__).parent.parent / "examples" / "typed_functions.py"
@@ -91,6 +92,14 @@ def test_output_that_cannot_be_checked_is_refused(output, message):
     assert message in info.value.render()
 
 
+def test_output_past_a_single_output_is_refused_with_a_hint_that_reads(cli):
+    # One output: "give 0 to 0" said nothing; the hint names the one there is.
+    result = cli("check-function", f"{ROOT / 'examples' / 'swish.py'}:Swish", "--output", "1")
+    assert result.exit_code == 2
+    assert result.stderr == ("error: --output 1: forward returns 1 output\n"
+                             "hint: leave --output out: 0 is the only one\n")
+
+
 def test_outputs_in_text_and_json(cli):
     target = f"{EXAMPLE}:SoftmaxArgmax"
     text = cli("check-function", target, "--var", f"x={X}")
@@ -138,3 +147,15 @@ def test_an_in_place_function_runs_on_a_clone_and_is_verdicted(function, ok):
 def test_an_in_place_function_passes_at_second_order():
     result = check_function(FIXTURES.SigmoidInplace, ["x=[0.5, -1.0, 2.0]"], order=2)
     assert result.ok, str(result)
+
+
+def test_the_readme_excerpt_is_the_real_output(cli, monkeypatch):
+    # The README quotes this run in full; the contract line (added with the audit) was missing.
+    monkeypatch.chdir(ROOT)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = readme.index("```text\ncheck-function examples/typed_functions.py:SoftmaxArgmax ")
+    excerpt = readme[start + len("```text\n"):readme.index("```", start + 3)]
+    result = cli("check-function", "examples/typed_functions.py:SoftmaxArgmax", "--var",
+                 "x=[[1.0, 2.0, 0.5], [0.1, -1.0, 0.3]]")
+    assert result.exit_code == 0
+    assert result.stdout == excerpt

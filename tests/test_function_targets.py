@@ -4,6 +4,7 @@ an ImportError is always a message with the user's frames (exit 2), never a trac
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -89,3 +90,47 @@ def test_another_package_of_the_same_name_is_refused(tmp_path):
     check_function(f"{PACKAGE / 'ops.py'}:Swish")  # the fixture's fnpkg is imported first
     with pytest.raises(UsageError, match="is in the package 'fnpkg', but another 'fnpkg' is already imported"):
         check_function(f"{package / 'ops.py'}:Swish")
+
+
+_PRINTING_FUNCTION = '''
+import torch
+
+
+class LoudSin(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        print("LoudSin.forward", tuple(x.shape))
+        ctx.save_for_backward(x)
+        return x.sin()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output * x.cos()
+'''
+
+
+@pytest.mark.parametrize("name", [":LoudSin", ""], ids=["one Function", "every Function in the file"])
+def test_a_function_that_prints_keeps_json_parseable(cli, tmp_path, name):
+    # gradcheck calls forward dozens of times; under --json those prints go to stderr.
+    (tmp_path / "loud_sin_ops.py").write_text(_PRINTING_FUNCTION)
+    result = cli("check-function", f"{tmp_path / 'loud_sin_ops.py'}{name}", "--json")
+    assert result.exit_code == 0
+    document = json.loads(result.stdout)
+    assert document["ok"] is True
+    assert "LoudSin.forward (14,)" in result.stderr
+
+
+def test_a_functions_apply_bound_to_a_name_is_checked_as_the_function(cli, tmp_path):
+    # `loud_sin = LoudSin.apply` is how torch's documentation names a Function for use; the
+    # bound builtin has no signature, which was "cannot read the signature" (exit 2).
+    (tmp_path / "applied_sin_ops.py").write_text(_PRINTING_FUNCTION + "\nloud_sin = LoudSin.apply\n")
+    for name in ("loud_sin", "LoudSin.apply"):
+        result = cli("check-function", f"{tmp_path / 'applied_sin_ops.py'}:{name}", "--ref", "sin(x)", "--order", "2")
+        assert result.exit_code == 0, result.stderr
+        assert result.stdout.rstrip().endswith(
+            f"OK: {tmp_path / 'applied_sin_ops.py'}:{name} agrees with gradcheck, gradgradcheck, the reference sin(x)")
+    traced = cli("trace", f"{tmp_path / 'applied_sin_ops.py'}:loud_sin", "--var", "x=[0.0, 1.0]", "--loss", "out.sum()")
+    assert traced.exit_code == 0, traced.stderr
+    assert "found: torch.autograd.Function LoudSin, called through .apply" in traced.stdout
+    assert "x.grad: [1.0, 0.5403]" in traced.stdout

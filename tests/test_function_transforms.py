@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -161,3 +163,37 @@ def test_a_plain_old_style_function_has_no_torch_func_section():
     result = check_function(f"{Path(__file__).parent / 'fixtures' / 'functions.py'}:Swish")
     assert result.transforms is None and result.forward_mode is None
     assert "torch.func" not in str(result)
+
+
+_VMAP_ONLY = '''
+import torch
+
+
+class ScaleVmap(torch.autograd.Function):
+    @staticmethod
+    def forward(x, k: float = 2.0):
+        return x * k
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.k = inputs[1]
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.k, None
+
+    @staticmethod
+    def vmap(info, in_dims, x, k):
+        return ScaleVmap.apply(x, k), in_dims[0]
+'''
+
+
+def test_trying_jacfwd_leaves_stderr_empty(tmp_path):
+    # jacfwd's first forward-mode call makes torch load decompositions that warn about
+    # torch.jit.script on stderr; only a fresh process shows it (a test run loads them once).
+    (tmp_path / "scale_vmap_ops.py").write_text(_VMAP_ONLY)
+    done = subprocess.run([sys.executable, "-m", "gradcli", "check-function", f"{tmp_path / 'scale_vmap_ops.py'}:ScaleVmap"],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "torch.func jacfwd: not supported: no jvp staticmethod (forward mode needs one)" in done.stdout
+    assert done.stderr == ""

@@ -172,3 +172,25 @@ def test_an_autograd_error_is_exit_1_and_points_to_trace(cli):
     assert "backward raised: one of the variables needed for gradient computation has been modified by an inplace operation" in result.stdout
     assert "gradcli trace with the same target and options explains it" in result.stdout
     assert result.stdout.rstrip().endswith("PROBLEM: backward raised an error, so no parameter got a gradient")
+
+
+def test_a_model_that_prints_keeps_json_parseable(cli, tmp_path):
+    # The user's print goes to stderr under --json: stdout is one document and nothing else.
+    (tmp_path / "chatty_grads_model.py").write_text(
+        "from torch import nn\n\n\nclass Chatty(nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.fc = nn.Linear(3, 2)\n\n"
+        "    def forward(self, x):\n        print('batch of', x.shape[0])\n        return self.fc(x)\n"
+    )
+    result = grads(cli, f"{tmp_path / 'chatty_grads_model.py'}:Chatty", "--var", "x=randn(5, 3)", *SQUARE, "--json")
+    assert result.exit_code == 0
+    assert [p["name"] for p in json.loads(result.stdout)["parameters"]] == ["fc.weight", "fc.bias"]
+    assert "batch of 5" in result.stderr
+
+
+def test_a_model_without_parameters_is_refused_rather_than_passed(cli):
+    # "OK: all 0 parameters that should learn get a finite gradient", exit 0, passed CI on nothing.
+    result = grads(cli, "torch.nn:ReLU", "--var", "input=randn(4, 3)", "--loss", "out.sum()")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: torch.nn:ReLU is nn.Module subclass ReLU, constructed as ReLU(), which has "
+                                    "no parameters: grads judges a model's parameters\n")
+    assert result.stdout == ""

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import random
+import subprocess
+import sys
 
 import pytest
 from rich.console import Console
@@ -78,3 +80,18 @@ def test_only_single_lines_of_plain_layout_that_fit_skip_the_wrapping():
     assert not output._fits("a\tb", 20) and not output._fits("a\nb", 20)
     assert not output._fits(Text("a", justify="left"), 20) and not output._fits(Text("a", end=""), 20)
     assert not output._fits(Table("a"), 20)
+
+
+@pytest.mark.parametrize(("args", "status"), [
+    (["trace", "x.pow(2).sum()", "--var", "x=[1.0, 2.0]"], 0),
+    (["trace", "x.pow(2).sum()", "--var", "x=[1.0, 2.0]", "--json"], 0),
+    (["trace", "sqrt(x).sum()", "--var", "x=[0.0, 1.0]", "--flow"], 1),
+], ids=["text, agreed", "json, agreed", "text, a problem found"])
+def test_a_reader_that_leaves_does_not_change_the_exit_status(args, status):
+    # `gradcli ... | head` or `| grep -q`: the pipe closes before the report is written. rich
+    # (and click) exit 1 then, which here means "a wrong gradient"; the status stays the verdict's.
+    run = subprocess.Popen([sys.executable, "-m", "gradcli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    run.stdout.close()  # the reader leaves before a line is written
+    stderr = run.stderr.read().decode()
+    assert run.wait() == status, stderr
+    assert stderr == ""

@@ -205,3 +205,12 @@ def test_help_examples_run(cli, tmp_path, monkeypatch):
             json.loads(result.stdout)
         if args[-2:] == ["--dot", "-"]:
             assert re.match(r"digraph autograd \{", result.stdout)
+
+
+def test_help_names_every_reason_for_exit_1(cli):
+    # --flow's cancellation finding (README: examples/nan_causes.py:Cancellation, exit 1) and a
+    # --symbolic DIFFERS exit 1 too; the help named only autograd errors and nan/inf.
+    text = " ".join(cli("trace", "--help").stdout.split())
+    for reason in ("raised an autograd error", "produced a nan/inf gradient", "a --symbolic formula DIFFERS from torch",
+                   "--flow on code finds a gradient that cancellation made inaccurate"):
+        assert reason in text

@@ -136,19 +136,21 @@ def check_function_command(
     Example:  gradcli check-function examples/custom_ops   # exit 1
     """
     from ..verify.function import check_function
-    from .output import exit_status, show
+    from .output import exit_status, show, user_prints_aside
 
     # A package, module, file or folder (no :NAME), or a model: every Function in it, one line each.
     from ..verify.discovery import check_discovered
 
-    many = check_discovered(target, var or (), order=order, seed=seed, ref=ref, init=init or (), skip=skip or (),
-                            output=output, expect_grad=expect_grad or ())
+    with user_prints_aside(json):
+        many = check_discovered(target, var or (), order=order, seed=seed, ref=ref, init=init or (), skip=skip or (),
+                                output=output, expect_grad=expect_grad or ())
     if many is not None:
         show(many, "json" if json else "text")
         raise typer.Exit(exit_status(many.ok))
-    result = check_function(
-        target, var or (), ref=read_expression(ref) if ref is not None else None, order=order, seed=seed,
-        library_dirs=tuple(library or ()), output=output, expect_grad=tuple(expect_grad or ()),
-    )
+    with user_prints_aside(json):
+        result = check_function(
+            target, var or (), ref=read_expression(ref) if ref is not None else None, order=order, seed=seed,
+            library_dirs=tuple(library or ()), output=output, expect_grad=tuple(expect_grad or ()),
+        )
     show(result, "json" if json else "text")
     raise typer.Exit(exit_status(result.ok))

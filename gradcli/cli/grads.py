@@ -50,7 +50,7 @@ def grads_command(
       gradcli grads examples/grads/faults.py:DeepMLP --init std=1.5 --var "x=randn(64, 64)" --loss "out.pow(2).mean()" --depth 1 --steps 3  # exit 1
     """
     from ..health.target import grads_target
-    from .output import exit_status, say, show
+    from .output import exit_status, say, show, user_prints_aside
 
     if depth is not None and depth < 0:
         raise UsageError("--depth must be 0 or more")
@@ -59,10 +59,11 @@ def grads_command(
 
         picture_format(plot)  # a wrong suffix or missing matplotlib is a usage error before any work
         require_matplotlib()
-    result = grads_target(
-        target, var or (), loss=loss, init=init or (), seed=seed, dtype=dtype, device=device,
-        library_dirs=library or (), steps=steps, lr=lr, vanish=vanish, explode=explode, spread=spread, strict=strict,
-    )
+    with user_prints_aside(json):
+        result = grads_target(
+            target, var or (), loss=loss, init=init or (), seed=seed, dtype=dtype, device=device,
+            library_dirs=library or (), steps=steps, lr=lr, vanish=vanish, explode=explode, spread=spread, strict=strict,
+        )
     if plot is not None:
         from ..plot.grads import save_grads
 

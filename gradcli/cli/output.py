@@ -8,9 +8,10 @@ COLUMNS says otherwise), so output can be diffed and grepped.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from typing import Any
+from typing import Any, Iterator
 
 from ..render.plain import PLAIN_WIDTH
 from .app import EXIT_OK, EXIT_PROBLEM
@@ -24,7 +25,7 @@ def make_console(*, stderr: bool = False) -> Any:
     columns = os.environ.get("COLUMNS", "")
     # COLUMNS=wide (or empty) is the environment's mistake, not the user's: keep the default.
     width = None if terminal else (int(columns) if columns.isdigit() and int(columns) > 0 else PLAIN_WIDTH)
-    return Console(
+    console = Console(
         file=stream,
         no_color=bool(os.environ.get("NO_COLOR")) or not terminal,
         highlight=False,
@@ -32,6 +33,9 @@ def make_console(*, stderr: bool = False) -> Any:
         soft_wrap=False,
         emoji=False,
     )
+    # rich's own answer to a closed pipe is SystemExit(1), which here would mean a wrong gradient.
+    console.on_broken_pipe = _reader_left
+    return console
 
 
 def render_for(result: Any, fmt: str = "text", console: Any = None, **options: Any) -> Any:
@@ -46,6 +50,13 @@ def render_for(result: Any, fmt: str = "text", console: Any = None, **options: A
 
 def write(output: Any, console: Any = None) -> None:
     """Print a renderer's output: text as it is, `Line`s on the console."""
+    try:
+        _write(output, console)
+    except BrokenPipeError:
+        _reader_left()
+
+
+def _write(output: Any, console: Any) -> None:
     if isinstance(output, str):
         (console.file if console is not None else sys.stdout).write(output)
         return
@@ -55,6 +66,15 @@ def write(output: Any, console: Any = None) -> None:
             line.item, style=line.style, soft_wrap=line.soft_wrap or _fits(line.item, console.width), markup=False,
             **({"overflow": "crop", "no_wrap": True} if line.crop else {}),
         )
+
+
+def _reader_left() -> None:
+    """`gradcli ... | head` or `| grep -q`: the reader closed the pipe. What is left to print
+    goes nowhere, and the command still ends with its own exit status (rich and click would
+    exit 1, which here means a wrong gradient) for a CI line under `set -o pipefail`."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def _fits(item: Any, width: int) -> bool:
@@ -89,3 +109,18 @@ def say(text: str, console: Any = None) -> None:
     from ..render.contract import Line
 
     write([Line(text)], console)
+
+
+@contextlib.contextmanager
+def user_prints_aside(machine_output: bool) -> Iterator[None]:
+    """While your code runs, what it prints goes to stderr when stdout carries a document.
+
+    A model or Function that prints in forward (a shape, a debug line) would otherwise land in
+    the middle of `--json` (or `--dot -`), which then no longer parses; on a text report the
+    prints stay on stdout, where `python model.py` puts them.
+    """
+    if not machine_output:
+        yield
+        return
+    with contextlib.redirect_stdout(sys.stderr):
+        yield

@@ -56,7 +56,9 @@ def trace_command(
     shows the module and the line of your code that created it, and the graph is folded by
     module. A variable without --var gets a default value (0.5, 1.5, -0.75, 2.0, ... in order
     of appearance), printed; the seed is printed when something random was drawn. Exit status
-    1 when a pass raised an autograd error or produced a nan/inf gradient; 2 for bad input.
+    1 when a pass raised an autograd error or produced a nan/inf gradient, a --symbolic formula
+    DIFFERS from torch, or --flow on code finds a gradient that cancellation made inaccurate; 2
+    for bad input.
 
     Examples:
 
@@ -76,7 +78,7 @@ def trace_command(
     from ..inspect.trace import trace
     from ..render import graphviz
     from ..render.formats import render
-    from .output import exit_status, make_console, say, show
+    from .output import exit_status, make_console, say, show, user_prints_aside
 
     if json and dot == "-":
         raise UsageError("--json and --dot - both want stdout", hint="write the DOT to a file: --dot graph.dot")
@@ -91,14 +93,17 @@ def trace_command(
     picture = dot is not None and dot != "-" and graphviz.is_picture(dot)
     if picture:
         graphviz.dot_program()  # missing Graphviz is a usage error before any work
-    from ..targets.load import is_code_target
+    from ..targets.load import is_code_target, refuse_bare_file
 
+    refuse_bare_file(expr)
     text = expr if is_code_target(expr) else read_expression(expr)
-    result = trace(
-        text, var or (), loss=loss, init=init or (), mode=mode, wrt=wrt or (), grad_output=grad_output, retain_graph=retain_graph,
-        create_graph=create_graph, repeat=repeat, zero_grad=zero_grad, retain_grad=retain_grad or (),
-        flow=flow, symbolic=symbolic, dtype=dtype, device=device, seed=seed, library_dirs=library or (),
-    )
+    with user_prints_aside(json or dot == "-"):
+        result = trace(
+            text, var or (), loss=loss, init=init or (), mode=mode, wrt=wrt or (), grad_output=grad_output,
+            retain_graph=retain_graph, create_graph=create_graph, repeat=repeat, zero_grad=zero_grad,
+            retain_grad=retain_grad or (), flow=flow, symbolic=symbolic, dtype=dtype, device=device, seed=seed,
+            library_dirs=library or (),
+        )
     if dot == "-":
         show(result, "dot", formulas=dot_formulas)
     elif picture:

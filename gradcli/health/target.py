@@ -49,6 +49,9 @@ def grads_target(
                 f"{where} is {callee.found}: grads judges a model's parameters",
                 hint="name an nn.Module subclass, a factory returning one, or a module instance",
             )
+        if next(model.parameters(), None) is None:  # "OK: all 0 parameters ..." would pass CI on nothing
+            raise UsageError(f"{where} is {callee.found}, which has no parameters: grads judges a model's parameters",
+                             hint="name the model that holds the layers (trace follows the gradient of any callable)")
         if dtype is not None:
             from ..build.variables import resolve_dtype
 

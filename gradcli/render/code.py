@@ -15,6 +15,7 @@ from collections import Counter
 from typing import Any
 
 from ..inspect.graph import ACCUMULATE_GRAD
+from ..words import plural
 from .values import fmt_value
 
 #: Modules at depth 1 (a ResNet's layer1..layer4) shown, their submodules folded: a
@@ -153,7 +154,7 @@ def _group_line(key: str, module: dict[str, Any] | None, count: int, first: Any,
     line = Text("  ▸ ")
     cls = module["class"] if module else (first.origin.module_class if first.origin else "?")
     line.append(module_words(key, cls), style="bold blue")
-    facts = [f"{count} nodes"]
+    facts = [plural(count, "node")]
     if module is not None:
         if module.get("parameters") is not None:
             facts.append(f"{module['parameters']:,} parameters")
@@ -173,6 +174,9 @@ def code_gradients(result: Any, *, depth: int = DEFAULT_DEPTH) -> list[Any]:
     for leaf in result.leaves:
         if not leaf.spec.startswith("parameter") and leaf.requires_grad:
             lines.append(Text(f"  {leaf.name}.grad: {_value(leaf.grad)}"))
+    last = result.passes[-1] if result.passes else None
+    if last is not None and last.mode == "grad" and last.error is None:  # returned, not written to .grad
+        lines += [Text(f"  d(output)/d{name}: {_value(g)}") for name, g in last.grads.items()]
     groups: dict[str, list[Any]] = {}
     for leaf in result.leaves:
         if leaf.spec.startswith("parameter"):
@@ -184,7 +188,11 @@ def code_gradients(result: Any, *, depth: int = DEFAULT_DEPTH) -> list[Any]:
         norm = sum(_sumsq(grad) for grad in grads) ** 0.5
         if math.isinf(norm):  # the squares overflowed (values beyond ~1e154): hypot scales
             norm = math.hypot(*(size for grad in grads for size in _sizes(grad)))
-        text = f"  {key or '(root)'}: {len(leaves)} parameters, gradient norm {fmt_value(norm)}"
+        text = f"  {key or '(root)'}: {len(leaves)} parameters"
+        if grads:  # with none, a norm of 0.0 would read as zero gradients: NO GRAD is not ZERO
+            text += f", gradient norm {fmt_value(norm)}"
+        elif not missing:
+            text += ", none requires grad"
         style = ""
         if missing:
             text += f"; .grad is None for {', '.join(missing[:3])}{' …' if len(missing) > 3 else ''}"

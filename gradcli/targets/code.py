@@ -81,7 +81,7 @@ class CodeTarget:
         loss_inputs = {name: t for name, t in inputs.tensors.items()}
         loss_value, loss_bindings = reduce_output(outputs, loss_inputs, self.loss, self.library_dirs)
         if self.loss is not None and getattr(loss_value, "grad_fn", None) is not None:
-            tag_loss(loss_value.grad_fn, self.loss)
+            tag_loss(loss_value.grad_fn, self.loss, forward=[t.grad_fn for t in outputs.values()])
         parameters = dict(model.named_parameters()) if model is not None else {}
         clash = set(parameters) & set(inputs.tensors)
         if clash:
@@ -244,18 +244,21 @@ def _module_table(model: Any, recording: Recording) -> list[dict[str, Any]]:
     return table
 
 
-def tag_loss(root: Any, loss: str) -> None:
+def tag_loss(root: Any, loss: str, forward: Sequence[Any] = ()) -> None:
     """Give the nodes --loss built an Origin: their span in the --loss text; a node made inside
-    one call (cross_entropy's LogSoftmaxBackward0) gets the span of the call that made it."""
+    one call (cross_entropy's LogSoftmaxBackward0) gets the span of the call that made it.
+    The walk stops at `forward`, the output's nodes: a Function called as the target has no
+    line of the user's that made its node, and it is not the loss's either."""
     from ..build.to_torch import SPAN_KEY
 
     lines = loss.splitlines()
+    made_by_forward = {id(node) for node in forward if node is not None}
     stack: list[tuple[Any, Origin | None]] = [(root, None)]
     while stack:
         node, parent = stack.pop()
         metadata = node.metadata
-        if ORIGIN_KEY in metadata or hasattr(node, "variable"):
-            continue  # forward's own node (tagged by the recorder), or a leaf
+        if ORIGIN_KEY in metadata or hasattr(node, "variable") or id(node) in made_by_forward:
+            continue  # forward's own node (tagged by the recorder, or not), or a leaf
         span = metadata.get(SPAN_KEY)
         if span is not None:
             code = lines[span.line - 1].strip() if 0 < span.line <= len(lines) else None

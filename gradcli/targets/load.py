@@ -37,8 +37,18 @@ def is_code_target(text: str) -> bool:
     return _CODE.match(text.strip()) is not None
 
 
+def refuse_bare_file(text: str) -> None:
+    """A path to a .py file without :NAME means the user's code, never an expression (where it
+    reads as attribute access): say what is missing instead of a parse error."""
+    stripped = text.strip()
+    if stripped.endswith(".py") and not stripped.startswith("@") and ":" not in stripped and " " not in stripped:
+        raise UsageError(f"'{stripped}' is a file: name the model or function in it, {stripped}:NAME",
+                         hint="e.g. examples/residual_mlp.py:ResidualMLP (a class, a factory or a function)")
+
+
 def load_object(text: str) -> tuple[Any, str]:
     """The object `text` names, and where it was found (for messages)."""
+    refuse_bare_file(text)
     match = _CODE.match(text.strip())
     if match is None:
         raise UsageError(f"'{text}' is not PATH.py:NAME or package.module:NAME", hint="e.g. examples/mlp.py:MLP or torch.nn:Linear")
@@ -49,7 +59,17 @@ def load_object(text: str) -> tuple[Any, str]:
         if not hasattr(value, part):
             raise UsageError(f"{where} has no '{name}'", hint=_candidates(module))
         value = getattr(value, part)
-    return value, f"{where}:{name}"
+    return _function_of_apply(value), f"{where}:{name}"
+
+
+def _function_of_apply(value: Any) -> Any:
+    """`swish = Swish.apply`, as torch's documentation writes it, names the Function class:
+    the bound builtin has no signature to bind inputs by, and the class has forward's."""
+    import torch
+
+    owner = getattr(value, "__self__", None)
+    applies = getattr(value, "__name__", None) == "apply" and isinstance(owner, type)
+    return owner if applies and issubclass(owner, torch.autograd.Function) else value
 
 
 def _import_file(path: Path) -> Any:
@@ -161,6 +181,10 @@ def user_error(what: str, err: BaseException) -> UserCodeError:
     """`what` (e.g. "forward raised"), then the user's frames and the exception, as Python
     prints a traceback but without gradcli's or torch's frames."""
     lines = [f"{what} {type(err).__name__}: {err}".rstrip()]
+    if isinstance(err, SyntaxError) and err.filename:
+        # No frame of the user's ran: Python shows the file, the line and a caret under the spot.
+        lines += "".join(traceback.format_exception_only(type(err), err)).rstrip("\n").splitlines()
+        return UserCodeError("\n".join(lines))
     frames = user_frames(err)
     for frame in frames:
         lines.append(f'  File "{frame.filename}", line {frame.lineno}, in {frame.name}')

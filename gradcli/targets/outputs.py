@@ -51,9 +51,12 @@ def reduce_output(
         if len(outputs) == 1:
             return next(iter(outputs.values())), []
         names = ", ".join(outputs)
+        # The hint offers only what has a gradient: an argmax's indices summed into a loss add nothing.
+        floating = [n for n, t in outputs.items() if t.is_floating_point()] or list(outputs)
+        combined = ", or combine them: --loss '" + " + ".join(f"{n}.sum()" for n in floating) + "'"
         raise UsageError(
             f"the output holds {len(outputs)} tensors ({names}): say which to differentiate",
-            hint=f"e.g. --loss '{next(iter(outputs))}.sum()', or combine them: --loss '" + " + ".join(f"{n}.sum()" for n in outputs) + "'",
+            hint=f"e.g. --loss '{floating[0]}.sum()'" + (combined if len(floating) > 1 else ""),
         )
     from ..build.to_torch import build
     from ..pipeline import load

@@ -55,6 +55,13 @@ def check_elementwise(
             )
         for key, comparison in ev.comparisons.items():
             (result.variables if isinstance(key, str) else result.second).append(comparison)
+        if result.variables and all(c.points == 0 for c in result.variables) and any(c.kinks for c in result.variables):
+            # "OK ... (0 values)" would pass a check that compared nothing, as a domain miss does not
+            raise DomainError(
+                f"nothing to compare: every one of the {size:,} points is at a kink of the derivative (or outside "
+                "the domain), where autograd is not compared",
+                hint="give points beside the kink too, e.g. --var 'x=linspace(-1, 1, 21)'",
+            )
         if plan.entry is not None and plan.entry.derivative is not None and result.order >= 1:
             value = published_values(plan.entry, plan.entry_call, rounded[names[0]], library)
             result.published.append(

@@ -13,6 +13,7 @@ With a vmap rule, gradcheck's check_batched_grad runs too.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
@@ -138,7 +139,11 @@ def _run(name: TransformName, required: bool, run: Callable[[], torch.Tensor], e
          describe: Callable[[BaseException], str]) -> TransformRun:
     record = TransformRun(name, required)
     try:
-        got = run().detach().to(torch.float64)
+        # torch's first forward-mode call loads decompositions that warn of torch.jit.script's
+        # deprecation on stderr: torch's own matter, as gradcheck's warnings are (gradchecks.py).
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            got = run().detach().to(torch.float64)
     except (Exception, SystemExit) as err:
         text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         why = next((reason for known, reason in _REASONS if known in text), None)

@@ -154,7 +154,8 @@ def classify(out: Any, output: int | None = None) -> list[OutputInfo]:
         return infos
     if not -len(infos) <= output < len(infos):
         raise UsageError(f"--output {output}: forward returns {len(infos)} output{'s' if len(infos) != 1 else ''}",
-                         hint=f"give 0 to {len(infos) - 1}")
+                         hint=f"give 0 to {len(infos) - 1}" if len(infos) > 1 else
+                         "leave --output out: 0 is the only one")
     chosen = infos[output]
     if not chosen.checked:
         raise UsageError(f"--output {output}: {chosen}", hint="pick a differentiable floating output")

@@ -67,7 +67,16 @@ def reference_checks(
         )
     with torch.no_grad():
         value = build(program, {**tensors, **numbers}, library=library).output
-    expected = torch.as_tensor(value, dtype=torch.float64).expand(forward.shape).reshape(-1)
+    # `forward` is the checked outputs flattened: the reference is compared element by element
+    # in the same order (a 3x4 output with a 3x4 reference), or is one number for all of them.
+    value = torch.as_tensor(value, dtype=torch.float64)
+    if value.numel() not in (1, forward.numel()):
+        raise UsageError(
+            f"--ref {ref} has shape {list(value.shape)} ({value.numel():,} values), and the output of forward it is "
+            f"compared with has {forward.numel():,} values", hint="give an expression of forward's inputs with the "
+            "output's shape",
+        )
+    expected = value.reshape(-1).expand(forward.numel())
     forward_check = _forward(forward.reshape(-1).to(torch.float64), expected)
     notes: list[str] = []
     first: list[InputCheck] = []
