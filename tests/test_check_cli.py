@@ -170,3 +170,15 @@ def test_one_wrong_point_is_one_point(cli):
     result = cli("check", "log(sum(exp(x), dim=1)).sum()", "--var", "x=[[800.0, 1.0], [1.0, 2.0]]")
     assert result.exit_code == 1
     assert "x: autograd gives nan for x[0, 0], exact 1 (1 point)\n" in result.stdout
+
+
+def test_one_compared_value_and_one_coupling_operation_read_in_the_singular(cli):
+    one = cli("check", "sqrt(x)", "--var", "x=[-1.0, 0.0, 1.0]")
+    assert one.exit_code == 0
+    assert "autograd agrees with the exact derivative (1 value, max rel err 0)" in one.stdout
+    coupled = cli("check", "sum(x*x, dim=0)", "--var", "x=[[1.0, 2.0], [3.0, 4.0]]", "--json")
+    notes = " ".join(json.loads(coupled.stdout)["notes"])
+    assert "sum couples the elements: the gradient of sum(w*y)" in notes
+    undefined = cli("check", "sqrt(x)", "--var", "x=[-1.0, 0.0]")
+    assert undefined.exit_code == 2
+    assert "(outside the domain of the function or of its derivative)" in undefined.stderr

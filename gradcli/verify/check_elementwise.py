@@ -50,7 +50,8 @@ def check_elementwise(
         first = [targets[n] for n in names]
         if names and all(bool(t.undefined.all()) for t in first):
             raise DomainError(
-                f"the derivative is undefined at every one of the {size:,} points (outside the domain)",
+                f"the derivative is undefined at every one of the {size:,} points (outside the domain of the "
+                "function or of its derivative)",
                 hint="give values inside the domain with --var, e.g. --var 'x=uniform(0.1, 5, 1000)'",
             )
         for key, comparison in ev.comparisons.items():

@@ -37,11 +37,11 @@ def check_exact(
     """Compare autograd with the exact derivative element by element on `values`, then gradcheck."""
     names = list(program.variables)
     total = sum(t.numel() for t in values.values())
-    coupling = ", ".join(plan.coupling)
+    coupling = ", ".join(plan.coupling) + (" couples" if len(plan.coupling) == 1 else " couple")
     if total > EXACT_MAX_ELEMENTS:
         result.mode = "skipped"
         result.symbolic_skipped = (
-            f"{coupling} couple the elements, so the derivative is compared exactly with one symbol per "
+            f"{coupling} the elements, so the derivative is compared exactly with one symbol per "
             f"element, which is done up to {EXACT_MAX_ELEMENTS} elements; the variables have {total:,} "
             "(give smaller --var values for the exact comparison); gradcheck still runs"
         )
@@ -75,11 +75,12 @@ def check_exact(
         result.symbolic_skipped = f"{skipped}; gradcheck still runs"
     else:
         result.notes.append(
-            f"{coupling} couple the elements: the gradient of sum(w*y) with distinct weights w is compared, "
+            f"{coupling} the elements: the gradient of sum(w*y) with distinct weights w is compared, "
             "element by element, with sympy's (one symbol per element)"
         )
         if names and all(bool(targets[n].undefined.all()) for n in names):
-            raise DomainError("the derivative is undefined at the given values (outside the domain)",
+            raise DomainError("the derivative is undefined at the given values (outside the domain of the function or "
+                              "of its derivative)",
                               hint="give values inside the domain with --var")
         _compare_all(result, auto, targets, names, torch_dtype)
         near = any(t.near is not None and bool(t.near.any()) for t in targets.values())

@@ -116,7 +116,8 @@ class CheckResult:
         if self.variables:
             compared = sum(c.points for c in self.variables)
             worst = max(c.max_rel_err if math.isfinite(c.max_rel_err) else 0.0 for c in self.comparisons)
-            parts.append(f"autograd agrees with the exact derivative ({compared:,} values, max rel err {worst:.2g})")
+            parts.append(f"autograd agrees with the exact derivative ({words.plural(compared, 'value')}, "
+                         f"max rel err {worst:.2g})")
         if self.second:
             parts.append("second derivatives agree")
         if self.published:
