@@ -510,3 +510,14 @@ def test_several_outputs_hint_offers_only_floating_ones(cli, tmp_path):
     assert result.exit_code == 2
     assert result.stderr == ("error: the output holds 3 tensors (logits, pred, scaled): say which to differentiate\n"
                              "hint: e.g. --loss 'logits.sum()', or combine them: --loss 'logits.sum() + scaled.sum()'\n")
+
+
+def test_init_values_are_python_literals_and_a_bare_word_is_a_string():
+    from gradcli.errors import UsageError
+    from gradcli.targets.code import parse_init
+
+    assert parse_init(["width=16", "sizes=(3, 4)", "act=relu", "name='gelu'", "bias=False"]) == {
+        "width": 16, "sizes": (3, 4), "act": "relu", "name": "gelu", "bias": False}
+    for bad in ("width", "2x=3", "act=re lu"):
+        with pytest.raises(UsageError):
+            parse_init([bad])
