@@ -479,3 +479,10 @@ def test_numbers_of_random_mlps_equal_a_hand_written_backward(depth, width, batc
         assert p.grad_norm == pytest.approx(grad.norm().item(), rel=1e-5, abs=1e-12)
         assert p.max_abs == pytest.approx(grad.abs().max().item(), rel=1e-6, abs=1e-12)
         assert p.zero_share == pytest.approx((grad == 0).double().mean().item(), abs=1e-12)
+
+
+def test_a_model_without_parameters_is_refused_from_python_too():
+    from gradcli.errors import UsageError
+
+    with pytest.raises(UsageError, match="ReLU has no parameters: grads judges a model's parameters"):
+        gradcli.grads(torch.nn.ReLU(), torch.randn(3))

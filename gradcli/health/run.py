@@ -104,6 +104,9 @@ def grads_of(
     thresholds = Thresholds(vanish, explode, spread)
     call = _Call(model, args, kwargs)
     named = list(model.named_parameters())
+    if not named:  # "OK: all 0 parameters" would pass a CI run on nothing
+        raise UsageError(f"{type(model).__name__} has no parameters: grads judges a model's parameters",
+                         hint="give the model whose parameters you train; gradcli trace follows any computation")
     ids = {id(p): name for name, p in named}
     trainable = [p for _, p in named if p.requires_grad]
     rng_state = torch.random.get_rng_state()
