@@ -7,6 +7,7 @@ with torch's own backward on the same model (the larger ones)."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -259,6 +260,36 @@ def test_a_missing_input_prints_the_signature_and_an_example(cli):
     result = cli("trace", MLP)
     assert result.exit_code == 2
     assert "forward(x)" in result.stderr and "--var 'x=randn(2, 3)'" in result.stderr
+
+
+def test_an_lstm_state_nested_in_the_output_is_named_by_its_path_for_the_loss(cli, tmp_path):
+    path = tmp_path / "tagger.py"
+    path.write_text(
+        "import torch\nfrom torch import nn\n\n\n"
+        "class Tagger(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.lstm = nn.LSTM(3, 4, batch_first=True)\n\n"
+        "    def forward(self, x):\n        return self.lstm(x)  # (output, (h_n, c_n))\n"
+        "\n\ndef state(x):\n    return {'y': x * 2, 'state': (x.sin(), [x.cos()])}\n"
+    )
+    result = cli("trace", f"{path}:Tagger", "--var", "x=randn(2,5,3)", "--loss", "out_1_0.sum()", "--json")
+    assert result.exit_code == 0, result.stderr
+    leaves = {leaf["name"]: leaf for leaf in json.loads(result.stdout)["leaves"]}
+    # By hand: the same weights and input, h_n.sum() differentiated by torch.
+    lstm = torch.nn.LSTM(3, 4, batch_first=True)
+    with torch.no_grad():
+        for name, p in lstm.named_parameters():
+            p.copy_(torch.tensor(leaves[f"lstm.{name}"]["value"]))
+    _, (h_n, _) = lstm(torch.tensor(leaves["x"]["value"]))
+    h_n.sum().backward()
+    for name, p in lstm.named_parameters():
+        torch.testing.assert_close(torch.tensor(leaves[f"lstm.{name}"]["grad"]), p.grad, rtol=1e-5, atol=1e-7)
+    # Without --loss only the top level counts; the nested names are offered for --loss.
+    names = cli("trace", f"{path}:Tagger", "--var", "x=randn(2,5,3)", "--loss", "missing.sum()")
+    assert names.exit_code == 2 and "names here: x, out, out_1_0, out_1_1" in names.stderr
+    nested = cli("trace", f"{path}:state", "--var", "x=[0.5, 1.0]", "--loss", "state_0.sum() + state_1_0.sum()", "--json")
+    assert nested.exit_code == 0, nested.stderr
+    grad = json.loads(nested.stdout)["leaves"][0]["grad"]
+    assert grad == pytest.approx([math.cos(0.5) - math.sin(0.5), math.cos(1.0) - math.sin(1.0)])
 
 
 def test_a_tuple_output_needs_a_choice_listing_its_names(cli, tmp_path):

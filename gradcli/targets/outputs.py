@@ -1,6 +1,9 @@
 """From what the user's code returned to the one tensor backward starts from.
 
 A tensor is `out`; a tuple or list gives `out`, `out_1`, `out_2`...; a dict gives its keys.
+Tensors nested one level or more deeper (an LSTM's `(output, (h_n, c_n))`) are named by their
+path: `out_1_0`, `out_1_1`, or `state_0` under a dict's key `state`. Those are for `--loss` to
+name; without `--loss` only the top level counts (an LSTM's `out` alone is its output).
 With `--loss EXPR` (gradcli's expression language) the output is reduced by that expression,
 in which those names and the tensor inputs are bound: `--loss "cross_entropy(out, labels)"`.
 """
@@ -13,24 +16,65 @@ from typing import Any, Sequence
 from ..errors import GradcliError, UsageError
 
 
-def name_outputs(output: Any, where: str) -> dict[str, Any]:
+#: How deep nested tuples, lists and dicts are named (an LSTM's state is one level down).
+NESTING = 4
+
+
+class Outputs(dict):
+    """The output's tensors by name; `nested` holds the names of those below the top level."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.nested: set[str] = set()
+
+    def top_level(self) -> dict[str, Any]:
+        return {name: t for name, t in self.items() if name not in self.nested}
+
+
+def name_outputs(output: Any, where: str) -> Outputs:
     """The tensors of `output` by name."""
     import torch
 
+    named = Outputs()
     if isinstance(output, torch.Tensor):
-        return {"out": output}
+        named["out"] = output
+        return named
     if isinstance(output, (tuple, list)):
-        named = {("out" if i == 0 else f"out_{i}"): v for i, v in enumerate(output) if isinstance(v, torch.Tensor)}
+        top = [("out" if i == 0 else f"out_{i}", f"out_{i}", v) for i, v in enumerate(output)]
     elif isinstance(output, dict):
-        named = {str(k): v for k, v in output.items() if isinstance(v, torch.Tensor) and str(k).isidentifier()}
+        top = [(str(k), str(k), v) for k, v in output.items() if str(k).isidentifier()]
     else:
-        named = {}
+        top = []
+    for name, path, value in top:
+        if isinstance(value, torch.Tensor):
+            named[name] = value
+    for name, path, value in top:  # after the top level, so that a name there always wins
+        _name_nested(value, path, named, NESTING - 1)
     if not named:
         raise UsageError(
             f"{where} returned a {type(output).__name__}, not a tensor: there is no graph to trace",
             hint="return the tensor (or a tuple or dict of tensors) that the loss is computed from",
         )
     return named
+
+
+def _name_nested(value: Any, path: str, named: Outputs, depth: int) -> None:
+    import torch
+
+    if depth <= 0:
+        return
+    if isinstance(value, (tuple, list)):
+        items = [(f"{path}_{j}", v) for j, v in enumerate(value)]
+    elif isinstance(value, dict):
+        items = [(f"{path}_{k}", v) for k, v in value.items() if f"{path}_{k}".isidentifier()]
+    else:
+        return
+    for name, item in items:
+        if isinstance(item, torch.Tensor) and name not in named:
+            named[name] = item
+            named.nested.add(name)
+        else:
+            _name_nested(item, name, named, depth - 1)
 
 
 def loss_variables(loss: str | None, library_dirs: Sequence[str | Path] = ()) -> list[str]:
@@ -48,6 +92,8 @@ def reduce_output(
 ) -> tuple[Any, list[tuple[str, Any]]]:
     """(the tensor to differentiate, the loss program's own bindings)."""
     if loss is None:
+        # Nested tensors (an LSTM's state) are for --loss to name, not candidates by default.
+        outputs = outputs.top_level() if isinstance(outputs, Outputs) else outputs
         if len(outputs) == 1:
             return next(iter(outputs.values())), []
         names = ", ".join(outputs)
