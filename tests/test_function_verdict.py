@@ -342,3 +342,56 @@ def test_only_a_jacobian_mismatch_is_put_down_to_kinks():
     wrong = InputCheck("x", torch.eye(2, dtype=torch.float64), torch.zeros(2, 2, dtype=torch.float64), count=2,
                        apart=block.apart)
     assert settle_at_kinks(failed, [wrong]) is failed  # wrong entries besides the kink: gradcheck stands
+
+
+NOISY = '''
+import torch
+
+
+class NoisyScale(torch.autograd.Function):
+    """x * noise, the noise drawn inside forward: two calls differ."""
+
+    @staticmethod
+    def forward(ctx, x):
+        noise = torch.rand_like(x)
+        ctx.save_for_backward(noise)
+        return x * noise
+
+    @staticmethod
+    def backward(ctx, g):
+        (noise,) = ctx.saved_tensors
+        return g * noise
+
+
+class NoiseGiven(torch.autograd.Function):
+    """The same with the noise passed in (not differentiated: its gradient is declared None)."""
+
+    @staticmethod
+    def forward(ctx, x, noise: torch.Tensor):
+        ctx.save_for_backward(noise)
+        return x * noise
+
+    @staticmethod
+    def backward(ctx, g):
+        (noise,) = ctx.saved_tensors
+        return g * noise, None
+'''
+
+
+def test_a_forward_that_draws_random_numbers_is_refused_not_blamed_on_backward(cli, tmp_path):
+    module = tmp_path / "noisy.py"
+    module.write_text(NOISY)
+    result = cli("check-function", f"{module}:NoisyScale")
+    assert result.exit_code == 2 and "Traceback" not in result.stderr
+    assert result.stderr.startswith(f"error: {module}:NoisyScale: forward is not deterministic: two calls at the "
+                                    "same inputs differ (its output, element 0: ")
+    assert "pass the noise in as an input" in result.stderr
+    # The noise as data: deterministic, and right for x (noise's own gradient, None, is then wrong: it is a
+    # floating input, so it is differentiated unless declared).
+    given = check_function(f"{module}:NoiseGiven", ["noise=rand(14)"], seed=3)
+    assert given.first[0].name == "x" and given.first[0].ok
+    # In a package walk it is one line that could not run, and the walk fails.
+    from gradcli.verify.discovery import check_discovered
+
+    walked = check_discovered(str(module))
+    assert {e.name.rsplit(":", 1)[1]: e.status for e in walked.entries}["NoisyScale"] == "could not run"

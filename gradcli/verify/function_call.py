@@ -130,7 +130,31 @@ def prepare(
     if not any(o.checked for o in call.outputs):
         listed = "; ".join(str(o) for o in call.outputs)
         raise call.explain(UserCodeError(f"{label}: forward returned no differentiable floating tensor ({listed})"))
+    _refuse_random(call)
     return call
+
+
+def _refuse_random(call: FunctionCall) -> None:
+    """Finite differences compare forward at x + h and x - h: a forward that draws random
+    numbers (dropout, torch.rand) differs between any two calls, and every comparison would
+    blame backward (or a kink) for noise. Two calls at the same inputs must agree."""
+    with torch.no_grad():
+        first, second = (run_user(lambda: call.fn(call.tensors), "forward", call.cls) for _ in range(2))
+    firsts = first if isinstance(first, tuple) else (first,)
+    seconds = second if isinstance(second, tuple) else (second,)
+    for k, (a, b) in enumerate(zip(firsts, seconds)):
+        same = torch.isclose(a, b, rtol=1e-10, atol=1e-12, equal_nan=True)
+        if bool(same.all()):
+            continue
+        at = int((~same).reshape(-1).nonzero()[0])
+        output = f"output {[o.index for o in call.outputs if o.checked][k]}" if len(firsts) > 1 else "its output"
+        raise UsageError(
+            f"{call.label}: forward is not deterministic: two calls at the same inputs differ ({output}, element "
+            f"{at}: {a.reshape(-1)[at].item():.6g} then {b.reshape(-1)[at].item():.6g}), so finite differences "
+            "cannot check its backward",
+            hint="it draws random numbers (dropout, torch.rand ...): pass the noise in as an input "
+                 "(--var noise=...), or seed the generator inside forward for the check",
+        )
 
 
 def _probe(call: FunctionCall) -> tuple[Any, list[str]]:
