@@ -552,3 +552,45 @@ def test_init_values_are_python_literals_and_a_bare_word_is_a_string():
     for bad in ("width", "2x=3", "act=re lu"):
         with pytest.raises(UsageError):
             parse_init([bad])
+
+
+BACKWARD_RAISES = """
+import torch
+from torch import nn
+
+
+class Boom(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * x.reshape(2, 2)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return Boom.apply(self.lin(x))
+"""
+
+
+def test_a_backward_that_raises_during_the_pass_is_shown_at_the_users_line(cli, tmp_path):
+    path = tmp_path / "boom.py"
+    path.write_text(BACKWARD_RAISES)
+    result = cli("trace", f"{path}:Net", "--var", "x=randn(2,3)", "--loss", "out.sum()", "--json")
+    assert result.exit_code == 1
+    (failed,) = [p for p in json.loads(result.stdout)["passes"] if p["error"] is not None]
+    assert failed["error"]["message"] == "shape '[2, 2]' is invalid for input of size 6"
+    assert failed["error"]["explanation"] == ("your code raised this while autograd ran it, at boom.py line 15: "
+                                              "return g * x.reshape(2, 2)")
+    # torch's own errors keep their explanation: the graph freed by the first pass.
+    again = cli("trace", "x.pow(2).sum()", "--var", "x=[1.0, 2.0]", "--repeat", "2", "--json")
+    explained = [p["error"]["explanation"] for p in json.loads(again.stdout)["passes"] if p["error"] is not None]
+    assert explained and explained[0].startswith("The previous pass freed the tensors")

@@ -16,7 +16,7 @@ from .app import DeviceOption, JsonOption, LibraryOption, SeedOption, VarOption,
 def grads_command(
     target: Annotated[str, typer.Argument(metavar="TARGET", help="Your model: path/to/model.py:NAME or package.module:NAME (importing it runs it, as python would).")],
     var: VarOption = None,
-    loss: Annotated[Optional[str], typer.Option("--loss", metavar="EXPR", help="Reduce the output to the loss: an expression in which out (out_1, ..., or a dict's keys) and the --var inputs are bound, e.g. '((out - y)**2).mean()'.")] = None,
+    loss: Annotated[Optional[str], typer.Option("--loss", metavar="EXPR", help="Reduce the output to the loss: an expression in which out (out_1, ..., or a dict's keys; nested ones by their path, out_1_0) and the --var inputs are bound, e.g. '((out - y)**2).mean()'.")] = None,
     init: Annotated[Optional[List[str]], typer.Option("--init", metavar="KEY=VALUE", help="A keyword argument for the nn.Module class or model factory (a Python literal). Repeatable.")] = None,
     depth: Annotated[Optional[int], typer.Option("--depth", metavar="N", help="Summarise every module deeper than N in one row (default: every module its own group).")] = None,
     steps: Annotated[int, typer.Option("--steps", metavar="N", help="Also run N plain SGD steps on the same batch, on a copy of the model, and show each gradient norm across them.")] = 0,

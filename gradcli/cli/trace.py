@@ -28,7 +28,7 @@ def trace_command(
     expr: Annotated[str, typer.Argument(metavar="EXPR", help="The expression or program; @FILE reads a file, - reads stdin. Or your own code: path/to/model.py:NAME or package.module:NAME (importing it runs it, as python would).")],
     var: VarOption = None,
     init: Annotated[NamesOption, typer.Option("--init", metavar="KEY=VALUE", help="Code: a keyword argument for the nn.Module class or model factory (a Python literal). Repeatable.")] = None,
-    loss: Annotated[Optional[str], typer.Option("--loss", metavar="EXPR", help="Code: reduce the output with EXPR, an expression in which out (out_1, ..., or a dict's keys) and the --var inputs are bound, e.g. 'cross_entropy(out, labels)'.")] = None,
+    loss: Annotated[Optional[str], typer.Option("--loss", metavar="EXPR", help="Code: reduce the output with EXPR, an expression in which out (out_1, ..., or a dict's keys; nested ones by their path, out_1_0) and the --var inputs are bound, e.g. 'cross_entropy(out, labels)'.")] = None,
     depth: Annotated[int, typer.Option("--depth", metavar="N", help="Code: fold every module deeper than N into one line (nodes, parameters, shapes); --json and --dot stay complete.")] = 1,
     mode: Annotated[str, typer.Option("--mode", help="backward (torch.autograd.backward: fills .grad) or grad (torch.autograd.grad: returns gradients).")] = "backward",
     wrt: Annotated[NamesOption, typer.Option("--wrt", metavar="NAME", help="Differentiate with respect to NAME (a variable or an assigned name); default all variables. Repeatable.")] = None,

@@ -7,7 +7,9 @@ The patterns are the fixed texts checked in NOTES.md (torch 2.14).
 
 from __future__ import annotations
 
+import traceback
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass
@@ -59,9 +61,35 @@ def explain(error: BaseException) -> PassError:
     for pattern, explanation, fix in _KNOWN:
         if pattern in message:
             return PassError(type(error).__name__, message, explanation, fix)
+    frame = _user_frame(error)
+    if frame is not None:  # a custom Function's backward, or a hook: the user's own line
+        return PassError(type(error).__name__, message,
+                         f"your code raised this while autograd ran it, at {Path(frame.filename).name} line "
+                         f"{frame.lineno}: {(frame.line or '').strip()}", None)
     return PassError(
         type(error).__name__, message, "autograd raised this error while running the pass.", None
     )
+
+
+def _user_frame(error: BaseException) -> traceback.FrameSummary | None:
+    """The innermost frame of the traceback that is neither torch's, gradcli's nor Python's
+    own; one outside the installed packages first (numpy called from a backward is not the
+    line to show), else an installed package's (a Function from a package the user installed)."""
+    import sysconfig
+
+    import torch
+
+    paths = sysconfig.get_paths()
+    theirs = [Path(torch.__file__).resolve().parent, Path(__file__).resolve().parent.parent,
+              Path(paths["stdlib"]).resolve()]
+    installed = [Path(paths["purelib"]).resolve(), Path(paths["platlib"]).resolve()]
+
+    def inside(frame: traceback.FrameSummary, roots: list[Path]) -> bool:
+        return any(Path(frame.filename).resolve().is_relative_to(root) for root in roots)
+
+    candidates = [f for f in traceback.extract_tb(error.__traceback__) if not inside(f, theirs)]
+    own = [f for f in candidates if not inside(f, installed)]
+    return (own or candidates or [None])[-1]
 
 
 def nonleaf_note(name: str) -> str:
