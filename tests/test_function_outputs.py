@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from gradcli import check_function
 from gradcli.errors import UsageError
-from gradcli.verify.function import check_function
 
 TYPED = Path(__file__).parent / "fixtures" / "typed_functions.py"
 X = [[1.0, 2.0, 0.5], [0.1, -1.0, 0.3]]

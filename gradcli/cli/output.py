@@ -12,9 +12,8 @@ import os
 import sys
 from typing import Any
 
+from ..render.plain import PLAIN_WIDTH
 from .app import EXIT_OK, EXIT_PROBLEM
-
-PLAIN_WIDTH = 100
 
 
 def make_console(*, stderr: bool = False) -> Any:

@@ -14,8 +14,8 @@ both Jacobians itself (`jacobian.py`): which input, which element, expected vs g
 with sympy's derivative of it. Likely causes are named (`diagnose.py`). Beside them: the
 contract audit (`function_audit.py`), gradients declared with `expect_grad`
 (`surrogate.py`), the jvp (`forward_mode.py`) and torch.func (`func_transforms.py`). The result has
-`ok` and a readable `str()`; `as_dict()` is the `--json` document. The `demo swish`
-command reuses this function.
+`ok`; `as_dict()` is the `--json` document, and its text is the renderer's (`gradcli.check_function`,
+gradcli/api.py, returns it with `str()`). The `demo swish` command reuses this function.
 """
 
 from __future__ import annotations
@@ -49,7 +49,10 @@ from .surrogate import SurrogateCheck, check_declared, declared_gradients
 
 @dataclass
 class FunctionResult:
-    """What check_function found: `ok`, `str()`, `as_dict()`."""
+    """What check_function found: `ok`, `verdict()`, `as_dict()` (the `--json` document).
+
+    Described in words once, by the renderer (render/function.py); the public
+    `gradcli.check_function` returns it as an api.FunctionCheck, whose `str()` is that text."""
 
     function: str
     order: int
@@ -148,27 +151,6 @@ class FunctionResult:
             "forward_mode": self.forward_mode.as_dict() if self.forward_mode else None,
             "transforms": self.transforms.as_dict() if self.transforms else None,
         }
-
-    def __str__(self) -> str:
-        lines = [f"check-function {self.function} (order {self.order}, seed {self.inputs.seed}): "
-                 f"{'ok' if self.ok else 'PROBLEM'}"]
-        lines += [f"  {line}" for name, value in zip(self.inputs.names, self.inputs.values)
-                  for line in words.input_lines(name, value)]
-        lines += [f"  {o}" for o in self.outputs if len(self.outputs) > 1 or not o.checked]
-        if self.ref_forward is not None:
-            lines.append(f"  forward vs {self.ref}: {self.ref_forward}")
-        for title, checks in self.sections():
-            for c in checks:
-                lines.append("  " + words.input_check_line(title, c))
-                lines.extend(f"    {m}" for m in c.mismatches)
-                lines.extend(f"    {words.kink_entry(m)}" for m in c.kinks_shown)
-        lines += [f"  {check.label}: {words.describe_gradcheck(check.verdict)}" for check in self.checks]
-        lines += [f"  {text}" for part in self.parts() for text, _ in part.lines()]
-        lines.extend(f"  likely cause: {c}" for c in self.causes)
-        lines.extend(f"  seen: {c}" for c in self.seen)
-        lines.extend(f"  note: {n}" for n in self.notes)
-        lines.append(self.verdict())
-        return "\n".join(lines)
 
 
 def _first_problem(result: FunctionResult) -> str:
