@@ -16,7 +16,7 @@ from typing import Any
 from .health.result import GradsResult
 from .inspect.trace import TraceResult
 from .inspect.trace import trace as _trace
-from .verify.function import FunctionResult
+from .verify.function_result import FunctionResult
 
 
 @dataclass
