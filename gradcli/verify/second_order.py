@@ -8,8 +8,6 @@ the first nan came out of (origin.py).
 
 from __future__ import annotations
 
-import inspect
-from pathlib import Path
 from typing import Any, Sequence
 
 import torch
@@ -19,6 +17,7 @@ from .jacobian import InputCheck, analytical, compare_blocks
 from .origin import nan_origin
 from .function_replay import replay
 from .function_inputs import Inputs
+from .userfile import source_file
 
 
 def explain_second_order(
@@ -46,14 +45,8 @@ def explain_second_order(
     origin = None
     if not all(bool(torch.isfinite(c.got).all()) for c in second):
         try:
-            origin = nan_origin(gradient, tensors, _source(cls))
+            origin = nan_origin(gradient, tensors, source_file(cls))
         except Exception:  # noqa: BLE001 - a place not found is only not said
             origin = None
     return causes, diagnose.what_was_seen(second, 2, first, origin)
 
-
-def _source(cls: type) -> Path | None:
-    try:
-        return Path(inspect.getfile(cls))
-    except TypeError:
-        return None
