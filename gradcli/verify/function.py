@@ -39,7 +39,8 @@ from .function_call import FunctionCall, prepare
 from .function_result import FunctionResult
 from .function_settle import explain_without_reference, settle_with_reference
 from .gradchecks import GradcheckVerdict, run_gradcheck
-from .jacobian import ATOL, JACOBIAN_MAX, analytical, backward_of, compare_blocks, flat_output, numerical, output_weights
+from .jacobian import (ATOL, JACOBIAN_MAX, analytical, backward_of, compare_blocks, flat_output, leaves, numerical,
+                       output_weights)
 from .kinks import OutsideKink, one_sided_kinks, reference_kink_masks, settle_at_kinks
 from .reference import reference_checks
 from .second_order import explain_second_order
@@ -87,7 +88,7 @@ def _check(call: FunctionCall, *, ref: str | None, order: int, seed: int, librar
     def fn(values: Mapping[str, torch.Tensor]) -> Any:
         return call.fn({**fixed, **values})
 
-    out = _run_user(lambda: fn({n: t.clone().requires_grad_(True) for n, t in tensors.items()}), "forward", cls)
+    out = _run_user(lambda: fn(leaves(tensors)), "forward", cls)
     outs = out if isinstance(out, (tuple, list)) else (out,)
     result = FunctionResult(label, order, inputs, GradcheckVerdict(None), outputs=call.outputs, notes=call.notes())
     result.audit = audit_contract(cls, inputs, order)

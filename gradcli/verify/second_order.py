@@ -13,7 +13,7 @@ from typing import Any, Sequence
 import torch
 
 from . import diagnose
-from .jacobian import InputCheck, analytical, compare_blocks
+from .jacobian import InputCheck, analytical, compare_blocks, leaves
 from .origin import nan_origin
 from .function_replay import replay
 from .function_inputs import Inputs
@@ -32,8 +32,7 @@ def explain_second_order(
     if first_ok and not all(c.ok for c in second):
         try:
             replayed = replay(cls, inputs, tensors, weights)
-            leaves = {n: t.clone().requires_grad_(True) for n, t in tensors.items()}
-            differentiable = replayed.gradient(leaves).requires_grad
+            differentiable = replayed.gradient(leaves(tensors)).requires_grad
             again = compare_blocks(analytical(replayed.gradient, tensors), expected, tensors, "grad", kinks)
             intermediates = replayed.intermediates
         except Exception:  # noqa: BLE001 - the user's code run by hand: no evidence, so no cause
