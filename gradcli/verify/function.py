@@ -103,19 +103,19 @@ def _check(call: FunctionCall, *, ref: str | None, order: int, seed: int, librar
             result.gradcheck = GradcheckVerdict(None, message="every input's gradient is declared by --expect-grad")
             return result
     size = sum(t.numel() for t in tensors.values())
-    small = size <= JACOBIAN_MAX and sum(o.numel() for o in outs) <= JACOBIAN_MAX
+    out_size = sum(o.numel() for o in outs)
+    small = size <= JACOBIAN_MAX and out_size <= JACOBIAN_MAX
     names = list(tensors)
 
     def positional(*xs: torch.Tensor) -> Any:
         return fn(dict(zip(names, xs)))
 
     # Second order differentiates sum(w * out), w random: sum(out) is constant for a normaliser.
-    weights = output_weights(sum(o.numel() for o in outs), seed) if order == 2 else None
+    weights = output_weights(out_size, seed) if order == 2 else None
     gradient = backward_of(fn, weights)
     kinks_first, kinks_second, by_reference = {}, {}, False
     if ref is not None and small:
-        found, kinks_second, kink_notes = reference_kink_masks(ref, inputs, library_dirs, weights, order,
-                                                              sum(o.numel() for o in outs))
+        found, kinks_second, kink_notes = reference_kink_masks(ref, inputs, library_dirs, weights, order, out_size)
         by_reference, kinks_first = found is not None, found or {}
         result.notes += kink_notes
     result.gradcheck = _run_user(lambda: run_gradcheck(positional, list(tensors.values()), seed=seed), "backward", cls)
