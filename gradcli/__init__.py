@@ -23,7 +23,7 @@ _LAZY = {
     "to_sympy": ("gradcli.build.to_sympy", "to_sympy"),
     "trace": ("gradcli.api", "trace"),
     "check": ("gradcli.api", "check"),
-    "check_function": ("gradcli.verify.function", "check_function"),
+    "check_function": ("gradcli.api", "check_function"),
     "grads": ("gradcli.api", "grads"),
     "GradcliError": ("gradcli.errors", "GradcliError"),
 }

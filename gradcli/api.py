@@ -3,9 +3,10 @@ plus what a Python user or a notebook asks of them (`.to_json()`, `.to_dot()`, `
 `str()`, `_repr_html_`).
 
 Those conveniences need the renderers, and the library folders never import the upper half
-(only data flows up: tests/test_layers.py). So the public `gradcli.trace`, `gradcli.grads`
-and `gradcli.check` live here, one layer up, and return a `Trace`, a `Grads` and a `Check`:
-the same data, the same fields, with the renderers at hand.
+(only data flows up: tests/test_layers.py). So the public `gradcli.trace`, `gradcli.grads`,
+`gradcli.check` and `gradcli.check_function` live here, one layer up, and return a `Trace`, a
+`Grads`, a `Check` and a `FunctionCheck`: the same data, the same fields, with the renderers
+at hand.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from .health.result import GradsResult
 from .inspect.trace import TraceResult
 from .inspect.trace import trace as _trace
 from .verify.result import CheckResult
+from .verify.function_result import FunctionResult
 
 
 @dataclass
@@ -50,6 +52,33 @@ def trace(target: Any, *inputs: Any, **options: Any) -> Trace:
     """`inspect.trace.trace` (see its docstring for targets, inputs and options), as a Trace."""
     result = _trace(target, *inputs, **options)
     return Trace(**{f.name: getattr(result, f.name) for f in fields(result)})
+
+
+@dataclass
+class FunctionCheck(FunctionResult):
+    """A FunctionResult that renders itself: `str()` is what `gradcli check-function` prints."""
+
+    def to_json(self) -> str:
+        """The JSON document `gradcli check-function --json` prints (docs/json.md)."""
+        from .render.formats import render
+        from .render.plain import plain_text
+
+        return plain_text(render(self, "json"))
+
+    def __str__(self) -> str:
+        from .render.formats import render
+        from .render.plain import plain_text
+
+        return plain_text(render(self, "text"))
+
+
+def check_function(function: Any, *args: Any, **options: Any) -> FunctionCheck:
+    """`verify.function.check_function` (see its docstring for the Function, inputs and
+    options), as a FunctionCheck."""
+    from .verify.function import check_function as _check_function
+
+    result = _check_function(function, *args, **options)
+    return FunctionCheck(**{f.name: getattr(result, f.name) for f in fields(result)})
 
 
 @dataclass

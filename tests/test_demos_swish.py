@@ -115,7 +115,7 @@ def test_buggy_catches_each_mistake_and_exits_1(cli):
     # saved σ: f'' at 0.5, 0.441229 (NOTES.md: 0.2350 with σ saved), times the output weight
     # w[1] = 1.20785 that the second order differentiates sum(w * out) with (seed 0)
     assert "input[1] (= 0.5) -> grad[1]: expected 0.532925, got 0.283842" in out
-    assert "#>   likely cause: right at first order but wrong at second" in out
+    assert "#> likely cause: right at first order but wrong at second" in out
     assert "is at version 1; expected version 0 instead" in out
     assert "6 of 13 checks failed:" in out
     # The suggested path is the installed file's (relative only inside a checkout).

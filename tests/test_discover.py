@@ -15,10 +15,10 @@ import pytest
 import torch
 from torch import nn
 
+from gradcli import check_function
 from gradcli.errors import UsageError, UserCodeError
 from gradcli.verify.applied import applied_functions
 from gradcli.verify.discovery import check_discovered
-from gradcli.verify.function import check_function
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from gradcli import check_function
 from gradcli.errors import GradcliError, UsageError, UserCodeError
-from gradcli.verify.function import check_function
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FUNCTIONS = f"{FIXTURES / 'functions.py'}"

@@ -11,8 +11,8 @@ from typing import Optional
 import pytest
 import torch
 
+from gradcli import check_function
 from gradcli.errors import UsageError, UserCodeError
-from gradcli.verify.function import check_function
 from gradcli.verify.function_inputs import ArgKind, argument_type, make_inputs, value_for
 from gradcli.build.variables import parse_var
 

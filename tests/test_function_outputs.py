@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from gradcli import check_function
 from gradcli.errors import UsageError
-from gradcli.verify.function import check_function
 
 ROOT = Path(__file__).resolve().parent.parent
 TYPED = Path(__file__).parent / "fixtures" / "typed_functions.py"

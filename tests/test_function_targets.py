@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from gradcli import check_function
 from gradcli.errors import UsageError, UserCodeError
 from gradcli.targets.load import package_of
-from gradcli.verify.function import check_function
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PACKAGE = FIXTURES / "fnpkg"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gradcli.verify.function import check_function
+from gradcli import check_function
 from gradcli.verify.jacobian import InputCheck, output_weights
 from gradcli.verify.kinks import one_sided_kinks
 from gradcli.verify.userfile import DEFAULT_INPUT

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import torch
 
+from gradcli import check_function
 from gradcli.render.json import document_json, trace_json
 from gradcli.render.values import finite_safe
-from gradcli.verify.function import check_function
 
 ROOT = Path(__file__).parent.parent
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from gradcli import check_function
 from gradcli.errors import UsageError
-from gradcli.verify.function import check_function
 from gradcli.verify.userfile import DEFAULT_INPUT
 
 FIXTURES = Path(__file__).parent / "fixtures" / "transform_functions.py"

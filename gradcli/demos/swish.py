@@ -141,7 +141,7 @@ def run(session: Session, beta: float = 1.0, buggy: bool = False) -> None:
         any entry that disagrees, and compares forward and backward with a reference expression:
         here gradcli's library function swish(x, beta), x·σ(βx), differentiated by sympy.""")
     session.run(f"""
-        from gradcli.verify.function import check_function
+        from gradcli import check_function
 
         INPUTS = {{"input": "{CHECK_INPUT}", "beta": repr(BETA)}}
         REF = "swish(input, beta)"

@@ -1,7 +1,8 @@
 """`gradcli check-function` for people: each check, the mismatches as sentences, the cause.
 
-A FunctionResult in, `Line`s out (contract.py); the words come from gradcli.words, as
-`str(result)`'s do.
+A FunctionResult in, `Line`s out (contract.py), the words from gradcli.words. This is the
+one description of a check-function result: the CLI prints these lines, and the Python API's
+result (`gradcli.check_function`, api.FunctionCheck) is their plain text (plain.py).
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from ..options import checked_seed
 from .evaluation import check_order
 from .find_functions import Passed, find_functions, is_discovery_target, skipped_by
 from .function import FunctionResult, check_function
+from .userfile import source_file
 
 Status = Literal["ok", "wrong", "not tested", "could not run"]
 Kind = Literal["package", "module", "model"]
@@ -183,15 +184,12 @@ def _check(name: str, cls: type, order: int, seed: int, given: dict[str, Any] | 
 def _name(cls: type, target: str) -> str:
     """How to check `cls` alone: by its file when the model was given as a file (relative to
     the current folder when inside it), else by its module."""
-    import inspect
     from pathlib import Path
 
     if target.split(":")[0].endswith(".py"):
-        try:
-            file = Path(inspect.getfile(cls)).resolve()
-        except TypeError:
-            file = None
+        file = source_file(cls)
         if file is not None:
+            file = file.resolve()
             shown = file.relative_to(Path.cwd()) if file.is_relative_to(Path.cwd()) else file
             return f"{shown.as_posix()}:{cls.__qualname__}"
     return f"{cls.__module__}:{cls.__qualname__}"

@@ -18,22 +18,9 @@ import torch
 from .. import words
 from .gradchecks import GradcheckVerdict, run_gradcheck
 from .jacobian import JACOBIAN_MAX, InputCheck, analytical, compare_blocks, flat_output, numerical
+from .userfile import describe_user_error
 
 Fn = Callable[[dict[str, torch.Tensor]], Any]
-
-
-def describe_user_error(cls: type) -> Callable[[BaseException], str]:
-    """err -> 'ValueError: ... (at ops.py line 12)', the line in the Function's own file."""
-    import inspect
-    from pathlib import Path
-
-    from .userfile import describe_exception
-
-    try:
-        path: Path | None = Path(inspect.getfile(cls))
-    except TypeError:
-        path = None
-    return lambda err: describe_exception(err, path)
 
 
 def defines(cls: type, name: str) -> bool:

@@ -20,9 +20,10 @@ from typing import Any, Callable, Literal
 import torch
 
 from .. import words
-from .forward_mode import defines, describe_user_error
+from .forward_mode import defines
 from .gradchecks import GradcheckVerdict, run_gradcheck
 from .jacobian import ATOL, JACOBIAN_MAX, RTOL, analytical, flat_output
+from .userfile import describe_user_error
 
 TransformName = Literal["grad", "jacrev", "jacfwd", "vmap"]
 Fn = Callable[[dict[str, torch.Tensor]], Any]

@@ -20,6 +20,7 @@ import torch
 
 from ..errors import UsageError, UserCodeError
 from .function_inputs import Inputs, make_inputs
+from .jacobian import leaves
 from .points import refuse_unusable
 from .userfile import check_class, load_function, run_user
 
@@ -160,8 +161,8 @@ def _refuse_random(call: FunctionCall) -> None:
 def _probe(call: FunctionCall) -> tuple[Any, list[str]]:
     """forward once, on clones (not leaves: an in-place forward may run) of leaves that
     require grad; and which inputs it modified in place (their version counter moved)."""
-    leaves = {n: t.clone().requires_grad_(True) for n, t in call.tensors.items()}
-    args = [leaves[n].clone() if t else (v.clone() if isinstance(v, torch.Tensor) else v)
+    fresh = leaves(call.tensors)
+    args = [fresh[n].clone() if t else (v.clone() if isinstance(v, torch.Tensor) else v)
             for n, v, t in zip(call.inputs.names, call.inputs.values, call.inputs.tensor)]
     versions = [a._version if isinstance(a, torch.Tensor) else None for a in args]
     out = run_user(lambda: call.cls.apply(*args), "forward", call.cls)  # type: ignore[attr-defined]

@@ -24,6 +24,7 @@ from typing import Any, Callable
 import torch
 
 from .function_inputs import Inputs
+from .jacobian import leaves
 
 Fn = Callable[[dict[str, torch.Tensor]], torch.Tensor]
 
@@ -75,8 +76,8 @@ def replay(cls: type, inputs: Inputs, tensors: dict[str, torch.Tensor], weights:
         return ctx, outs, args
 
     def gradient(values: dict[str, torch.Tensor]) -> torch.Tensor:
-        leaves = {n: (t if t.requires_grad else t.detach().clone().requires_grad_(True)) for n, t in values.items()}
-        ctx, outs, _ = run(leaves)
+        fresh = leaves(values, keep_graph=True)
+        ctx, outs, _ = run(fresh)
         with torch.enable_grad():
             sizes = [o.numel() for o in outs]
             parts = torch.split(weights.to(outs[0].dtype), sizes)
@@ -85,12 +86,12 @@ def replay(cls: type, inputs: Inputs, tensors: dict[str, torch.Tensor], weights:
         by_name = dict(zip(inputs.names, grads))
         return torch.cat([
             (by_name.get(n) if isinstance(by_name.get(n), torch.Tensor) else torch.zeros_like(t)).reshape(-1)
-            for n, t in leaves.items()
+            for n, t in fresh.items()
         ])
 
-    leaves = {n: t.detach().clone().requires_grad_(True) for n, t in tensors.items()}
-    ctx, outs, _ = run(leaves)
-    known = [*leaves.values(), *outs]
+    fresh = leaves(tensors)
+    ctx, outs, _ = run(fresh)
+    known = [*fresh.values(), *outs]
     found = []
     saved = [t for t in ctx.saved_tensors]
     for k, t in enumerate(saved):

@@ -84,6 +84,14 @@ class InputCheck:
                 "kinks_shown": [m.__dict__ for m in self.kinks_shown], "tested_nothing": self.tested_nothing}
 
 
+def leaves(tensors: dict[str, torch.Tensor], *, keep_graph: bool = False) -> dict[str, torch.Tensor]:
+    """A fresh leaf requiring grad per tensor, a clone (the caller's tensors stay as they are).
+    With `keep_graph` a tensor that already requires grad is used as it is, so that a
+    gradient computed from it can be differentiated again (double backward)."""
+    return {n: t if keep_graph and t.requires_grad else t.detach().clone().requires_grad_(True)
+            for n, t in tensors.items()}
+
+
 def flat_output(fn: Fn, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
     out = fn(tensors)
     outs = out if isinstance(out, (tuple, list)) else (out,)
@@ -92,14 +100,14 @@ def flat_output(fn: Fn, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
 
 def analytical(fn: Fn, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """d out_i / d input_j through autograd (the user's backward), one pass per output element."""
-    leaves = {n: t.detach().clone().requires_grad_(True) for n, t in tensors.items()}
-    out = flat_output(fn, leaves)
-    blocks = {n: torch.zeros(out.numel(), t.numel(), dtype=torch.float64) for n, t in leaves.items()}
+    fresh = leaves(tensors)
+    out = flat_output(fn, fresh)
+    blocks = {n: torch.zeros(out.numel(), t.numel(), dtype=torch.float64) for n, t in fresh.items()}
     if not out.requires_grad:
         return blocks
     for i in range(out.numel()):
-        grads = torch.autograd.grad(out[i], list(leaves.values()), retain_graph=True, allow_unused=True)
-        for (name, _), g in zip(leaves.items(), grads):
+        grads = torch.autograd.grad(out[i], list(fresh.values()), retain_graph=True, allow_unused=True)
+        for (name, _), g in zip(fresh.items(), grads):
             if g is not None:
                 blocks[name][i] = g.detach().reshape(-1).to(torch.float64)
     return blocks
@@ -138,13 +146,13 @@ def backward_of(fn: Fn, weights: torch.Tensor | None = None) -> Fn:
     backward, kept differentiable."""
 
     def gradient(tensors: dict[str, torch.Tensor]) -> torch.Tensor:
-        leaves = {n: (t if t.requires_grad else t.detach().clone().requires_grad_(True)) for n, t in tensors.items()}
+        fresh = leaves(tensors, keep_graph=True)
         with torch.enable_grad():
-            out = flat_output(fn, leaves)
+            out = flat_output(fn, fresh)
             total = out.sum() if weights is None else (out * weights.to(out.dtype)).sum()
-            grads = torch.autograd.grad(total, list(leaves.values()), create_graph=True, allow_unused=True)
+            grads = torch.autograd.grad(total, list(fresh.values()), create_graph=True, allow_unused=True)
         return torch.cat([
-            (g if g is not None else torch.zeros_like(t)).reshape(-1) for g, t in zip(grads, leaves.values())
+            (g if g is not None else torch.zeros_like(t)).reshape(-1) for g, t in zip(grads, fresh.values())
         ])
 
     return gradient

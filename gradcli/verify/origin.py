@@ -18,6 +18,8 @@ from typing import Any, Callable
 
 import torch
 
+from .jacobian import leaves
+
 _NODE = re.compile(r"Function '(\w+)' returned nan values")
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<name>\S+)\n\s+(?P<code>[^\n]*)')
 
@@ -26,15 +28,15 @@ def nan_origin(gradient: Callable[[dict[str, torch.Tensor]], torch.Tensor], tens
                source: Path | None) -> str | None:
     """'PowBackward1, from backward at my_ops.py line 38: gppr = ...', or None when anomaly
     mode saw no nan (or not in `source`)."""
-    leaves = {n: t.detach().clone().requires_grad_(True) for n, t in tensors.items()}
+    fresh = leaves(tensors)
     with warnings.catch_warnings(record=True) as caught, torch.autograd.detect_anomaly():
         warnings.simplefilter("always")
         try:
-            flat = gradient(leaves)
+            flat = gradient(fresh)
             if not flat.requires_grad:
                 return None
             for i in range(flat.numel()):
-                torch.autograd.grad(flat[i], list(leaves.values()), retain_graph=True, allow_unused=True)
+                torch.autograd.grad(flat[i], list(fresh.values()), retain_graph=True, allow_unused=True)
         except RuntimeError as err:
             found = _NODE.search(str(err))
             if found:

@@ -8,17 +8,16 @@ the first nan came out of (origin.py).
 
 from __future__ import annotations
 
-import inspect
-from pathlib import Path
 from typing import Any, Sequence
 
 import torch
 
 from . import diagnose
-from .jacobian import InputCheck, analytical, compare_blocks
+from .jacobian import InputCheck, analytical, compare_blocks, leaves
 from .origin import nan_origin
 from .function_replay import replay
 from .function_inputs import Inputs
+from .userfile import source_file
 
 
 def explain_second_order(
@@ -33,8 +32,7 @@ def explain_second_order(
     if first_ok and not all(c.ok for c in second):
         try:
             replayed = replay(cls, inputs, tensors, weights)
-            leaves = {n: t.clone().requires_grad_(True) for n, t in tensors.items()}
-            differentiable = replayed.gradient(leaves).requires_grad
+            differentiable = replayed.gradient(leaves(tensors)).requires_grad
             again = compare_blocks(analytical(replayed.gradient, tensors), expected, tensors, "grad", kinks)
             intermediates = replayed.intermediates
         except Exception:  # noqa: BLE001 - the user's code run by hand: no evidence, so no cause
@@ -46,14 +44,8 @@ def explain_second_order(
     origin = None
     if not all(bool(torch.isfinite(c.got).all()) for c in second):
         try:
-            origin = nan_origin(gradient, tensors, _source(cls))
+            origin = nan_origin(gradient, tensors, source_file(cls))
         except Exception:  # noqa: BLE001 - a place not found is only not said
             origin = None
     return causes, diagnose.what_was_seen(second, 2, first, origin)
 
-
-def _source(cls: type) -> Path | None:
-    try:
-        return Path(inspect.getfile(cls))
-    except TypeError:
-        return None

@@ -20,6 +20,7 @@ import torch
 
 from ..errors import UsageError
 from .function_inputs import Inputs
+from .jacobian import leaves
 
 #: Tolerances: both sides compute the same formula in float64.
 RTOL, ATOL = 1e-7, 1e-10
@@ -108,15 +109,15 @@ def check_declared(declared: dict[str, str], fn: Any, inputs: Inputs, seed: int,
     tensors = {n: v.detach().to(torch.float64) for n, v in zip(inputs.names, inputs.values)
                if isinstance(v, torch.Tensor) and v.is_floating_point()}
     numbers = {n: float(v) for n, v in inputs.numbers().items() if isinstance(v, (int, float))}
-    leaves = {n: t.clone().requires_grad_(True) for n, t in tensors.items()}
-    out = fn(leaves)
+    fresh = leaves(tensors)
+    out = fn(fresh)
     outs = [o for o in (out if isinstance(out, (tuple, list)) else (out,))
             if isinstance(o, torch.Tensor) and o.is_floating_point()]
     generator = torch.Generator().manual_seed(seed)
     grad_outputs = [torch.randn(o.shape, dtype=torch.float64, generator=generator).to(o.dtype) for o in outs]
     variables = {("grad_output" if k == 0 else f"grad_output_{k}"): g.to(torch.float64)
                  for k, g in enumerate(grad_outputs)}
-    wanted = [leaves[n] for n in declared]
+    wanted = [fresh[n] for n in declared]
     got = torch.autograd.grad([o for o in outs if o.requires_grad],
                               wanted, [g for o, g in zip(outs, grad_outputs) if o.requires_grad], allow_unused=True)
     known = {**tensors, **numbers, **variables}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -62,6 +62,20 @@ def describe_exception(err: BaseException, path: Path | None = None) -> str:
     return f"{type(err).__name__}: {err}{where}"
 
 
+def source_file(cls: type) -> Path | None:
+    """The file that defines `cls`, or None (a class made in a REPL or by exec)."""
+    try:
+        return Path(inspect.getfile(cls))
+    except TypeError:
+        return None
+
+
+def describe_user_error(cls: type) -> Callable[[BaseException], str]:
+    """err -> 'ValueError: ... (at ops.py line 12)', the line in the Function's own file."""
+    path = source_file(cls)
+    return lambda err: describe_exception(err, path)
+
+
 def run_user(call: Any, what: str, cls: type) -> Any:
     """Run the user's forward/backward; their exceptions become UserCodeError (exit 2)."""
     try:
@@ -69,9 +83,4 @@ def run_user(call: Any, what: str, cls: type) -> Any:
     except UserCodeError:
         raise
     except (Exception, SystemExit) as err:  # sys.exit() in a backward is the user's code too
-        try:
-            path = Path(inspect.getfile(cls))
-        except TypeError:
-            path = None
-        raise UserCodeError(f"{cls.__name__}.{what} raised {describe_exception(err, path)}") from None
-
+        raise UserCodeError(f"{cls.__name__}.{what} raised {describe_user_error(cls)(err)}") from None
