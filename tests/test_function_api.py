@@ -29,7 +29,7 @@ RUNS = {
     "kinks and a not-tested block": ("tests/fixtures/verdict_functions.py:Entmax15", ["x=[1.0, 0.5, -2.0]"],
                                      {"order": 2}),
     "wrong backward, jvp and torch.func": ("tests/fixtures/transform_functions.py:SwishWrongBackward", [], {}),
-    "skipped outputs, a matrix input": ("tests/fixtures/typed_functions.py:SoftmaxArgmax",
+    "skipped outputs, a matrix input": ("examples/typed_functions.py:SoftmaxArgmax",
                                         ["x=[[1.0, 2.0], [0.5, -1.0]]"], {}),
 }
 
