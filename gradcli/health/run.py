@@ -25,7 +25,7 @@ from .result import GradsResult, ParamHealth
 from .stats import grad_stats, param_norms
 from .steps import run_steps, step_findings
 from .thresholds import Thresholds
-from .verdicts import median_ratio, nonfinite_finding, size_findings
+from .verdicts import judge_sizes, median_ratio, nonfinite_finding
 
 LossFn = Callable[[Any], Any]
 #: --steps shows how the first updates go; a training run is not what grads is for.
@@ -164,10 +164,9 @@ def _judge(result: GradsResult, record: Any, ids: dict[int, str]) -> None:
             p.findings.append(nonfinite_finding(p, None))
         elif p.zero_share == 1.0:
             p.findings.append(zero_finding(p, record))
-    result.median_ratio = median_ratio([p for p in judged if not p.findings])
-    for p in judged:
-        if not p.findings:
-            p.findings += size_findings(p, result.thresholds, result.median_ratio)
+    sized = [p for p in judged if not p.findings]
+    result.median_ratio = median_ratio(sized)
+    judge_sizes(sized, result.thresholds, result.median_ratio)
 
 
 def _finite(p: ParamHealth) -> bool:

@@ -1,16 +1,19 @@
 """The flags on each parameter, from its numbers and the thresholds (thresholds.py).
 
 NO GRAD and ZERO reasons come from reasons.py; here the numbers speak: NONFINITE, and
-VANISHING/EXPLODING against absolute bounds and against the model's median ratio.
+VANISHING/EXPLODING against absolute bounds and against the model's median ratio. When the
+median is outside the healthy band and some parameters far from it are inside, the median's
+side is the one off (a Split): the others are judged against the band, not the median.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+from dataclasses import dataclass
 
 from .result import Finding, NonfiniteOrigin, ParamHealth
-from .thresholds import Thresholds
+from .thresholds import HEALTHY_HIGH, HEALTHY_LOW, Thresholds
 
 #: The relative check needs a median that means something.
 MIN_FOR_MEDIAN = 3
@@ -30,10 +33,40 @@ def yardstick(median: float | None, thresholds: Thresholds) -> float | None:
     return median
 
 
-def size_findings(param: ParamHealth, thresholds: Thresholds, median: float | None) -> list[Finding]:
+@dataclass(frozen=True)
+class Split:
+    """The model split in two: its median outside the healthy band, and `anchors` (names, in
+    forward order) more than `spread` away from it yet inside the band. Healthy models have
+    every parameter in the band, so the median's side is the one off: below the band when the
+    anchors are above (`above`: those parameters vanish), over it when they are below."""
+
+    anchors: tuple[str, ...]
+    above: bool
+    median: float
+
+
+def find_split(params: list[ParamHealth], thresholds: Thresholds, median: float | None) -> Split | None:
+    """The Split of these parameters, or None when the median is in the band or nothing far
+    from it is (then the median judges, as before)."""
+    median = yardstick(median, thresholds)
+    if median is None or HEALTHY_LOW <= median <= HEALTHY_HIGH:
+        return None
+    above = median < HEALTHY_LOW
+    low, high = max(HEALTHY_LOW, thresholds.vanish), min(HEALTHY_HIGH, thresholds.explode)
+    anchors = tuple(
+        p.name for p in params
+        if (r := _ratio(p)) is not None and low <= r <= high
+        and (r > median * thresholds.spread if above else r < median / thresholds.spread)
+    )
+    return Split(anchors, above, median) if anchors else None
+
+
+def size_findings(
+    param: ParamHealth, thresholds: Thresholds, median: float | None, split: Split | None = None,
+) -> list[Finding]:
     """VANISHING or EXPLODING for one parameter with a finite, non-zero gradient."""
-    r = param.ratio
-    if r is None or not math.isfinite(r) or r == 0:
+    r = _ratio(param)
+    if r is None:
         return []
     median = yardstick(median, thresholds)
     # The sentence leaves the number to the table, so parameters alike share one finding.
@@ -41,11 +74,42 @@ def size_findings(param: ParamHealth, thresholds: Thresholds, median: float | No
         return [Finding("VANISHING", f"‖grad‖/‖param‖ below {thresholds.vanish:g}: an SGD step cannot change it")]
     if r > thresholds.explode:
         return [Finding("EXPLODING", f"‖grad‖/‖param‖ above {thresholds.explode:g}: one SGD step would dwarf the weights")]
+    if split is not None and param.name in split.anchors:
+        return []
+    if split is not None and split.above and r < HEALTHY_LOW:
+        return [Finding("VANISHING", _split_words(split, thresholds))]
+    if split is not None and not split.above and r > HEALTHY_HIGH:
+        return [Finding("EXPLODING", _split_words(split, thresholds))]
     if median is not None and r < median / thresholds.spread:
         return [Finding("VANISHING", f"‖grad‖/‖param‖ more than {thresholds.spread:g}x below the model's median {median:.2g}")]
     if median is not None and r > median * thresholds.spread:
         return [Finding("EXPLODING", f"‖grad‖/‖param‖ more than {thresholds.spread:g}x above the model's median {median:.2g}")]
     return []
+
+
+def judge_sizes(params: list[ParamHealth], thresholds: Thresholds, median: float | None) -> None:
+    """Add VANISHING/EXPLODING findings to `params` (the ones without another flag)."""
+    split = find_split(params, thresholds, median)
+    for p in params:
+        p.findings += size_findings(p, thresholds, median, split)
+
+
+def _ratio(param: ParamHealth) -> float | None:
+    r = param.ratio
+    return r if r is not None and math.isfinite(r) and r > 0 else None
+
+
+def _split_words(split: Split, thresholds: Thresholds) -> str:
+    """One sentence for the whole side, so its parameters share one finding."""
+    side = "under" if split.above else "over"
+    names = list(split.anchors[:3]) + ([f"{len(split.anchors) - 3} more"] if len(split.anchors) > 3 else [])
+    named = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
+    one = len(split.anchors) == 1
+    why = ("the loss barely depends on it" if split.above
+           else f"a step that suits {'it' if one else 'them'} would dwarf these weights")
+    return (f"‖grad‖/‖param‖ {side} the healthy band ({HEALTHY_LOW:g} to {HEALTHY_HIGH:g}), as the model's median "
+            f"{split.median:.2g} is, more than {thresholds.spread:g}x {side} {named}, which {'is' if one else 'are'} "
+            f"in the band: {why}")
 
 
 def nonfinite_finding(param: ParamHealth, origin: NonfiniteOrigin | None) -> Finding:
