@@ -199,3 +199,18 @@ def test_ctx_input_silently_uses_values_changed_in_place():
     (grad,) = torch.autograd.grad(y.sum(), x)
     expected_wrong = torch.sigmoid(10 * x) * (1 + 10 * x * (1 - torch.sigmoid(10 * x)))
     torch.testing.assert_close(grad, expected_wrong.detach())
+
+
+def test_the_printed_check_function_result_is_wrapped_once_under_its_prefix():
+    # str(result) is laid out at the demo's room (100 - '    #> '), so no line is wrapped a second
+    # time into a hanging fragment ("#>     abs err").
+    from typer.testing import CliRunner
+
+    from gradcli.cli import app
+
+    shown = CliRunner(env={"COLUMNS": "100", "NO_COLOR": "1"}).invoke(app, ["demo", "swish"]).stdout
+    block = shown[shown.index("    print(result)\n"):shown.index("check_function: Swish agrees")]
+    lines = [line for line in block.splitlines() if line.startswith("    #>")]
+    assert len(lines) > 10 and all(len(line) <= 100 for line in lines)
+    assert not [line for line in lines if line.startswith("    #>     ")]
+    assert "    #> first derivatives: your backward vs finite differences [input]: ok (max abs err 2.9e-11)" in lines

@@ -27,6 +27,10 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Union
 
+#: How wide a result's str() is inside a demo: render/demo.py shows output at most 100 columns
+#: wide, after a 4-space indent and a '#> ' prefix; a result wrapped wider is wrapped twice.
+RESULT_WIDTH = 100 - 4 - 3
+
 
 @dataclass(frozen=True)
 class Heading:
@@ -119,7 +123,10 @@ class Session:
         printed = io.StringIO()
         value: Any = None
         raised: BaseException | None = None
-        with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(printed):
+        from ..render.plain import plain_width
+
+        with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(printed), \
+                plain_width(RESULT_WIDTH):
             warnings.simplefilter("always")
             try:
                 exec(compile(body, "<demo>", "exec"), self.namespace)
