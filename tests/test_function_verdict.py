@@ -395,3 +395,48 @@ def test_a_forward_that_draws_random_numbers_is_refused_not_blamed_on_backward(c
 
     walked = check_discovered(str(module))
     assert {e.name.rsplit(":", 1)[1]: e.status for e in walked.entries}["NoisyScale"] == "could not run"
+
+
+FLAT = '''
+import torch
+
+
+class RowSoftmaxBuggy(torch.autograd.Function):
+    """softmax over each row whose backward sums over the whole tensor: rows leak into each other."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = torch.softmax(x, dim=1)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return y * (g - (g * y).sum())
+
+
+class TripleInFloat32(torch.autograd.Function):
+    """3x computed in float32: at x = 100 a step of 1e-6 is lost to float32's rounding."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return (x.float() * 3).double()
+
+    @staticmethod
+    def backward(ctx, g):
+        return 3 * g
+'''
+
+
+def test_a_flat_forward_note_only_where_finite_differences_are_broken(tmp_path):
+    module = tmp_path / "flat_ops.py"
+    module.write_text(FLAT)
+    leaky = check_function(f"{module}:RowSoftmaxBuggy", ["x=[[0.5, -1.0, 2.0], [1.0, 0.25, -0.5]]"])
+    # Other rows' outputs do not depend on x at all: finite differences' 0 is right there, so
+    # the entries backward leaks into are its fault, and no note blames finite differences.
+    assert not leaky.ok and leaky.first[0].count == 18
+    assert not any("finite differences are unreliable" in note for note in leaky.notes), leaky.notes
+    rounded = check_function(f"{module}:TripleInFloat32", ["x=[100.0, 200.0]"])
+    assert not rounded.ok  # the disagreement stands without --ref ...
+    assert any("the forward does not change over the step in float64: 2" in note for note in rounded.notes)
