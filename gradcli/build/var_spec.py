@@ -17,7 +17,7 @@ import ast
 import math
 import warnings
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Sequence
 
 from .. import limits
 from ..errors import GradcliError, LimitError, Span, VariableError
@@ -58,6 +58,17 @@ class VarSpec:
     def random(self) -> bool:
         """Whether making the tensor draws random numbers (the seed matters)."""
         return self.constructor is not None and self.constructor.random
+
+
+def parse_vars(options: Sequence[str]) -> dict[str, VarSpec]:
+    """Several --var options by name; a name given twice is refused."""
+    specs: dict[str, VarSpec] = {}
+    for option in options:
+        spec = parse_var(option)
+        if spec.name in specs:
+            raise VariableError(f"--var {spec.name} is given twice")
+        specs[spec.name] = spec
+    return specs
 
 
 def parse_var(option: str) -> VarSpec:

@@ -17,7 +17,8 @@ from .. import limits
 from ..errors import LimitError, Span, VariableError
 from ..options import checked_seed
 from .constructors import Values
-from .var_spec import VarSpec, parse_spec, parse_var
+from .var_spec import VarSpec, parse_spec, parse_vars
+from .var_spec import parse_var as parse_var  # re-exported: importers read it from here
 
 if TYPE_CHECKING:
     import torch
@@ -105,12 +106,7 @@ def make_leaves(
     DEFAULT_SCALARS in order). Without `seed`, random values draw a fresh seed, reported in
     the result so that `--seed` can repeat the run.
     """
-    specs: dict[str, VarSpec] = {}
-    for option in options:
-        spec = parse_var(option)
-        if spec.name in specs:
-            raise VariableError(f"--var {spec.name} is given twice")
-        specs[spec.name] = spec
+    specs = parse_vars(options)
     unused = [name for name in specs if name not in variables]
     if unused:
         raise VariableError(

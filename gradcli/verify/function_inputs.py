@@ -26,8 +26,8 @@ from typing import Any, Literal, Mapping, Sequence
 import torch
 
 from ..build.constructors import Values
-from ..build.variables import VarSpec, make_tensor, parse_var
-from ..errors import UsageError, VariableError
+from ..build.variables import VarSpec, make_tensor, parse_vars
+from ..errors import UsageError
 from .userfile import DEFAULT_INPUT
 
 #: Where an argument's value came from.
@@ -247,12 +247,7 @@ def make_inputs(cls: type, options: Sequence[str], seed: int, given: Mapping[str
     signature's defaults, else invented by type."""
     params = forward_parameters(cls)
     names = [p.name for p in params]
-    specs: dict[str, VarSpec] = {}
-    for option in options:
-        spec = parse_var(option)
-        if spec.name in specs:
-            raise VariableError(f"--var {spec.name} is given twice")
-        specs[spec.name] = spec
+    specs = parse_vars(options)
     given = dict(given or {})
     for what, chosen in (("--var", specs), ("given", given)):
         unknown = [n for n in chosen if n not in names]
