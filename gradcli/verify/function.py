@@ -42,6 +42,7 @@ from .gradchecks import GradcheckVerdict, run_gradcheck
 from .jacobian import (ATOL, JACOBIAN_MAX, analytical, backward_of, compare_blocks, flat_output, leaves, numerical,
                        output_weights)
 from .kinks import OutsideKink, one_sided_kinks, reference_kink_masks, settle_at_kinks
+from .precision import coarse_grid_expected, settle_coarse_grid
 from .reference import reference_checks
 from .second_order import explain_second_order
 from .surrogate import check_declared, declared_gradients
@@ -121,6 +122,7 @@ def _check(call: FunctionCall, *, ref: str | None, order: int, seed: int, librar
     result.gradcheck = _run_user(lambda: run_gradcheck(positional, list(tensors.values()), seed=seed), "backward", cls)
     if small:
         got, expected = _run_user(lambda: analytical(fn, tensors), "backward", cls), numerical(fn, tensors)
+        expected, coarse, grid = coarse_grid_expected(fn, tensors, got, expected)
         outside: list[OutsideKink] = []
         if not by_reference:
             kinks_first = _run_user(lambda: one_sided_kinks(fn, tensors, got, expected, outside), "forward", cls)
@@ -129,7 +131,8 @@ def _check(call: FunctionCall, *, ref: str | None, order: int, seed: int, librar
         alone = len(outside) == sum(c.count for c in result.first)
         (result.seen if alone else result.notes).extend(words.outside_kink(k) for k in outside)
         result.causes += diagnose.first_order_causes(result.first, tensors)
-        result.gradcheck = settle_at_kinks(result.gradcheck, result.first)
+        result.gradcheck = settle_coarse_grid(settle_at_kinks(result.gradcheck, result.first), result.first,
+                                              coarse, grid)
         result.notes += [f"gradcheck: {result.gradcheck.message}"] if result.gradcheck.unreliable_points else []
     else:
         result.notes.append(f"the inputs have {size:,} elements: only gradcheck (fast mode) runs past {JACOBIAN_MAX:,}")
@@ -145,10 +148,13 @@ def _check(call: FunctionCall, *, ref: str | None, order: int, seed: int, librar
             result.output_weights = weights.tolist()
             got = _run_user(lambda: _analytical_second(gradient, tensors), "backward", cls)
             expected = _run_user(lambda: numerical(gradient, tensors), "backward", cls)
+            expected, coarse, grid = _run_user(lambda: coarse_grid_expected(gradient, tensors, got, expected),
+                                               "backward", cls)
             if not by_reference:
                 kinks_second = _run_user(lambda: one_sided_kinks(gradient, tensors, got, expected), "backward", cls)
             result.second = compare_blocks(got, expected, tensors, "grad", kinks_second)
-            result.gradgradcheck = settle_at_kinks(result.gradgradcheck, result.second)
+            result.gradgradcheck = settle_coarse_grid(settle_at_kinks(result.gradgradcheck, result.second),
+                                                      result.second, coarse, grid)
             result.notes += ([f"gradgradcheck: {result.gradgradcheck.message}"]
                              if result.gradgradcheck.unreliable_points else [])
             causes, seen = explain_second_order(cls, inputs, tensors, weights, gradient, result.first, result.second,

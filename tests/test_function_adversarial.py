@@ -1,0 +1,102 @@
+"""check-function against legitimate code written to make it give a wrong verdict.
+
+Each test here failed before its fix. The Functions are tests/fixtures/adversarial_functions.py;
+expected values are hand-written derivatives with explicit tolerances.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import torch
+
+from gradcli import check_function
+from gradcli.verify.jacobian import analytical, numerical
+from gradcli.verify.kinks import one_sided_kinks
+from gradcli.verify.precision import grid
+from gradcli.verify.userfile import DEFAULT_INPUT
+
+FUNCTIONS = Path(__file__).parent / "fixtures" / "adversarial_functions.py"
+
+
+def run(name: str, **options):
+    return check_function(f"{FUNCTIONS}:{name}", **options)
+
+
+def fixture(name: str):
+    spec = importlib.util.spec_from_file_location("adversarial_fixtures", FUNCTIONS)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, name)
+
+
+# --- a forward that computes in float32 inside --------------------------------------------
+
+def test_the_grid_of_float32_values_is_float32_and_of_float64_ones_float64():
+    x = torch.tensor(DEFAULT_INPUT, dtype=torch.float64) + 1e-6
+    assert grid(x.exp()) == torch.float64
+    assert grid(x.float().exp().double()) == torch.float32
+    assert grid(torch.tensor([0.0, 1.0, -2.0], dtype=torch.float64)) == torch.float64  # integers tell nothing
+
+
+def test_a_float32_forward_with_a_right_backward_passes():
+    # Before: 'PROBLEM: ... x[2] (= -3) -> out[2]: expected 0.0465661, got 0.0497871' (the
+    # difference of float32 roundings over 1e-6), and four entries called kinks.
+    result = run("Float32Exp")
+    assert result.ok, str(result)
+    assert all(c.ok and c.kinks == 0 for c in result.first)
+    assert result.gradcheck.ok is True
+    assert result.gradcheck.unreliable_points == len(DEFAULT_INPUT)
+    assert "the forward rounds to float32 inside" in next(iter(result.gradcheck.unreliable_reasons))
+    # what the comparison now holds backward to: exp(x), within gradcheck's tolerance
+    x = torch.tensor(DEFAULT_INPUT, dtype=torch.float64)
+    check = result.first[0]
+    assert torch.allclose(check.expected.diagonal(), x.exp(), rtol=1e-3, atol=1e-5)
+
+
+def test_a_float32_forward_and_backward_pass_at_first_order():
+    result = run("Float32TanhFloat32Backward")
+    assert result.ok, str(result)
+    assert result.gradcheck.unreliable_points == 13  # tanh(0) = 0 exactly: its difference is right
+
+
+def test_a_float32_forward_with_a_float64_backward_passes_at_second_order():
+    result = run("Float32Exp", order=2)
+    assert result.ok, str(result)
+    assert result.gradgradcheck.ok is True and all(c.ok for c in result.second)
+
+
+def test_a_float32_forward_with_a_scaled_backward_still_fails_with_its_factor():
+    result = run("Float32SinScaled")
+    assert not result.ok
+    assert result.first[0].count == len(DEFAULT_INPUT)
+    assert "1.01 times the true one" in str(result)
+    x = torch.tensor(DEFAULT_INPUT, dtype=torch.float64)
+    assert torch.allclose(result.first[0].expected.diagonal(), x.cos(), rtol=1e-3, atol=1e-5)
+
+
+def test_a_float32_forward_with_one_wrong_entry_shows_that_entry_alone():
+    # Before: 13 entries 'wrong', the first shown x[0] (= -6) 'expected 0, got 2.46e-05'.
+    result = run("Float32TanhOneWrong")
+    assert not result.ok
+    (check,) = result.first
+    assert check.count == 1
+    (shown,) = check.mismatches
+    assert shown.element == "x[8]" and shown.at == 0.5
+    assert abs(shown.expected - (1 - torch.tanh(torch.tensor(0.5)).item() ** 2)) < 1e-4
+
+
+def test_float32_rounding_is_no_kink_for_one_sided_differences():
+    # Before: the gap between left and right quotients of a float32 exp (its rounding over
+    # 1e-6) did not shrink with the step, so x = -6, -4, -1.5 and 0 were 'at a kink'.
+    fn_class = fixture("Float32Exp")
+    tensors = {"x": torch.tensor(DEFAULT_INPUT, dtype=torch.float64)}
+
+    def fn(values):
+        return fn_class.apply(values["x"])
+
+    got, expected = analytical(fn, tensors), numerical(fn, tensors)
+    assert bool((got["x"] - expected["x"]).abs().max() > 1e-3)  # the short step is noise here
+    masks = one_sided_kinks(fn, tensors, got, expected)
+    assert not bool(masks["x"].any())
