@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import pytest
 import torch
 
 from gradcli import check_function
@@ -100,3 +101,53 @@ def test_float32_rounding_is_no_kink_for_one_sided_differences():
     assert bool((got["x"] - expected["x"]).abs().max() > 1e-3)  # the short step is noise here
     masks = one_sided_kinks(fn, tensors, got, expected)
     assert not bool(masks["x"].any())
+
+
+# --- how backward treats grad_output ------------------------------------------------------
+
+def test_writing_into_grad_output_corrupts_another_tensors_gradient_in_plain_torch():
+    # Why it is a PROBLEM although gradcheck passes: the add hands one tensor to both inputs.
+    square = fixture("SquareInplaceGrad")
+    x = torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64, requires_grad=True)
+    b = torch.tensor([0.5, 0.5, 0.5], dtype=torch.float64, requires_grad=True)
+    c = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    h = b * 1  # made first, so autograd runs the Function's backward before h's
+    ((square.apply(x) + h) * c).sum().backward()
+    assert torch.allclose(x.grad, 2 * x.detach() * c, rtol=0, atol=1e-12)
+    assert not torch.allclose(b.grad, c, rtol=0, atol=1e-12)  # b's true gradient is c
+    assert torch.allclose(b.grad, 2 * x.detach() * c, rtol=0, atol=1e-12)  # it got x's
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        square.apply(x.detach().clone().requires_grad_()).sum().backward()  # an expanded grad_output
+
+
+def test_a_backward_writing_into_grad_output_fails():
+    # Before: 'OK: ... agrees with gradcheck' (gradcheck's grad_output is fresh and held by nothing).
+    result = run("SquareInplaceGrad")
+    assert not result.ok
+    assert all(c.ok for c in result.first)  # the values are right: the fault is the write
+    assert str(result).splitlines()[-1].startswith(
+        "PROBLEM: contract error: SquareInplaceGrad.backward modifies grad_output in place")
+
+
+def test_a_backward_that_views_a_transposed_grad_output_fails():
+    # Before: OK; in use, (out.t() * w).sum().backward() raises in .view(-1).
+    result = run("DoubleViaView", var=["x=randn(3, 4)"])
+    assert not result.ok
+    (finding,) = [f for f in result.audit.findings if f.kind == "error"]
+    assert finding.text.startswith("DoubleViaView.backward raises for a non-contiguous (transposed) grad_output")
+    assert "RuntimeError: view size is not compatible" in finding.text
+
+
+def test_a_backward_reading_grad_output_memory_as_contiguous_fails_on_a_strided_one():
+    result = run("DoubleReadingMemory")  # 1-D: the strided layout (a column of a stacked pair)
+    assert not result.ok
+    (finding,) = [f for f in result.audit.findings if f.kind == "error"]
+    assert finding.text.startswith("DoubleReadingMemory.backward returns another gradient for x when grad_output "
+                                   "is non-contiguous (strided)")
+
+
+def test_backwards_right_in_every_layout_pass():
+    for name, var in (("TransposeScale", ["x=randn(3, 4)"]), ("Identity", ["x=randn(3, 4)"]), ("Identity", [])):
+        result = run(name, var=var)
+        assert result.ok, str(result)
+        assert not [f for f in result.audit.findings if f.kind == "error"]

@@ -38,6 +38,7 @@ from .function_audit import audit_contract
 from .function_call import FunctionCall, prepare
 from .function_result import FunctionResult
 from .function_settle import explain_without_reference, settle_with_reference
+from .grad_output_use import grad_output_findings
 from .gradchecks import GradcheckVerdict, run_gradcheck
 from .jacobian import (ATOL, JACOBIAN_MAX, analytical, backward_of, compare_blocks, flat_output, leaves, numerical,
                        output_weights)
@@ -96,6 +97,7 @@ def _check(call: FunctionCall, *, ref: str | None, order: int, seed: int, librar
     if not result.audit.ok:
         result.gradcheck = GradcheckVerdict(None, message="torch refuses this backward: see the contract error")
         return result
+    result.audit.findings += grad_output_findings(cls, inputs, seed)
     if declared:
         result.surrogates = _run_user(lambda: check_declared(declared, fn, inputs, seed, library_dirs), "backward", cls)
         result.notes += [f"{n}: finite differences are not used, its gradient is declared by --expect-grad"
