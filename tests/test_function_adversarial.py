@@ -151,3 +151,33 @@ def test_backwards_right_in_every_layout_pass():
         result = run(name, var=var)
         assert result.ok, str(result)
         assert not [f for f in result.audit.findings if f.kind == "error"]
+
+
+# --- past JACOBIAN_MAX --------------------------------------------------------------------
+
+def test_one_wrong_element_past_the_jacobian_limit_is_found():
+    # Before: 'OK: ... agrees with gradcheck' (fast mode: one projection, the 5 % at one
+    # element of 1,600 is inside its tolerance).
+    result = run("SinOneElementOff", var=["x=randn(40, 40)"], seed=0)
+    assert not result.ok
+    (check,) = result.first
+    assert check.count == 1
+    (shown,) = check.mismatches
+    assert shown.element == "x[0, 7]" and shown.output == "sum(w*out)"
+    weights = torch.rand(1600, generator=torch.Generator().manual_seed(0), dtype=torch.float64) + 0.5
+    assert abs(shown.expected - weights[7].item() * torch.cos(torch.tensor(shown.at)).item()) < 1e-6
+    assert abs(shown.got - 1.05 * shown.expected) < 1e-6
+
+
+def test_a_right_backward_past_the_jacobian_limit_passes_element_by_element():
+    result = run("Sin", var=["x=randn(40, 40)"])
+    assert result.ok, str(result)
+    assert result.first[0].expected.shape == (1, 1600) and result.first[0].count == 0
+
+
+def test_past_the_projected_limit_only_gradcheck_runs_and_says_so():
+    from gradcli.verify.projected import PROJECTED_MAX
+
+    result = run("Sin", var=[f"x=randn({PROJECTED_MAX + 1})"])
+    assert result.ok and not result.first
+    assert f"only gradcheck (fast mode) runs past {PROJECTED_MAX:,}" in " ".join(result.notes)

@@ -44,6 +44,7 @@ from .jacobian import (ATOL, JACOBIAN_MAX, analytical, backward_of, compare_bloc
                        output_weights)
 from .kinks import OutsideKink, one_sided_kinks, reference_kink_masks, settle_at_kinks
 from .precision import coarse_grid_expected, settle_coarse_grid
+from .projected import PROJECTED_MAX, WEIGHTED, projected_checks
 from .reference import reference_checks
 from .second_order import explain_second_order
 from .surrogate import check_declared, declared_gradients
@@ -136,8 +137,16 @@ def _check(call: FunctionCall, *, ref: str | None, order: int, seed: int, librar
         result.gradcheck = settle_coarse_grid(settle_at_kinks(result.gradcheck, result.first), result.first,
                                               coarse, grid)
         result.notes += [f"gradcheck: {result.gradcheck.message}"] if result.gradcheck.unreliable_points else []
+    elif size <= PROJECTED_MAX:
+        result.first, coarse, grid = _run_user(lambda: projected_checks(fn, tensors, seed, out_size), "backward", cls)
+        result.gradcheck = settle_coarse_grid(settle_at_kinks(result.gradcheck, result.first), result.first,
+                                              coarse, grid)
+        result.notes.append(f"the inputs have {size:,} elements: past {JACOBIAN_MAX:,} the Jacobian is not built; "
+                            f"the gradient of {WEIGHTED}, w drawn from [0.5, 1.5) with seed {seed}, is compared "
+                            "element by element with central differences, and gradcheck runs in fast mode")
     else:
-        result.notes.append(f"the inputs have {size:,} elements: only gradcheck (fast mode) runs past {JACOBIAN_MAX:,}")
+        result.notes.append(f"the inputs have {size:,} elements: only gradcheck (fast mode) runs past "
+                            f"{PROJECTED_MAX:,}")
     second = order == 2 and not diagnose.is_once_differentiable(cls)
     if order == 2 and not second:
         result.gradgradcheck = GradcheckVerdict(None, message="backward is @once_differentiable: not twice "
