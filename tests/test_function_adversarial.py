@@ -181,3 +181,11 @@ def test_past_the_projected_limit_only_gradcheck_runs_and_says_so():
     result = run("Sin", var=[f"x=randn({PROJECTED_MAX + 1})"])
     assert result.ok and not result.first
     assert f"only gradcheck (fast mode) runs past {PROJECTED_MAX:,}" in " ".join(result.notes)
+
+
+def test_grad_output_is_probed_beside_a_non_differentiable_output():
+    # The mask's grad_output is zeros, as torch passes it (None made backward raise, and the
+    # probe was skipped: OK).
+    result = run("ReluWithMaskInplace")
+    assert not result.ok
+    assert any(f.kind == "error" and "modifies grad_output in place" in f.text for f in result.audit.findings)

@@ -42,8 +42,9 @@ def grad_output_findings(cls: type, inputs: Inputs, seed: int) -> list[Finding]:
     if node is None:
         return []
     generator = torch.Generator().manual_seed(seed)
-    values = [torch.rand(o.shape, generator=generator, dtype=torch.float64).to(o.dtype) + 0.5
-              if _differentiable(o) else None for o in outs]
+    # An output without gradient (ctx.mark_non_differentiable) gets zeros, as torch gives it.
+    values = [(torch.rand(o.shape, generator=generator, dtype=torch.float64).to(o.dtype) + 0.5
+               if o.requires_grad else torch.zeros_like(o)) if _floating(o) else None for o in outs]
     plain = [None if v is None else v.clone() for v in values]
     try:
         expected = _backward(cls, node, plain)
@@ -88,8 +89,8 @@ def _forward(cls: type, inputs: Inputs) -> tuple[Any, tuple[Any, ...]]:
     return (nodes[0] if nodes else None), outs
 
 
-def _differentiable(o: Any) -> bool:
-    return isinstance(o, torch.Tensor) and o.is_floating_point() and o.requires_grad
+def _floating(o: Any) -> bool:
+    return isinstance(o, torch.Tensor) and o.is_floating_point()
 
 
 def _backward(cls: type, node: Any, grads: Sequence[torch.Tensor | None]) -> tuple[Any, ...]:
