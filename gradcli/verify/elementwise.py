@@ -102,6 +102,12 @@ def targets(
             suspect=cancel,
             witnesses=_witnesses(forms.function, expr, forms, points),
         )
+    for key, target in found.items():
+        if not isinstance(key, str):
+            # Where d/da has a kink, the function is not differentiable in a there, so no
+            # second derivative through a exists: sympy's d2/dx2 of sqrt(x**2) is 0 at 0.
+            for name in key:
+                target.kink = target.kink | found[name].kink
     return found, outside, near_kink
 
 

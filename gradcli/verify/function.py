@@ -38,10 +38,13 @@ from .function_audit import audit_contract
 from .function_call import FunctionCall, prepare
 from .function_result import FunctionResult
 from .function_settle import explain_without_reference, settle_with_reference
+from .grad_output_use import grad_output_findings
 from .gradchecks import GradcheckVerdict, run_gradcheck
 from .jacobian import (ATOL, JACOBIAN_MAX, analytical, backward_of, compare_blocks, flat_output, leaves, numerical,
                        output_weights)
 from .kinks import OutsideKink, one_sided_kinks, reference_kink_masks, settle_at_kinks
+from .precision import coarse_grid_expected, settle_coarse_grid
+from .projected import PROJECTED_MAX, WEIGHTED, projected_checks
 from .reference import reference_checks
 from .second_order import explain_second_order
 from .surrogate import check_declared, declared_gradients
@@ -95,6 +98,7 @@ def _check(call: FunctionCall, *, ref: str | None, order: int, seed: int, librar
     if not result.audit.ok:
         result.gradcheck = GradcheckVerdict(None, message="torch refuses this backward: see the contract error")
         return result
+    result.audit.findings += grad_output_findings(cls, inputs, seed)
     if declared:
         result.surrogates = _run_user(lambda: check_declared(declared, fn, inputs, seed, library_dirs), "backward", cls)
         result.notes += [f"{n}: finite differences are not used, its gradient is declared by --expect-grad"
@@ -121,6 +125,7 @@ def _check(call: FunctionCall, *, ref: str | None, order: int, seed: int, librar
     result.gradcheck = _run_user(lambda: run_gradcheck(positional, list(tensors.values()), seed=seed), "backward", cls)
     if small:
         got, expected = _run_user(lambda: analytical(fn, tensors), "backward", cls), numerical(fn, tensors)
+        expected, coarse, grid = coarse_grid_expected(fn, tensors, got, expected)
         outside: list[OutsideKink] = []
         if not by_reference:
             kinks_first = _run_user(lambda: one_sided_kinks(fn, tensors, got, expected, outside), "forward", cls)
@@ -129,10 +134,19 @@ def _check(call: FunctionCall, *, ref: str | None, order: int, seed: int, librar
         alone = len(outside) == sum(c.count for c in result.first)
         (result.seen if alone else result.notes).extend(words.outside_kink(k) for k in outside)
         result.causes += diagnose.first_order_causes(result.first, tensors)
-        result.gradcheck = settle_at_kinks(result.gradcheck, result.first)
+        result.gradcheck = settle_coarse_grid(settle_at_kinks(result.gradcheck, result.first), result.first,
+                                              coarse, grid)
         result.notes += [f"gradcheck: {result.gradcheck.message}"] if result.gradcheck.unreliable_points else []
+    elif size <= PROJECTED_MAX:
+        result.first, coarse, grid = _run_user(lambda: projected_checks(fn, tensors, seed, out_size), "backward", cls)
+        result.gradcheck = settle_coarse_grid(settle_at_kinks(result.gradcheck, result.first), result.first,
+                                              coarse, grid)
+        result.notes.append(f"the inputs have {size:,} elements: past {JACOBIAN_MAX:,} the Jacobian is not built; "
+                            f"the gradient of {WEIGHTED}, w drawn from [0.5, 1.5) with seed {seed}, is compared "
+                            "element by element with central differences, and gradcheck runs in fast mode")
     else:
-        result.notes.append(f"the inputs have {size:,} elements: only gradcheck (fast mode) runs past {JACOBIAN_MAX:,}")
+        result.notes.append(f"the inputs have {size:,} elements: only gradcheck (fast mode) runs past "
+                            f"{PROJECTED_MAX:,}")
     second = order == 2 and not diagnose.is_once_differentiable(cls)
     if order == 2 and not second:
         result.gradgradcheck = GradcheckVerdict(None, message="backward is @once_differentiable: not twice "
@@ -145,10 +159,13 @@ def _check(call: FunctionCall, *, ref: str | None, order: int, seed: int, librar
             result.output_weights = weights.tolist()
             got = _run_user(lambda: _analytical_second(gradient, tensors), "backward", cls)
             expected = _run_user(lambda: numerical(gradient, tensors), "backward", cls)
+            expected, coarse, grid = _run_user(lambda: coarse_grid_expected(gradient, tensors, got, expected),
+                                               "backward", cls)
             if not by_reference:
                 kinks_second = _run_user(lambda: one_sided_kinks(gradient, tensors, got, expected), "backward", cls)
             result.second = compare_blocks(got, expected, tensors, "grad", kinks_second)
-            result.gradgradcheck = settle_at_kinks(result.gradgradcheck, result.second)
+            result.gradgradcheck = settle_coarse_grid(settle_at_kinks(result.gradgradcheck, result.second),
+                                                      result.second, coarse, grid)
             result.notes += ([f"gradgradcheck: {result.gradgradcheck.message}"]
                              if result.gradgradcheck.unreliable_points else [])
             causes, seen = explain_second_order(cls, inputs, tensors, weights, gradient, result.first, result.second,

@@ -24,6 +24,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from .jacobian import ATOL, RTOL, disagree, element_label, flat_output
+from .precision import grid, spacing
 
 #: The steps of the one-sided differences: their gap at a kink stays, a curvature's shrinks.
 STEP, COARSE_STEP = 1e-6, 1e-5
@@ -58,12 +59,12 @@ def one_sided_kinks(
         bad = disagree(g, expected[name])
         for j in bad.any(dim=0).nonzero().flatten().tolist():
             rows = bad[:, j].nonzero().flatten()
-            left, right, coarse_gap = _quotients(fn, tensors, name, j)
+            left, right, coarse_gap, noise = _quotients(fn, tensors, name, j)
             lo, hi = torch.minimum(left, right)[rows], torch.maximum(left, right)[rows]
             gap = (right - left).abs()[rows]
             tol = ATOL + RTOL * torch.maximum(left.abs(), right.abs())[rows]
             value = g[rows, j]
-            at_kink = (gap > tol) & (gap >= KEEPS * coarse_gap[rows])
+            at_kink = (gap > tol) & (gap > noise[rows]) & (gap >= KEEPS * coarse_gap[rows])
             between = (value >= lo - tol) & (value <= hi + tol)
             mask[rows[at_kink & between], j] = True
             if outside is not None:
@@ -77,7 +78,7 @@ def one_sided_kinks(
 
 def _quotients(fn: Fn, tensors: dict[str, torch.Tensor], name: str, j: int) -> tuple[torch.Tensor, ...]:
     """Left and right difference quotients of every output in element j of `name` (at
-    STEP), and the gap between them at COARSE_STEP."""
+    STEP), the gap between them at COARSE_STEP, and the gap rounding alone can make."""
     base = {n: t.detach().clone() for n, t in tensors.items()}
     flat = base[name].view(-1)
     keep = flat[j].item()
@@ -90,10 +91,16 @@ def _quotients(fn: Fn, tensors: dict[str, torch.Tensor], name: str, j: int) -> t
 
     with torch.no_grad():
         centre = at(keep)
-        sides = {h: ((centre - at(keep - h)) / h, (at(keep + h) - centre) / h) for h in (STEP, COARSE_STEP)}
+        moved = {h: (at(keep - h), at(keep + h)) for h in (STEP, COARSE_STEP)}
+    sides = {h: ((centre - below) / h, (above - centre) / h) for h, (below, above) in moved.items()}
     left, right = sides[STEP]
     coarse_left, coarse_right = sides[COARSE_STEP]
-    return left, right, (coarse_right - coarse_left).abs()
+    # A forward that rounds to float32 inside moves by its rounding, not its slope, over
+    # STEP: two roundings per quotient, both sides, are noise and no kink (precision.py).
+    dtype = grid(centre, *moved[STEP])
+    largest = torch.stack([centre.abs(), *(v.abs() for v in moved[STEP])]).amax(dim=0)
+    noise = 4 * spacing(largest, dtype) / STEP if dtype != torch.float64 else torch.zeros_like(centre)
+    return left, right, (coarse_right - coarse_left).abs(), noise
 
 
 def reference_kinks(
