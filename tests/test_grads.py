@@ -435,6 +435,27 @@ def test_json_and_plot_from_python(tmp_path):
     assert b"no grad" in (tmp_path / "g.svg").read_bytes() and written.endswith("g.svg")
 
 
+def test_steps_panel_tick_labels_stay_inside_the_picture():
+    # ‖grad‖ within one decade across the steps: matplotlib labels the log axis with minor
+    # ticks written 1.25×10^0, wider than the margin, and they (and the axis title) were cut off.
+    pytest.importorskip("matplotlib")
+    from gradcli.plot.grads import grads_figure
+
+    torch.manual_seed(0)
+    result = gradcli.grads(healthy.MLP(), torch.randn(64, 32), loss=mean_square, steps=3, lr=0.1)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = grads_figure(result, depth=0)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    steps_axis = fig.axes[1]
+    labels = [t for t in steps_axis.get_yticklabels(which="both") if t.get_visible() and t.get_text()]
+    assert labels, "the steps panel's y axis has labelled ticks"
+    for text in labels + [steps_axis.yaxis.label]:
+        assert text.get_window_extent(renderer).x0 >= 0, text.get_text()
+
+
 def test_gradcli_grads_is_the_library_result_with_the_renderers_one_layer_up():
     # health/ returns plain data (tests/test_layers.py); gradcli.grads adds str, to_json and
     # plot from gradcli/api.py, rendering exactly what the renderers make of the plain result.
