@@ -111,7 +111,11 @@ def check_all(**options: Any) -> list[CheckResult]:
     """`check` of every library entry, on its first parameter with the others at defaults."""
     from ..language.library import library_folders, load_library
 
+    from ..seeds import draw_seed
+
     library = load_library(library_folders(options.get("library_dirs", ())))
+    # One seed for every entry, printed once, so that `--seed N` repeats the whole run.
+    options = {**options, "seed": draw_seed() if options.get("seed") is None else options["seed"]}
     results = []
     for name, entry in sorted(library.functions.items()):
         variable = entry.params[0].name
