@@ -61,6 +61,12 @@ RUNS = [
     ("check-function", ["check-function", "tests/fixtures/transform_functions.py:RoundTimesWeight",
                         "--expect-grad", "x=grad_output*w"], 0),
     ("list", ["list"], 0),
+    # An entry without link or derivative (their null), a leaf no pass reaches (its grad null),
+    # and a grads run whose backward raises (its `error`): values no other run produced.
+    ("list", ["list", "--library", "tests/fixtures/library_bare"], 0),
+    ("trace", ["trace", "h = y*0; (x*x).sum()", "--var", "x=[1.0]", "--var", "y=[2.0]"], 0),
+    ("grads", ["grads", "tests/fixtures/models/broken.py:SigmoidScaled", "--var", "x=randn(2,3)", "--loss", "out.sum()",
+               "--seed", "0"], 1),
     # Discovery (issue 16): a package (found, skipped, unimportable) and a model (calls).
     ("check-function discovery", ["check-function", "tests/fixtures/discover_pkg"], 1),
     ("check-function discovery", ["check-function", "tests/fixtures/discover_model.py:TwoFunctions", "--var", "x=randn(2,4)"], 1),
