@@ -198,3 +198,13 @@ def test_one_compared_value_and_one_coupling_operation_read_in_the_singular(cli)
     undefined = cli("check", "sqrt(x)", "--var", "x=[-1.0, 0.0]")
     assert undefined.exit_code == 2
     assert "(outside the domain of the function or of its derivative)" in undefined.stderr
+
+
+def test_an_unavailable_device_is_exit_2_not_a_traceback(cli, monkeypatch):
+    # trace and grads refused it; check ran on until torch's CUDA initialisation raised (exit 1).
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    result = cli("check", "x*x", "--device", "cuda")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "--device cuda: no CUDA device is available here" in result.stderr and "Traceback" not in result.stderr

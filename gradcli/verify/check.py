@@ -25,7 +25,7 @@ from typing import Any, Mapping, Sequence
 
 from .. import limits
 from .._deep import run_deep
-from ..build.variables import resolve_dtype
+from ..build.variables import resolve_device, resolve_dtype
 from ..errors import LimitError, UsageError
 from ..language.expansion import expanded_nodes
 from ..options import checked_seed, checked_tolerance
@@ -73,6 +73,7 @@ def check(
     if points is not None and points > limits.MAX_ELEMENTS:  # refused before any allocation
         raise LimitError(f"--points {points:,} is more than the limit of {limits.MAX_ELEMENTS:,}")
     resolve_dtype(dtype)
+    resolve_device(device)  # an unavailable device is refused before any work, not a traceback mid-check
     checked_seed(seed)
     checked_tolerance("atol", atol)
     checked_tolerance("rtol", rtol)
