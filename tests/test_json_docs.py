@@ -168,3 +168,24 @@ def test_the_checker_names_a_documented_key_no_run_produced():
         "docs/json.md documents `b` in the table `doc`, but no run produced it",
         "docs/json.md documents `b.*` in the table `doc`, but no run produced it",
     ]
+
+
+def test_the_python_apis_documents_match_the_page_too():
+    # README: result.to_json() is the --json document. From Python a grads run has no target
+    # text, no "found" words and no seed of its own: they are null, which the page did not say.
+    import torch
+    from torch import nn
+
+    import gradcli
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1))
+    produced = [
+        ("grads", gradcli.grads(model, torch.randn(5, 3), loss="out.mean()", steps=2).to_json()),
+        ("trace", gradcli.trace(model, torch.randn(5, 3), loss="out.mean()").to_json()),
+        ("check", gradcli.check("x*sigmoid(x)", ["x=[0.5, 1.0]"]).to_json()),
+    ]
+    checker = Checker(read_tables())
+    for table, text in produced:
+        checker.document(json.loads(text), table, f"gradcli.{table}(...).to_json()")
+    assert not checker.problems, "\n".join(checker.problems)
