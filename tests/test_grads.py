@@ -417,6 +417,15 @@ def test_backward_error_is_the_finding():
     assert not any(p.findings for p in result.params)
 
 
+def test_a_named_value_nothing_reads_is_refused():
+    # gradcli.grads(model, x, loss="out.mean()", seed=3) bound seed as an unused loss variable
+    # and ran unseeded; the command line refuses such a --var, and so does Python now.
+    with pytest.raises(UsageError, match="forward takes no input 'seed', and the loss does not use it"):
+        gradcli.grads(nn.Linear(3, 1), torch.randn(4, 3), loss="out.mean()", seed=3)
+    result = gradcli.grads(nn.Linear(3, 1), torch.randn(4, 3), loss="mse_loss(out, y)", y=torch.zeros(4, 1))
+    assert result.ok
+
+
 def test_a_non_scalar_loss_is_refused():
     with pytest.raises(UsageError, match=r"the loss must be a floating-point scalar, and it is a torch.float32 tensor of shape \(4, 2\)"):
         gradcli.grads(nn.Linear(3, 2), torch.randn(4, 3))
