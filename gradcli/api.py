@@ -71,6 +71,11 @@ class FunctionCheck(FunctionResult):
 
         return plain_text(render(self, "text"))
 
+    def _repr_html_(self) -> str:
+        from .render.notebook import text_html
+
+        return text_html(str(self))
+
 
 def check_function(function: Any, *args: Any, **options: Any) -> FunctionCheck:
     """`verify.function.check_function` (see its docstring for the Function, inputs and
@@ -96,6 +101,11 @@ class Grads(GradsResult):
         from .plot.grads import save_grads
 
         return str(save_grads(self, path, depth))
+
+    def _repr_html_(self) -> str:
+        from .render.notebook import text_html
+
+        return text_html(str(self))
 
     def __str__(self) -> str:
         from .render.grads import grads_text
@@ -131,6 +141,11 @@ class Check(CheckResult):
         from .render.plain import plain_text
 
         return plain_text(render(self, "text"))
+
+    def _repr_html_(self) -> str:
+        from .render.notebook import text_html
+
+        return text_html(str(self))
 
 
 def check(expression: str, var: Any = (), **options: Any) -> Check:

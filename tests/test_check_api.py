@@ -81,3 +81,34 @@ def test_a_wrong_range_of_one_element_says_one_point():
     lines = str(result).splitlines()
     assert "x: autograd gives nan for x[0, 0], exact 1 (1 point)" in lines
     assert lines[-1] == "PROBLEM: autograd gives nan for x[0, 0] where the true d/dx is 1 (1 point)"
+
+
+def test_every_result_shows_its_report_as_the_last_line_of_a_notebook_cell():
+    # Jupyter shows _repr_html_ when there is one, else repr(): a Check, a FunctionCheck and a
+    # Grads showed their dataclass fields (a FunctionCheck's ran to 14,000 characters of tensors).
+    import html
+
+    import torch
+    from torch import nn
+
+    class Cube(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x**3
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            (x,) = ctx.saved_tensors
+            return grad_output * 3 * x**2
+
+    torch.manual_seed(0)
+    results = [
+        gradcli.check("x*sigmoid(x)", seed=0),
+        gradcli.check_function(Cube, ref="x**3"),
+        gradcli.grads(nn.Linear(3, 2), torch.randn(4, 3), loss="out.pow(2).mean()"),
+    ]
+    for result in results:
+        shown = result._repr_html_()
+        assert shown.startswith("<pre>") and shown.endswith("</pre>")
+        assert html.unescape(shown[len("<pre>"):-len("</pre>")]) == str(result)

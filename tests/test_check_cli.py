@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from gradcli.language.library import default_library
@@ -68,6 +69,21 @@ def test_check_all(cli):
     doc = json.loads(result.stdout)
     assert doc["ok"] is True
     assert len(doc["results"]) == len(default_library().functions)
+
+
+def test_check_all_prints_its_one_seed_and_repeats_with_it(cli):
+    # Each entry drew a seed of its own and the table printed none: a run could not be repeated.
+    text = cli("check", "--all")
+    seed = int(re.search(r"gradcli check --all \(order 1, seed (\d+)\)", text.stdout)[1])
+    assert cli("check", "--all", "--seed", str(seed)).stdout == text.stdout
+    document = json.loads(cli("check", "--all", "--seed", str(seed), "--json").stdout)
+    assert {r["seed"] for r in document["results"]} == {seed}
+
+
+def test_check_all_refuses_fix(cli):
+    # --fix rewrites one expression; with --all it was silently ignored and the table printed.
+    result = cli("check", "--all", "--fix")
+    assert result.exit_code == 2 and "--fix" in result.stderr and result.stdout == ""
 
 
 def test_check_usage_errors(cli):
@@ -182,3 +198,13 @@ def test_one_compared_value_and_one_coupling_operation_read_in_the_singular(cli)
     undefined = cli("check", "sqrt(x)", "--var", "x=[-1.0, 0.0]")
     assert undefined.exit_code == 2
     assert "(outside the domain of the function or of its derivative)" in undefined.stderr
+
+
+def test_an_unavailable_device_is_exit_2_not_a_traceback(cli, monkeypatch):
+    # trace and grads refused it; check ran on until torch's CUDA initialisation raised (exit 1).
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    result = cli("check", "x*x", "--device", "cuda")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "--device cuda: no CUDA device is available here" in result.stderr and "Traceback" not in result.stderr

@@ -61,3 +61,11 @@ def test_the_table_lists_exactly_the_commands_options(command):
     written, real = documented()[command], actual()[command]
     assert not real - written, f"docs/cli.md: `gradcli {command}` has {sorted(real - written)}, not in its table"
     assert not written - real, f"docs/cli.md: `gradcli {command}`'s table lists {sorted(written - real)}, which it lacks"
+
+
+def test_the_demo_section_names_every_demo():
+    # docs/cli.md named swish, graph, backward and grad; chain-rule came later and was missing.
+    demo = typer.main.get_command(app).commands["demo"]
+    section = DOCS.read_text(encoding="utf-8").split("## `gradcli demo [NAME]`")[1].split("\n## ")[0]
+    named = set(re.findall(r"`(\w[\w-]*)`", section.split("runs one (")[1].split(")")[0]))
+    assert named == set(demo.commands), f"docs/cli.md's demo section names {sorted(named)}"

@@ -78,3 +78,12 @@ def test_unwritable_dot_path_is_exit_2(cli, tmp_path):
     result = cli("trace", "sin(x).sum()", "--var", "x=[1.0]", "--dot", str(tmp_path / "missing" / "g.dot"))
     assert result.exit_code == 2
     assert "cannot write the DOT file" in result.stderr
+
+
+@pytest.mark.parametrize("name", ["graph.jpg", "graph.JPEG", "graph.gif", "graph.webp"])
+def test_a_picture_format_gradcli_does_not_draw_is_exit_2(cli, tmp_path, name):
+    # --dot graph.jpg wrote DOT text into graph.jpg: a file no image viewer opens, reported as written.
+    path = tmp_path / name
+    result = cli("trace", "sin(x).sum()", "--var", "x=[1.0]", "--dot", str(path))
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "draws .svg, .png or .pdf" in result.stderr and not path.exists()

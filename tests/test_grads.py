@@ -417,6 +417,15 @@ def test_backward_error_is_the_finding():
     assert not any(p.findings for p in result.params)
 
 
+def test_a_named_value_nothing_reads_is_refused():
+    # gradcli.grads(model, x, loss="out.mean()", seed=3) bound seed as an unused loss variable
+    # and ran unseeded; the command line refuses such a --var, and so does Python now.
+    with pytest.raises(UsageError, match="forward takes no input 'seed', and the loss does not use it"):
+        gradcli.grads(nn.Linear(3, 1), torch.randn(4, 3), loss="out.mean()", seed=3)
+    result = gradcli.grads(nn.Linear(3, 1), torch.randn(4, 3), loss="mse_loss(out, y)", y=torch.zeros(4, 1))
+    assert result.ok
+
+
 def test_a_non_scalar_loss_is_refused():
     with pytest.raises(UsageError, match=r"the loss must be a floating-point scalar, and it is a torch.float32 tensor of shape \(4, 2\)"):
         gradcli.grads(nn.Linear(3, 2), torch.randn(4, 3))
@@ -433,6 +442,27 @@ def test_json_and_plot_from_python(tmp_path):
     assert [p["flags"] for p in document["parameters"]][2:4] == [["NO GRAD"], ["NO GRAD"]]
     written = result.plot(str(tmp_path / "g.svg"))
     assert b"no grad" in (tmp_path / "g.svg").read_bytes() and written.endswith("g.svg")
+
+
+def test_steps_panel_tick_labels_stay_inside_the_picture():
+    # ‖grad‖ within one decade across the steps: matplotlib labels the log axis with minor
+    # ticks written 1.25×10^0, wider than the margin, and they (and the axis title) were cut off.
+    pytest.importorskip("matplotlib")
+    from gradcli.plot.grads import grads_figure
+
+    torch.manual_seed(0)
+    result = gradcli.grads(healthy.MLP(), torch.randn(64, 32), loss=mean_square, steps=3, lr=0.1)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = grads_figure(result, depth=0)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    steps_axis = fig.axes[1]
+    labels = [t for t in steps_axis.get_yticklabels(which="both") if t.get_visible() and t.get_text()]
+    assert labels, "the steps panel's y axis has labelled ticks"
+    for text in labels + [steps_axis.yaxis.label]:
+        assert text.get_window_extent(renderer).x0 >= 0, text.get_text()
 
 
 def test_gradcli_grads_is_the_library_result_with_the_renderers_one_layer_up():

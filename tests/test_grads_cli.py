@@ -137,6 +137,8 @@ def test_plot_is_written(cli, tmp_path, suffix):
     ([f"{FAULTS}:DetachedBranch", "--var", "x=randn(16, 8)", *SQUARE, "--steps", "100000"], "--steps 100,000 is beyond the limit of 1,000"),
     ([f"{FAULTS}:DetachedBranch", "--var", "x=randn(16, 8)", *SQUARE, "--lr", "nan", "--steps", "1"], "--lr must be a positive finite number"),
     ([f"{FAULTS}:DetachedBranch", "--var", "x=randn(16, 8)", "--loss", "sigmod(out)"], "unknown function 'sigmod'"),
+    # --lr without --steps was silently ignored: the user believed a learning rate was used.
+    ([f"{FAULTS}:DetachedBranch", "--var", "x=randn(16, 8)", *SQUARE, "--lr", "0.1"], "--lr is the learning rate of --steps"),
 ])
 def test_bad_input_is_exit_2_with_one_paragraph(cli, args, message):
     result = grads(cli, *args)

@@ -61,6 +61,12 @@ RUNS = [
     ("check-function", ["check-function", "tests/fixtures/transform_functions.py:RoundTimesWeight",
                         "--expect-grad", "x=grad_output*w"], 0),
     ("list", ["list"], 0),
+    # An entry without link or derivative (their null), a leaf no pass reaches (its grad null),
+    # and a grads run whose backward raises (its `error`): values no other run produced.
+    ("list", ["list", "--library", "tests/fixtures/library_bare"], 0),
+    ("trace", ["trace", "h = y*0; (x*x).sum()", "--var", "x=[1.0]", "--var", "y=[2.0]"], 0),
+    ("grads", ["grads", "tests/fixtures/models/broken.py:SigmoidScaled", "--var", "x=randn(2,3)", "--loss", "out.sum()",
+               "--seed", "0"], 1),
     # Discovery (issue 16): a package (found, skipped, unimportable) and a model (calls).
     ("check-function discovery", ["check-function", "tests/fixtures/discover_pkg"], 1),
     ("check-function discovery", ["check-function", "tests/fixtures/discover_model.py:TwoFunctions", "--var", "x=randn(2,4)"], 1),
@@ -162,3 +168,24 @@ def test_the_checker_names_a_documented_key_no_run_produced():
         "docs/json.md documents `b` in the table `doc`, but no run produced it",
         "docs/json.md documents `b.*` in the table `doc`, but no run produced it",
     ]
+
+
+def test_the_python_apis_documents_match_the_page_too():
+    # README: result.to_json() is the --json document. From Python a grads run has no target
+    # text, no "found" words and no seed of its own: they are null, which the page did not say.
+    import torch
+    from torch import nn
+
+    import gradcli
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1))
+    produced = [
+        ("grads", gradcli.grads(model, torch.randn(5, 3), loss="out.mean()", steps=2).to_json()),
+        ("trace", gradcli.trace(model, torch.randn(5, 3), loss="out.mean()").to_json()),
+        ("check", gradcli.check("x*sigmoid(x)", ["x=[0.5, 1.0]"]).to_json()),
+    ]
+    checker = Checker(read_tables())
+    for table, text in produced:
+        checker.document(json.loads(text), table, f"gradcli.{table}(...).to_json()")
+    assert not checker.problems, "\n".join(checker.problems)

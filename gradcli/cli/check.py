@@ -63,13 +63,15 @@ def check_command(
     if all_entries:
         if expr is not None or var:
             raise UsageError("--all checks the library entries: give no EXPR and no --var with it")
+        if fix:
+            raise UsageError("--fix prints the rewrite of one expression: give it the EXPR, not --all")
         result: Any = LibraryCheck(check_all(**options))
     elif expr is None:
         raise UsageError("give an expression to check (or --all)", hint='e.g. gradcli check "x*sigmoid(x)"')
     else:
         # JSON is for programs: the derivative as differentiated, without simplify's cost.
         result = check(read_expression(expr), var or (), simplify=not (json or fix), **options)
-    if fix and not json and not all_entries:
+    if fix and not json:
         raise typer.Exit(_print_fix(result))
     show(result, "json" if json else "text")
     raise typer.Exit(exit_status(result.ok))

@@ -20,7 +20,7 @@ def grads_command(
     init: Annotated[Optional[List[str]], typer.Option("--init", metavar="KEY=VALUE", help="A keyword argument for the nn.Module class or model factory (a Python literal). Repeatable.")] = None,
     depth: Annotated[Optional[int], typer.Option("--depth", metavar="N", help="Summarise every module deeper than N in one row (default: every module its own group).")] = None,
     steps: Annotated[int, typer.Option("--steps", metavar="N", help="Also run N plain SGD steps on the same batch, on a copy of the model, and show each gradient norm across them.")] = 0,
-    lr: Annotated[float, typer.Option("--lr", metavar="LR", help="The learning rate of --steps.")] = 0.01,
+    lr: Annotated[Optional[float], typer.Option("--lr", metavar="LR", help="The learning rate of --steps (default 0.01).")] = None,
     plot: Annotated[Optional[str], typer.Option("--plot", metavar="PATH", help="Draw mean and max |grad| per layer (log scale) to PATH: .png, .svg or .pdf (needs matplotlib).")] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 on ZERO, VANISHING and EXPLODING too, not only on NO GRAD and NONFINITE.")] = False,
     vanish: Annotated[float, typer.Option("--vanish", metavar="X", help="VANISHING below this ‖grad‖/‖param‖.")] = Thresholds.vanish,
@@ -52,6 +52,8 @@ def grads_command(
     from ..health.target import grads_target
     from .output import exit_status, say, show, user_prints_aside
 
+    if lr is not None and not steps:
+        raise UsageError("--lr is the learning rate of --steps: give --steps N with it")
     if depth is not None and depth < 0:
         raise UsageError("--depth must be 0 or more")
     if plot is not None:
@@ -62,7 +64,7 @@ def grads_command(
     with user_prints_aside(json):
         result = grads_target(
             target, var or (), loss=loss, init=init or (), seed=seed, dtype=dtype, device=device,
-            library_dirs=library or (), steps=steps, lr=lr, vanish=vanish, explode=explode, spread=spread, strict=strict,
+            library_dirs=library or (), steps=steps, lr=0.01 if lr is None else lr, vanish=vanish, explode=explode, spread=spread, strict=strict,
         )
     if plot is not None:
         from ..plot.grads import save_grads

@@ -90,6 +90,8 @@ def trace_command(
     if depth < 0:
         raise UsageError("--depth must be 0 or more")
 
+    if dot is not None and dot != "-":
+        graphviz.refuse_other_pictures(dot)
     picture = dot is not None and dot != "-" and graphviz.is_picture(dot)
     if picture:
         graphviz.dot_program()  # missing Graphviz is a usage error before any work

@@ -81,10 +81,10 @@ def run(session: Session, **_: Any) -> None:
         for, keeping each pass's gradients and explaining each error. Three retained passes over
         this same t1 accumulate 2·t1, 4·t1, 6·t1; two passes without retain_graph fail as above:""")
     session.run("""
-        from gradcli.inspect.trace import trace
+        import gradcli
 
         spec = f"t1={t1.tolist()}"
-        result = trace("t1.pow(2).sum()", [spec], repeat=3, retain_graph=True)
+        result = gradcli.trace("t1.pow(2).sum()", [spec], repeat=3, retain_graph=True)
         for p in result.passes:
             grad = torch.tensor(p.grads["t1"], dtype=torch.float64)  # trace works in float64
             print(f"after pass {p.index + 1}: t1.grad / t1 =", (grad / t1.double()).unique().tolist())
@@ -92,7 +92,7 @@ def run(session: Session, **_: Any) -> None:
     ratios = [sorted(set(ratio)) for ratio in _ratios(session)]
     session.verdict(ratios == [[2.0], [4.0], [6.0]], "trace: retained passes accumulate 2·t1, 4·t1, 6·t1")
     session.run("""
-        error = trace("t1.pow(2).sum()", [spec], repeat=2).passes[1].error
+        error = gradcli.trace("t1.pow(2).sum()", [spec], repeat=2).passes[1].error
         print(error.type, "|", error.explanation, "| fix:", error.fix)
     """)
     failed = session.namespace["error"]

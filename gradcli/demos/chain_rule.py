@@ -61,9 +61,9 @@ def run(session: Session, **_: Any) -> None:
         names every value (u1 for the unnamed y*y) and every gradient (g_y arrives at y), and
         evaluates each formula where torch ran, beside what torch's hooks saw:""")
     session.run("""
-        from gradcli.inspect.trace import trace
+        import gradcli
 
-        chain = trace("y = x**2; z = y*y + y; z", ["x=3.0"], symbolic=True).symbolic
+        chain = gradcli.trace("y = x**2; z = y*y + y; z", ["x=3.0"], symbolic=True).symbolic
         for node in chain.nodes:
             print(f"{node.name:<15} {node.symbol} = {node.definition.text:<8} "
                   f"{node.gradient} = {node.total.text:<12} = {node.numbers.value}  torch {node.numbers.torch}")

@@ -79,10 +79,10 @@ def run(session: Session, **_: Any) -> None:
     session.say("""gradcli's trace runs autograd.grad passes too, and with create_graph it walks the
         gradient's own graph and differentiates through it:""")
     checks = session.run("""
-        from gradcli.inspect.trace import trace
+        import gradcli
 
         spec = f"t1={t1.tolist()}"
-        result = trace("t1.pow(3).sum()", [spec], mode="grad", repeat=2, retain_graph=True, create_graph=True)
+        result = gradcli.trace("t1.pow(3).sum()", [spec], mode="grad", repeat=2, retain_graph=True, create_graph=True)
         t1_64 = t1.detach().double()  # trace works in float64
         grads = [torch.tensor(p.grads["t1"], dtype=torch.float64) for p in result.passes]
         second = torch.tensor(result.gradient_graphs[0].second, dtype=torch.float64)

@@ -47,6 +47,14 @@ def grads(model: torch.nn.Module, *inputs: Any, loss: LossFn | str | None = None
     options = {name: named.pop(name) for name in RUN_OPTIONS if name in named}
     kwargs, for_loss = _split_named(model, named)
     if isinstance(loss, str):
+        from ..targets.outputs import loss_variables
+
+        # As --var on the command line: a value neither forward nor the loss reads is refused
+        # (`seed=0` is no option of grads, and was silently bound as an unused loss variable).
+        unread = [name for name in for_loss if name not in loss_variables(loss)]
+        if unread:
+            raise UsageError(f"forward takes no input '{unread[0]}', and the loss does not use it",
+                             hint="seed with torch.manual_seed before the call; the options are " + ", ".join(RUN_OPTIONS))
         loss_fn: LossFn = _ExpressionLoss(loss, for_loss)
     elif for_loss:
         raise UsageError(f"forward takes no input '{next(iter(for_loss))}'", hint="values for the loss need loss= as an expression")

@@ -33,6 +33,11 @@ DPI = 110
 def save_grads(result: GradsResult, path: str | Path, depth: int | None = None) -> Path:
     """Draw `result` and write it to `path` (.png, .svg or .pdf)."""
     fmt = picture_format(path)
+    return write(grads_figure(result, depth), Path(path), fmt)
+
+
+def grads_figure(result: GradsResult, depth: int | None = None) -> Any:
+    """The picture of `result` as a matplotlib Figure (not yet written)."""
     require_matplotlib()
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
@@ -78,10 +83,11 @@ def save_grads(result: GradsResult, path: str | Path, depth: int | None = None) 
     if steps:
         top, bottom = 0.92, 0.07
         average = ((top - bottom) * height - label) / 2  # inches per panel, roughly
-        fig.subplots_adjust(left=0.11, right=0.98, top=top, bottom=bottom, hspace=label / average)
+        # left: room for five-character tick labels (0.092) beside the axis title
+        fig.subplots_adjust(left=0.135, right=0.98, top=top, bottom=bottom, hspace=label / average)
     else:
         fig.subplots_adjust(left=0.11, right=0.98, top=0.86, bottom=min(0.6, label / height))
-    return write(fig, Path(path), fmt)
+    return fig
 
 
 def _steps_panel(ax: Any, layers: list[Row]) -> None:
@@ -91,7 +97,7 @@ def _steps_panel(ax: Any, layers: list[Row]) -> None:
         if any(not math.isnan(v) for v in values):
             ax.plot(range(1, len(values) + 1), values, linewidth=1, marker=".", label=row.path or "(model)")
             drawn += 1
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
 
     count = max((len(row.steps or []) for row in layers), default=1)
     broken = [k + 1 for row in layers for k, v in enumerate(row.steps or []) if v is not None and not math.isfinite(v)]
@@ -101,11 +107,22 @@ def _steps_panel(ax: Any, layers: list[Row]) -> None:
     ax.set_xlim(0.5, count + 0.5)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_yscale("log")
+    # ‖grad‖ often moves less than a decade over a few steps; matplotlib then labels minor
+    # ticks as 1.25×10^0, wider than the margin, and the labels and the axis title were cut off.
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:.3g}"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda value, _: _minor_label(ax, value)))
     ax.set_xlabel("SGD step")
     ax.set_ylabel("‖grad‖ per layer (log)")
     ax.grid(True, linewidth=0.4, alpha=0.5)
     if 0 < drawn <= 12:
         ax.legend(fontsize=7, ncol=3)
+
+
+def _minor_label(ax: Any, value: float) -> str:
+    """Minor ticks are labelled only when the axis spans less than a decade (no power of ten
+    to read the scale from), as plain numbers."""
+    low, high = ax.get_ylim()
+    return f"{value:.3g}" if 0 < low and high / low < 10 else ""
 
 
 def _drawable(value: float | None) -> bool:

@@ -71,7 +71,8 @@ def library_check_lines(suite: Any) -> list[Line]:
     from rich.table import Table
 
     results = suite.results
-    table = Table(title=f"gradcli check --all (order {results[0].order if results else 1})", title_justify="left")
+    seed = f", seed {results[0].seed}" if results else ""
+    table = Table(title=f"gradcli check --all (order {results[0].order if results else 1}{seed})", title_justify="left")
     for column in ("expression", "points", "max rel err", "gradcheck", "verdict"):
         table.add_column(column, no_wrap=column != "verdict")
     for r in results:

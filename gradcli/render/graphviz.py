@@ -23,6 +23,8 @@ from ..errors import LimitError, UsageError
 FORMATS = {".svg": "svg", ".png": "png", ".pdf": "pdf"}
 #: Suffixes that mean "write the DOT text itself".
 TEXT_SUFFIXES = (".dot", ".gv")
+#: Pictures gradcli does not draw: DOT text written under these names would pose as an image.
+OTHER_PICTURES = (".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".tif", ".tiff", ".eps", ".ps")
 #: Most DOT nodes handed to `dot` (about 6 s of layout at this size).
 MAX_RENDER_NODES = 4000
 #: Seconds dot may take before gradcli gives up (a safety net; the node limit comes first).
@@ -40,6 +42,14 @@ _NODE = re.compile(r"^\s*[A-Za-z_][\w]*\s*\[", re.MULTILINE)
 def is_picture(path: str | Path) -> bool:
     """Whether `path` asks for a rendered picture (.svg/.png/.pdf) rather than DOT text."""
     return Path(path).suffix.lower() in FORMATS
+
+
+def refuse_other_pictures(path: str | Path) -> None:
+    """A UsageError for a picture suffix gradcli does not draw (`--dot graph.jpg`)."""
+    suffix = Path(path).suffix.lower()
+    if suffix in OTHER_PICTURES:
+        raise UsageError(f"gradcli draws .svg, .png or .pdf, not {suffix} ('{path}')",
+                         hint="use one of those, or .dot for the DOT text")
 
 
 def picture_format(path: str | Path) -> str:

@@ -50,7 +50,8 @@ def listing_lines(data: Listing) -> list[Line]:
     table = Table(title="Expression library", title_justify="left", show_lines=False)
     table.add_column("function", no_wrap=True)
     table.add_column("what it is")
-    table.add_column("source")
+    # A link longer than the column folds onto the next line: cut to "…" it cannot be followed.
+    table.add_column("source", overflow="fold")
     for f in data.functions:
         doc = f["doc"] + (" (the built-in operation)" if f["builtin"] else "")
         source = f["source"] + (f"\n{f['link']}" if f["link"] else "")

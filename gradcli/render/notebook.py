@@ -1,5 +1,6 @@
-"""A trace in a Jupyter notebook: the graph drawn by Graphviz when it is installed, the text
-report otherwise (what `TraceResult._repr_html_` shows)."""
+"""A result in a Jupyter notebook: a trace's graph drawn by Graphviz when it is installed, the
+text report otherwise (what `Trace._repr_html_` shows); a check's, a function check's and a
+grads report's text (without it Jupyter shows repr(), the dataclass's every field)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,11 @@ def trace_text(result: Any, width: int = 100) -> str:
     return console.export_text()
 
 
+def text_html(text: str) -> str:
+    """A report a notebook shows as it is: the command's plain text in a <pre> block."""
+    return f"<pre>{html.escape(text)}</pre>"
+
+
 def trace_html(result: Any) -> str:
     """The SVG drawing above the problems, or the text report in a <pre> block."""
     svg = trace_svg(result)
@@ -51,4 +57,4 @@ def trace_html(result: Any) -> str:
     listed = f"<p><b>Problems</b></p><ul>{problems}</ul>" if problems else ""
     if svg is not None:
         return f"<div>{svg}{listed}</div>"
-    return f"<pre>{html.escape(trace_text(result))}</pre>"
+    return text_html(trace_text(result))

@@ -25,7 +25,7 @@ from typing import Any, Mapping, Sequence
 
 from .. import limits
 from .._deep import run_deep
-from ..build.variables import resolve_dtype
+from ..build.variables import resolve_device, resolve_dtype
 from ..errors import LimitError, UsageError
 from ..language.expansion import expanded_nodes
 from ..options import checked_seed, checked_tolerance
@@ -73,6 +73,7 @@ def check(
     if points is not None and points > limits.MAX_ELEMENTS:  # refused before any allocation
         raise LimitError(f"--points {points:,} is more than the limit of {limits.MAX_ELEMENTS:,}")
     resolve_dtype(dtype)
+    resolve_device(device)  # an unavailable device is refused before any work, not a traceback mid-check
     checked_seed(seed)
     checked_tolerance("atol", atol)
     checked_tolerance("rtol", rtol)
@@ -111,7 +112,11 @@ def check_all(**options: Any) -> list[CheckResult]:
     """`check` of every library entry, on its first parameter with the others at defaults."""
     from ..language.library import library_folders, load_library
 
+    from ..seeds import draw_seed
+
     library = load_library(library_folders(options.get("library_dirs", ())))
+    # One seed for every entry, printed once, so that `--seed N` repeats the whole run.
+    options = {**options, "seed": draw_seed() if options.get("seed") is None else options["seed"]}
     results = []
     for name, entry in sorted(library.functions.items()):
         variable = entry.params[0].name
