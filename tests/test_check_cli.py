@@ -208,3 +208,16 @@ def test_an_unavailable_device_is_exit_2_not_a_traceback(cli, monkeypatch):
     result = cli("check", "x*x", "--device", "cuda")
     assert result.exit_code == 2 and result.stdout == ""
     assert "--device cuda: no CUDA device is available here" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_seed_is_printed_when_every_value_comes_from_var_and_repeats_the_run(cli):
+    # It still picks gradgradcheck's random output gradients and the 50-digit sample.
+    first = cli("check", "x*sigmoid(x)", "--var", "x=[1.0, 2.0]", "--order", "2")
+    assert first.exit_code == 0
+    points = first.stdout.splitlines()[1]
+    assert points.startswith("points: x=[1.0, 2.0] (--var); seed ")
+    seed = points.rsplit(" ", 1)[1]
+    again = cli("check", "x*sigmoid(x)", "--var", "x=[1.0, 2.0]", "--order", "2", "--seed", seed)
+    assert again.stdout == first.stdout
+    drawn = cli("check", "x*sigmoid(x)", "--seed", "4").stdout.splitlines()[1]
+    assert drawn.count("seed") == 1 and "(seed 4)" in drawn  # said once, where the points were drawn

@@ -71,7 +71,7 @@ def swish_function() -> FunctionResult:
 
 CHECK_WRONG = [
     'check log(1+exp(x))   (float64, order 1, elementwise)',
-    'points: x=linspace(-800,800,1001) (--var)',
+    'points: x=linspace(-800,800,1001) (--var); seed 3',
     'd/dx = exp(x)/(exp(x) + 1)',
     '┏━━━━━━━━━━━━━━━┳━━━━━━━━┳━━━━━━━━━━━━━┳━━━━━━━━━━━━━┳━━━━━━━━━━┳━━━━━┳━━━━━━━┳━━━━━━━━━┳━━━━━━━━━━┓',
     '┃ derivative    ┃ points ┃ max abs err ┃ max rel err ┃ worst at ┃ got ┃ exact ┃ skipped ┃ notes    ┃',
@@ -85,7 +85,7 @@ CHECK_WRONG = [
 
 CHECK_ORDER_2 = [
     'check relu(x)   (float64, order 2, elementwise)',
-    'points: x=[-1.0, 0.0, 2.0] (--var)',
+    'points: x=[-1.0, 0.0, 2.0] (--var); seed 1',
     'd/dx = Heaviside(x)',
     'd2/dx dx = 0',
     '┏━━━━━━━━━━━━━━━━━━━┳━━━━━━━━┳━━━━━━━━━━┳━━━━━━━━━━┳━━━━━━━━━━┳━━━━━┳━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━━┓',

@@ -19,8 +19,11 @@ _WIDE = 100  # sympy's pretty print is used when it fits this width
 def check_lines(result: Any) -> list[Line]:
     from rich.table import Table
 
+    # The seed picks more than random points (the 50-digit sample, gradgradcheck's output
+    # gradients): it is shown even when every value came from --var.
+    seed = "" if result.seed is None or "seed" in result.points_source else f"; seed {result.seed}"
     out = [Line(f"check {result.expression}   ({result.dtype}, order {result.order}, {result.mode})", style="bold"),
-           Line(f"points: {result.points_source}")]
+           Line(f"points: {result.points_source}{seed}")]
     for name, text in result.symbolic.items():
         out += _formula(words.derivative_label(name), result.pretty.get(name), text)
     for name, text in result.symbolic_second.items():
