@@ -12,13 +12,43 @@ at hand.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, TypeVar
 
 from .health.result import GradsResult
 from .inspect.trace import TraceResult
 from .inspect.trace import trace as _trace
 from .verify.result import CheckResult
 from .verify.function_result import FunctionResult
+
+R = TypeVar("R")
+
+
+def _as(cls: type[R], result: Any) -> R:
+    """`result`'s fields in the rendering subclass `cls` of its class."""
+    return cls(**{f.name: getattr(result, f.name) for f in fields(result)})
+
+
+class _RenderedByFormat:
+    """`str()` and `.to_json()` from the registered text and JSON renderers (render/formats.py),
+    exactly what the command prints on a pipe; a notebook shows that text."""
+
+    def to_json(self) -> str:
+        """The JSON document the command's `--json` prints (docs/json.md)."""
+        from .render.formats import render
+        from .render.plain import plain_text
+
+        return plain_text(render(self, "json"))
+
+    def __str__(self) -> str:
+        from .render.formats import render
+        from .render.plain import plain_text
+
+        return plain_text(render(self, "text"))
+
+    def _repr_html_(self) -> str:
+        from .render.notebook import text_html
+
+        return text_html(str(self))
 
 
 @dataclass
@@ -50,31 +80,12 @@ class Trace(TraceResult):
 
 def trace(target: Any, *inputs: Any, **options: Any) -> Trace:
     """`inspect.trace.trace` (see its docstring for targets, inputs and options), as a Trace."""
-    result = _trace(target, *inputs, **options)
-    return Trace(**{f.name: getattr(result, f.name) for f in fields(result)})
+    return _as(Trace, _trace(target, *inputs, **options))
 
 
 @dataclass
-class FunctionCheck(FunctionResult):
+class FunctionCheck(_RenderedByFormat, FunctionResult):
     """A FunctionResult that renders itself: `str()` is what `gradcli check-function` prints."""
-
-    def to_json(self) -> str:
-        """The JSON document `gradcli check-function --json` prints (docs/json.md)."""
-        from .render.formats import render
-        from .render.plain import plain_text
-
-        return plain_text(render(self, "json"))
-
-    def __str__(self) -> str:
-        from .render.formats import render
-        from .render.plain import plain_text
-
-        return plain_text(render(self, "text"))
-
-    def _repr_html_(self) -> str:
-        from .render.notebook import text_html
-
-        return text_html(str(self))
 
 
 def check_function(function: Any, *args: Any, **options: Any) -> FunctionCheck:
@@ -82,8 +93,7 @@ def check_function(function: Any, *args: Any, **options: Any) -> FunctionCheck:
     options), as a FunctionCheck."""
     from .verify.function import check_function as _check_function
 
-    result = _check_function(function, *args, **options)
-    return FunctionCheck(**{f.name: getattr(result, f.name) for f in fields(result)})
+    return _as(FunctionCheck, _check_function(function, *args, **options))
 
 
 @dataclass
@@ -117,40 +127,20 @@ def grads(model: Any, *inputs: Any, **options: Any) -> Grads:
     """`health.run.grads` (see its docstring for the model, inputs, loss and options), as a Grads."""
     from .health.run import grads as _grads
 
-    result = _grads(model, *inputs, **options)
-    return Grads(**{f.name: getattr(result, f.name) for f in fields(result)})
+    return _as(Grads, _grads(model, *inputs, **options))
 
 
 @dataclass
-class Check(CheckResult):
+class Check(_RenderedByFormat, CheckResult):
     """A CheckResult that renders itself: `str()` is what `gradcli check` prints (plain text).
 
     The text exists once, in render/check.py: a user's `assert result.ok, str(result)` shows
     the same table, causes and verdict as the command on a pipe.
     """
 
-    def to_json(self) -> str:
-        """The JSON document `gradcli check --json` prints (docs/json.md)."""
-        from .render.formats import render
-        from .render.plain import plain_text
-
-        return plain_text(render(self, "json"))
-
-    def __str__(self) -> str:
-        from .render.formats import render
-        from .render.plain import plain_text
-
-        return plain_text(render(self, "text"))
-
-    def _repr_html_(self) -> str:
-        from .render.notebook import text_html
-
-        return text_html(str(self))
-
 
 def check(expression: str, var: Any = (), **options: Any) -> Check:
     """`verify.check.check` (see its docstring for the values and options), as a Check."""
     from .verify.check import check as _check
 
-    result = _check(expression, var, **options)
-    return Check(**{f.name: getattr(result, f.name) for f in fields(result)})
+    return _as(Check, _check(expression, var, **options))
