@@ -40,14 +40,17 @@ class _Context:
     def save_for_backward(self, *tensors: Any) -> None:
         self.saved_tensors = tensors
 
+    # Declarations autograd acts on when the Function runs through `apply`. Run by hand there
+    # is no autograd node to tell, so each is accepted and does nothing; where running by hand
+    # then fails (an in-place forward on a leaf), second_order.py catches it and names no cause.
     def save_for_forward(self, *tensors: Any) -> None:
-        pass
+        """For a jvp, which the replay never runs."""
 
     def mark_dirty(self, *tensors: Any) -> None:
-        pass
+        """No autograd node to tell."""
 
     def mark_non_differentiable(self, *tensors: Any) -> None:
-        pass
+        """No autograd node to tell."""
 
     def set_materialize_grads(self, value: bool) -> None:
         self.materialize_grads = value
