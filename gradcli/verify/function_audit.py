@@ -90,8 +90,8 @@ def audit_contract(cls: type, inputs: Inputs, order: int) -> ContractAudit:
     if order == 2 and is_once_differentiable(cls):
         audit.findings.append(Finding("by design", f"{name}.backward is @once_differentiable: not twice "
                                                    "differentiable, by design, so the second-order checks do not run"))
-    args, leaves = _leaves(inputs, needing=None)
-    outs, node = _forward(cls, args)
+    args, leaves = leaf_arguments(inputs, needing=None)
+    outs, node = apply_once(cls, args)
     if node is None:
         return audit
     audit.saved = _classify(_saved_tensors(node), leaves, outs)
@@ -106,7 +106,7 @@ def audit_contract(cls: type, inputs: Inputs, order: int) -> ContractAudit:
     return audit
 
 
-def _leaves(inputs: Inputs, needing: str | None) -> tuple[list[Any], dict[str, torch.Tensor]]:
+def leaf_arguments(inputs: Inputs, needing: str | None) -> tuple[list[Any], dict[str, torch.Tensor]]:
     """forward's arguments, with each floating tensor a clone of a fresh leaf (an in-place
     Function, ctx.mark_dirty, may not modify a leaf), by name; all require grad unless
     `needing` is one name, then every other does and it does not."""
@@ -119,7 +119,9 @@ def _leaves(inputs: Inputs, needing: str | None) -> tuple[list[Any], dict[str, t
     return args, received
 
 
-def _forward(cls: type, args: Sequence[Any]) -> tuple[tuple[Any, ...], Any]:
+def apply_once(cls: type, args: Sequence[Any]) -> tuple[tuple[Any, ...], Any]:
+    """forward's outputs through `apply`, and their backward node (which is the ctx); no
+    outputs and None when forward raised or gave no graph."""
     try:
         out = cls.apply(*args)  # type: ignore[attr-defined]
     except (Exception, SystemExit):
@@ -233,8 +235,8 @@ def _needs_input_grad(cls: type, inputs: Inputs) -> list[Finding]:
         return []  # with its only input not requiring grad, forward's output has no backward
     found = []
     for n in floating:
-        args, _ = _leaves(inputs, needing=n)
-        outs, node = _forward(cls, args)
+        args, _ = leaf_arguments(inputs, needing=n)
+        outs, node = apply_once(cls, args)
         returned = _raw_backward(cls, node, outs) if node is not None else None
         i = inputs.names.index(n)
         if returned is not None and i < len(returned) and returned[i] is not None:

@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from .function_audit import Finding
+from .function_audit import Finding, apply_once, leaf_arguments
 from .function_inputs import Inputs
 from .jacobian import ATOL, RTOL
 
@@ -38,7 +38,8 @@ def grad_output_findings(cls: type, inputs: Inputs, seed: int) -> list[Finding]:
     returns another gradient for the same values in another layout; [] when forward or
     backward fails on the plain grad_output (the other checks report that)."""
     name = cls.__name__
-    node, outs = _forward(cls, inputs)
+    args, _ = leaf_arguments(inputs, needing=None)
+    outs, node = apply_once(cls, args)
     if node is None:
         return []
     generator = torch.Generator().manual_seed(seed)
@@ -74,19 +75,6 @@ def grad_output_findings(cls: type, inputs: Inputs, seed: int) -> list[Finding]:
                                      "another memory layout (it reads grad_output's memory as if it were "
                                      "contiguous)")]
     return []
-
-
-def _forward(cls: type, inputs: Inputs) -> tuple[Any, tuple[Any, ...]]:
-    """The backward node (the ctx) of one forward at `inputs`, floating tensors as leaves."""
-    args = [v.detach().clone().requires_grad_() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
-            for v in inputs.values]
-    try:
-        out = cls.apply(*args)  # type: ignore[attr-defined]
-    except (Exception, SystemExit):
-        return None, ()
-    outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
-    nodes = [o.grad_fn for o in outs if isinstance(o, torch.Tensor) and o.grad_fn is not None]
-    return (nodes[0] if nodes else None), outs
 
 
 def _floating(o: Any) -> bool:
