@@ -13,10 +13,10 @@ from typing import Any, Sequence
 
 import torch
 
-from ..errors import GradcliError, UsageError
+from ..errors import UsageError
 from ..targets.code import parse_init, resolve
 from ..targets.inputs import bind_inputs
-from ..targets.load import load_object, user_error
+from ..targets.load import load_object, users_code
 from ..targets.outputs import loss_variables, name_outputs, reduce_output
 from .result import GradsResult
 from .run import grads_of
@@ -65,12 +65,8 @@ def grads_target(
             value, _ = reduce_output(name_outputs(output, where), inputs.tensors, loss, library_dirs)
             return value
 
-        try:
+        with users_code(where):
             result = grads_of(model, tuple(inputs.args), inputs.kwargs, loss_fn, **options)
-        except GradcliError:
-            raise
-        except (Exception, SystemExit) as err:  # the user's forward raised: their frames only
-            raise user_error(f"{where} raised", err) from None
     result.target, result.found, result.seed = where, callee.found, seed
     return result
 

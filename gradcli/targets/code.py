@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..errors import GradcliError, UsageError
+from ..errors import UsageError
 from .diagnose import CodeExplainer
 from .base import BuildSettings, Computation, LeafSource, Origin
 from .inputs import bind_inputs
-from .load import load_object, user_error
+from .load import load_object, user_error, users_code
 from .outputs import loss_variables, name_outputs, reduce_output
 from .record import ORIGIN_KEY, ForwardRecorder, Recording, origin_of
 
@@ -70,13 +70,8 @@ class CodeTarget:
             )
             names = {id(m): path for path, m in model.named_modules()} if model is not None else {}
             recorder = ForwardRecorder(names, watch_nonfinite=settings.watch_forward)
-            try:
-                with recorder:
-                    output = callee.run(*inputs.args, **inputs.kwargs)
-            except GradcliError:
-                raise
-            except (Exception, SystemExit) as err:  # the user's forward raised: their frames only
-                raise user_error(f"{where} raised", err) from None
+            with users_code(where), recorder:
+                output = callee.run(*inputs.args, **inputs.kwargs)
         outputs = name_outputs(output, where)
         loss_inputs = {name: t for name, t in inputs.tensors.items()}
         loss_value, loss_bindings = reduce_output(outputs, loss_inputs, self.loss, self.library_dirs)

@@ -11,6 +11,7 @@ the exception; gradcli's, torch's and importlib's frames are left out.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import importlib.util
@@ -19,9 +20,9 @@ import re
 import sys
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
-from ..errors import UsageError, UserCodeError
+from ..errors import GradcliError, UsageError, UserCodeError
 
 _NAME = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
 #: `file.py:NAME` (any path without spaces or colons) or `dotted.module:NAME`.
@@ -175,6 +176,18 @@ def is_user_file(filename: str) -> bool:
     if filename.startswith("<"):  # <frozen importlib._bootstrap>, <string>
         return False
     return not str(Path(filename).resolve()).startswith(_NOT_USER)
+
+
+@contextlib.contextmanager
+def users_code(where: str) -> Iterator[None]:
+    """Run the user's forward: what it raises becomes `user_error("{where} raised")` (their
+    frames only); gradcli's own refusals pass through as they are."""
+    try:
+        yield
+    except GradcliError:
+        raise
+    except (Exception, SystemExit) as err:  # sys.exit() in a forward is the user's code too
+        raise user_error(f"{where} raised", err) from None
 
 
 def user_error(what: str, err: BaseException) -> UserCodeError:

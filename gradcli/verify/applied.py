@@ -24,10 +24,10 @@ from typing import Any, Iterator, Sequence
 
 import torch
 
-from ..errors import GradcliError, UsageError
+from ..errors import UsageError
 from ..targets.code import Callee, parse_init, resolve
 from ..targets.inputs import bind_inputs
-from ..targets.load import user_error
+from ..targets.load import users_code
 from .find_functions import Passed
 
 #: Modules whose Functions are torch's (or gradcli's) own machinery, not the user's.
@@ -72,13 +72,8 @@ def applied_functions(obj: Any, where: str, variables: Sequence[str], *, init: S
             data_inputs=callee.model is not None,
         )
         seen: dict[type, Application] = {}
-        try:
-            with _recording(seen):
-                callee.run(*inputs.args, **inputs.kwargs)
-        except GradcliError:
-            raise
-        except (Exception, SystemExit) as err:  # the user's forward raised: their frames only
-            raise user_error(f"{where} raised", err) from None
+        with users_code(where), _recording(seen):
+            callee.run(*inputs.args, **inputs.kwargs)
     applied = Applied(callee.found, seed)
     for application in seen.values():
         module = application.cls.__module__
