@@ -17,13 +17,10 @@ import torch
 from .fdarbiter import EPS, FLAT_FORWARD, LEAVES_DOMAIN, STEP_ROUNDED, Differences, reason
 from .gradchecks import GradcheckVerdict
 from .jacobian import InputCheck, flat_output
+from .precision import LONG_STEP, moved_output
 
 #: The reasons that break finite differences whatever the derivative is.
 PLAINLY_BROKEN = (STEP_ROUNDED, LEAVES_DOMAIN, FLAT_FORWARD)
-#: The step, relative to max(1, |x|), over which a forward that is flat at EPS must still be
-#: flat for the element to be one the output does not depend on (float32 rounding inside a
-#: forward hides a 1e-6 step, not a 1e-3 one).
-LONG_STEP = 1e-3
 
 
 def explain_without_reference(result: Any, fn: Any, tensors: dict[str, torch.Tensor]) -> None:
@@ -78,13 +75,8 @@ def _listed(reasons: dict[str, int]) -> str:
 def _entry_reason(fn: Any, tensors: dict[str, torch.Tensor], name: str, i: int, j: int, exact: float) -> str:
     """Why the central difference of output i in element j of `name` misleads."""
     flat = tensors[name].reshape(-1)
-    outputs = []
     with torch.no_grad():
-        for sign in (1, -1):
-            moved = flat.clone()
-            moved[j] += sign * EPS
-            outputs.append(flat_output(fn, {**tensors, name: moved.reshape(tensors[name].shape)})[i].to(torch.float64))
-    plus, minus = (torch.stack([o]) for o in outputs)
+        plus, minus = (moved_output(fn, tensors, name, flat, j, sign * EPS)[i:i + 1] for sign in (1, -1))
     diffs = Differences(flat[j:j + 1].to(torch.float64), plus, minus, (plus - minus) / (2 * EPS))
     why = reason(diffs, 0, exact)
     if why == FLAT_FORWARD:
@@ -92,11 +84,10 @@ def _entry_reason(fn: Any, tensors: dict[str, torch.Tensor], name: str, i: int, 
         # (0) is right: flat only if the forward does not move over a one-sided step either.
         # And an output that does not move over a step a thousand times longer does not depend
         # on this element here (another row of a softmax, a piecewise-constant forward): the
-        # central difference's 0 is then right, and backward's value is what is wrong.
+        # central difference's 0 is then right, and backward's value is what is wrong. (A
+        # forward rounding to float32 inside hides a 1e-6 step, not a 1e-3 one.)
         with torch.no_grad():
             centre = flat_output(fn, tensors)[i].to(torch.float64)
-            far = flat.clone()
-            far[j] += LONG_STEP * max(1.0, abs(float(flat[j])))
-            moved_far = flat_output(fn, {**tensors, name: far.reshape(tensors[name].shape)})[i].to(torch.float64)
-        return why if bool(centre == plus[0]) and not bool(moved_far == centre) else ""
+            far = moved_output(fn, tensors, name, flat, j, LONG_STEP * max(1.0, abs(float(flat[j]))))[i]
+        return why if bool(centre == plus[0]) and not bool(far == centre) else ""
     return why

@@ -48,6 +48,7 @@ def spacing(value: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 #: The step, relative to max(1, |x|), of the difference that replaces gradcheck's where the
 #: forward is on a coarser grid: float32's rounding over it is a few in 1e5 of the slope, and
 #: a central difference's own error over it (step² f'''/6) a few in 1e7 for tanh or exp.
+#: function_settle.py also steps this far to tell a flat forward from one rounding a 1e-6 step away.
 LONG_STEP = 1e-3
 
 
@@ -64,20 +65,20 @@ def coarse_grid_expected(fn: Any, tensors: dict[str, torch.Tensor], got: dict[st
             flat = tensors[name].detach().reshape(-1)
             bad = disagree(got[name], block)
             for j in bad.any(dim=0).nonzero().flatten().tolist():
-                near = [_moved(fn, tensors, name, flat, j, sign * EPS) for sign in (1, -1)]
+                near = [moved_output(fn, tensors, name, flat, j, sign * EPS) for sign in (1, -1)]
                 rows = bad[:, j]
                 dtype = grid(*(n[rows] for n in near))
                 if dtype == torch.float64:
                     continue
                 step = LONG_STEP * max(1.0, abs(float(flat[j])))
-                plus, minus = (_moved(fn, tensors, name, flat, j, sign * step) for sign in (1, -1))
+                plus, minus = (moved_output(fn, tensors, name, flat, j, sign * step) for sign in (1, -1))
                 block[rows, j] = ((plus - minus) / (2 * step))[rows]
                 replaced += int(rows.sum())
                 coarsest = dtype if torch.finfo(dtype).eps > torch.finfo(coarsest).eps else coarsest
     return expected, replaced, str(coarsest).removeprefix("torch.")
 
 
-def _moved(fn: Any, tensors: dict[str, torch.Tensor], name: str, flat: torch.Tensor, j: int,
+def moved_output(fn: Any, tensors: dict[str, torch.Tensor], name: str, flat: torch.Tensor, j: int,
            by: float) -> torch.Tensor:
     """fn's flat output (float64) with element j of `name` moved by `by`."""
     moved = flat.clone()
