@@ -19,10 +19,10 @@ from typing import Any, Callable
 
 import torch
 
+from .fdarbiter import ATOL, EPS, RTOL  # gradcheck's default tolerances and step
+
 #: Most input (and output) elements for which the Jacobians are built here.
 JACOBIAN_MAX = 1000
-#: gradcheck's default tolerances and step.
-ATOL, RTOL, EPS = 1e-5, 1e-3, 1e-6
 #: Mismatching entries listed per input.
 SHOWN = 5
 
