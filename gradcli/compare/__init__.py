@@ -1,0 +1,1 @@
+"""`gradcli compare`: a training setup's gradients against the eager reference's."""
