@@ -19,8 +19,8 @@ __all__ = ["parse", "build", "to_sympy", "trace", "check", "check_function", "gr
 
 _LAZY = {
     "parse": ("gradcli.pipeline", "parse"),
-    "build": ("gradcli.build.to_torch", "build"),
-    "to_sympy": ("gradcli.build.to_sympy", "to_sympy"),
+    "build": ("gradcli.interpret.to_torch", "build"),
+    "to_sympy": ("gradcli.interpret.to_sympy", "to_sympy"),
     "trace": ("gradcli.api", "trace"),
     "check": ("gradcli.api", "check"),
     "check_function": ("gradcli.api", "check_function"),

@@ -15,10 +15,10 @@ from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
 from .health.result import GradsResult
-from .inspect.trace import TraceResult
-from .inspect.trace import trace as _trace
-from .verify.result import CheckResult
-from .verify.function_result import FunctionResult
+from .graph.trace import TraceResult
+from .graph.trace import trace as _trace
+from .verify.expression.result import CheckResult
+from .verify.function.result import FunctionResult
 
 R = TypeVar("R")
 
@@ -57,7 +57,7 @@ class Trace(TraceResult):
 
     def to_json(self) -> str:
         """The JSON document `gradcli trace --json` prints."""
-        from .render.json import trace_json
+        from .render.trace_json import trace_json
 
         return trace_json(self)
 
@@ -91,7 +91,7 @@ class FunctionCheck(_RenderedByFormat, FunctionResult):
 def check_function(function: Any, *args: Any, **options: Any) -> FunctionCheck:
     """`verify.function.check_function` (see its docstring for the Function, inputs and
     options), as a FunctionCheck."""
-    from .verify.function import check_function as _check_function
+    from .verify.function.check import check_function as _check_function
 
     return _as(FunctionCheck, _check_function(function, *args, **options))
 
@@ -141,6 +141,6 @@ class Check(_RenderedByFormat, CheckResult):
 
 def check(expression: str, var: Any = (), **options: Any) -> Check:
     """`verify.check.check` (see its docstring for the values and options), as a Check."""
-    from .verify.check import check as _check
+    from .verify.expression.check import check as _check
 
     return _as(Check, _check(expression, var, **options))

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from . import limits
-from .build.variables import Leaves, make_leaves
+from .interpret.variables import Leaves, make_leaves
 from .language import parser
 from .language.library import Library, default_library, library_folders, load_library
 from .language.expansion import check_expansion
@@ -72,6 +72,6 @@ def prepare(
 
 def build_prepared(prepared: Prepared) -> Any:
     """Build the torch graph of a prepared program (see `build.to_torch.build`)."""
-    from .build.to_torch import build
+    from .interpret.to_torch import build
 
     return build(prepared.program, prepared.leaves.tensors, library=prepared.library)

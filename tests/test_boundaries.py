@@ -13,10 +13,10 @@ import torch
 
 import gradcli
 from gradcli.pipeline import load
-from gradcli.verify import check_exact
-from gradcli.verify import elementwise
-from gradcli.verify.boundaries import any_near_boundary, near_boundaries
-from gradcli.verify.symbolic import SymbolicTimeout
+from gradcli.verify.expression import exact_mode as check_exact
+from gradcli.exact import elementwise
+from gradcli.exact.boundaries import any_near_boundary, near_boundaries
+from gradcli.exact.symbolic import SymbolicTimeout
 
 
 def mask(text: str, **values: list[float]) -> list[bool]:

@@ -12,7 +12,7 @@ import pytest
 import sympy
 
 import gradcli
-from gradcli.verify.undefined import Verdict, Witness, decide
+from gradcli.exact.undefined import Verdict, Witness, decide
 
 # (report, expression, --var, dtype, order, node, source, the elements named, proven fix)
 EXACT = [
@@ -153,7 +153,7 @@ def test_the_report_says_both_agree() -> None:
 def test_an_unanswered_witness_never_confirms_undefined():
     """sympy timing out (or refusing the form) is no testimony: it must not agree with
     mpmath's "undefined" and turn a point into "truly undefined, not a bug"."""
-    from gradcli.verify.undefined import Verdict, Witness
+    from gradcli.exact.undefined import Verdict, Witness
 
     for other in ("undefined", "infinite", "unsettled"):
         verdict = Verdict(Witness("unsettled", "not settled within 2 s"), Witness(other, "nan"), None)

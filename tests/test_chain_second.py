@@ -14,7 +14,7 @@ import torch
 from typer.testing import CliRunner
 
 from gradcli.cli.app import app
-from gradcli.inspect.trace import trace
+from gradcli.graph.trace import trace
 from gradcli.language.backward_ops import BACKWARD_OPS
 
 x_ = sp.Symbol("x", real=True)

@@ -8,9 +8,9 @@ import pytest
 
 from gradcli.errors import DomainError, UsageError
 from gradcli.language.library import default_library
-from gradcli.verify import elementwise
+from gradcli.exact import elementwise
 from gradcli import check
-from gradcli.verify.symbolic import SymbolicTimeout, within
+from gradcli.exact.symbolic import SymbolicTimeout, within
 
 LIBRARY = sorted(default_library().functions)
 

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 import gradcli
 from gradcli.cli.app import app
 from gradcli.render.plain import PLAIN_WIDTH
-from gradcli.verify.check import check as library_check
-from gradcli.verify.result import CheckResult
+from gradcli.verify.expression.check import check as library_check
+from gradcli.verify.expression.result import CheckResult
 
 # Three results the text has to carry whole: a wrong elementwise gradient with its cause,
 # rewrite and fix; an exact-mode (coupled elements) overflow; and a second-order agreement.

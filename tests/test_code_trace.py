@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import gradcli
-from gradcli.inspect.graph import ACCUMULATE_GRAD
+from gradcli.graph.walk import ACCUMULATE_GRAD
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "tests" / "fixtures" / "models"
@@ -136,7 +136,7 @@ def _same_model_by_hand(name: str, seed: int, variables: list[str], loss_text: s
     """The same model, inputs and loss, built with torch directly in the order gradcli builds them."""
     import importlib.util
 
-    from gradcli.build.variables import make_tensor, parse_var
+    from gradcli.interpret.variables import make_tensor, parse_var
 
     spec = importlib.util.spec_from_file_location(f"nets_{name}", NETS)
     module = importlib.util.module_from_spec(spec)

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from gradcli import limits
-from gradcli.build import constructors
-from gradcli.build.constructors import CONSTRUCTORS, Constructor, Values
-from gradcli.build.variables import make_leaves, parse_var
+from gradcli.interpret import constructors
+from gradcli.interpret.constructors import CONSTRUCTORS, Constructor, Values
+from gradcli.interpret.variables import make_leaves, parse_var
 from gradcli.errors import LimitError, VariableError
 
 

@@ -131,7 +131,7 @@ def test_broadcast_variables_are_counted_before_they_are_copied(cli):
 
 # -- a symbolic step over its budget stops -------------------------------------------------------------
 def test_a_timed_out_symbolic_step_stops_running():
-    from gradcli.verify.symbolic import SymbolicTimeout, within
+    from gradcli.exact.symbolic import SymbolicTimeout, within
 
     steps = [0]
 
@@ -148,7 +148,7 @@ def test_a_timed_out_symbolic_step_stops_running():
 
 
 def test_a_symbolic_step_within_budget_returns_its_value():
-    from gradcli.verify.symbolic import within
+    from gradcli.exact.symbolic import within
 
     assert within(5.0, sum, [1, 2, 3]) == 6
 
@@ -157,7 +157,7 @@ def test_a_symbolic_step_within_budget_returns_its_value():
 def test_exact_second_derivatives_past_the_cap_go_to_gradgradcheck(cli):
     import json
 
-    from gradcli.verify.check_exact import EXACT_SECOND_MAX_ENTRIES
+    from gradcli.verify.expression.exact_mode import EXACT_SECOND_MAX_ENTRIES
 
     result = cli("check", "softmax(x, dim=0)", "--var", "x=linspace(-1, 1, 17)", "--order", "2", "--json")
     assert result.exit_code == 0, result.stdout

@@ -15,13 +15,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gradcli._deep import run_deep
-from gradcli.build.to_sympy import to_sympy
-from gradcli.build.to_torch import build
+from gradcli.interpret.to_sympy import to_sympy
+from gradcli.interpret.to_torch import build
 from gradcli.errors import GradcliError, LimitError, ParseError, Span
 from gradcli.language.ops import OPS
 from gradcli.language.parser import parse
 from gradcli.language.library import default_library
-from gradcli.build.variables import parse_var
+from gradcli.interpret.variables import parse_var
 
 
 # -- render -------------------------------------------------------------------------------------

@@ -15,10 +15,10 @@ import pytest
 import torch
 
 import gradcli
-from gradcli.verify.fdarbiter import (
+from gradcli.verify.finite_differences.arbiter import (
     FLAT_FORWARD, LEAVES_DOMAIN, STEP_ROUNDED, arbitrate, elementwise_differences,
 )
-from gradcli.verify.gradchecks import run_gradcheck
+from gradcli.verify.finite_differences.gradchecks import run_gradcheck
 
 FIXTURES = Path(__file__).parent / "fixtures" / "identity_functions.py"
 

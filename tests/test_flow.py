@@ -8,8 +8,8 @@ import math
 import torch
 
 from gradcli import trace
-from gradcli.inspect.flow import FlowRecorder
-from gradcli.inspect.graph import leaf_ids, walk_graph
+from gradcli.graph.flow import FlowRecorder
+from gradcli.graph.walk import leaf_ids, walk_graph
 
 
 def test_flow_records_gradients_in_running_order():

@@ -13,8 +13,8 @@ import torch
 
 from gradcli import check_function
 from gradcli.errors import UsageError, UserCodeError
-from gradcli.verify.function_inputs import ArgKind, argument_type, make_inputs, value_for
-from gradcli.build.variables import parse_var
+from gradcli.verify.function.check.inputs import ArgKind, argument_type, make_inputs, value_for
+from gradcli.interpret.variables import parse_var
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TYPED = FIXTURES / "typed_functions.py"

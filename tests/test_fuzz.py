@@ -21,15 +21,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from gradcli.build.to_sympy import to_sympy
-from gradcli.build.to_torch import build
+from gradcli.interpret.to_sympy import to_sympy
+from gradcli.interpret.to_torch import build
 from gradcli.cli import app
 from gradcli.errors import GradcliError
 from gradcli.language.ops import OPS
 from gradcli.language.parser import parse
 from gradcli.language.library import default_library
-from gradcli.build.constructors import CONSTRUCTORS
-from gradcli.build.variables import make_leaves, parse_var
+from gradcli.interpret.constructors import CONSTRUCTORS
+from gradcli.interpret.variables import make_leaves, parse_var
 from strategies import examples
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from gradcli import parse
-from gradcli.inspect.graph import ACCUMULATE_GRAD, Labels, leaf_ids, saved_values, walk_graph
+from gradcli.graph.walk import ACCUMULATE_GRAD, Labels, leaf_ids, saved_values, walk_graph
 
 X = [[0.5, -1.25], [2.0, 0.75]]
 Y = [[1.5, 0.25], [-0.5, 3.0]]

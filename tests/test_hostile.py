@@ -117,7 +117,7 @@ def test_corpus_covers_the_issue():
 # -- bounded work, in process -----------------------------------------------------------------
 def test_symbolic_differentiation_over_budget_falls_back_to_gradcheck(monkeypatch: pytest.MonkeyPatch):
     import gradcli
-    from gradcli.verify import elementwise
+    from gradcli.exact import elementwise
 
     monkeypatch.setattr(elementwise, "SYMBOLIC_BUDGET", 0.05)
     result = gradcli.check("x" + ".sin().exp().cos()" * 60, ["x=[0.1, 0.2]"])
@@ -128,7 +128,7 @@ def test_symbolic_differentiation_over_budget_falls_back_to_gradcheck(monkeypatc
 def test_simplification_over_budget_shows_the_unsimplified_form():
     import sympy
 
-    from gradcli.verify.symbolic import simplify_all
+    from gradcli.exact.symbolic import simplify_all
 
     x = sympy.Symbol("x", real=True)
     expr = sympy.sin(x) ** 2 + sympy.cos(x) ** 2
@@ -139,7 +139,7 @@ def test_simplification_over_budget_shows_the_unsimplified_form():
 def test_within_stops_waiting_at_its_budget():
     import threading
 
-    from gradcli.verify.symbolic import SymbolicTimeout, within
+    from gradcli.exact.symbolic import SymbolicTimeout, within
 
     release = threading.Event()
     with pytest.raises(SymbolicTimeout, match="longer than 0.01 s"):

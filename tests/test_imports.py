@@ -116,8 +116,8 @@ def test_the_graph_sees_function_level_and_relative_imports():
     graph = import_graph()
     assert "gradcli.language.parser" in graph["gradcli.language.library"]  # the library needs the parser
     assert "gradcli.language.nodes" in graph["gradcli.language.parser"]  # `from . import nodes as n`
-    assert "gradcli.build.to_torch" in graph["gradcli.pipeline"]  # imported inside build_prepared
-    assert "gradcli.build.variables" in graph["gradcli.pipeline"]
+    assert "gradcli.interpret.to_torch" in graph["gradcli.pipeline"]  # imported inside build_prepared
+    assert "gradcli.interpret.variables" in graph["gradcli.pipeline"]
 
 
 def test_the_circle_finder_finds_a_circle():

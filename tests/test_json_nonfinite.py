@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from gradcli import check_function
-from gradcli.render.json import document_json, trace_json
+from gradcli.render.trace_json import document_json, trace_json
 from gradcli.render.values import finite_safe
 
 ROOT = Path(__file__).parent.parent

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "gradcli"
-LIBRARY = ("verify", "inspect", "health", "targets", "chain", "language", "build")
+LIBRARY = ("verify", "exact", "graph", "health", "targets", "chain", "language", "interpret")
 UPPER = ("typer", "rich", "click", "gradcli.cli", "gradcli.render", "gradcli.plot", "gradcli.api", "gradcli.demos")
 
 
@@ -58,7 +58,7 @@ def prints(path: Path) -> list[int]:
 
 def test_the_scan_sees_what_it_should(tmp_path):
     # The scanner itself: a relative import resolves, and prints and stdout writes are found.
-    assert "gradcli.verify.evaluation.evaluate" in imported(PACKAGE / "verify" / "check_elementwise.py")
+    assert "gradcli.exact.evaluation.evaluate" in imported(PACKAGE / "verify" / "expression" / "elementwise_mode.py")
     assert "typer" in imported(PACKAGE / "cli" / "app.py")
     sample = tmp_path / "sample.py"
     sample.write_text("import sys\nprint(1)\nsys.stdout.write('x')\nsys.stderr.write('y')\nlog.write('z')\n")
@@ -84,6 +84,6 @@ def test_nothing_below_the_cli_imports_it(path):
 
 def test_plot_takes_its_data_from_verify_s_one_public_function():
     uses = imported(PACKAGE / "plot" / "data.py")
-    assert "gradcli.verify.evaluation.evaluate" in uses
-    assert not any(n.startswith(("gradcli.verify.elementwise", "gradcli.verify.check", "gradcli.verify.symbolic"))
+    assert "gradcli.exact.evaluation.evaluate" in uses
+    assert not any(n.startswith(("gradcli.exact.elementwise", "gradcli.verify.expression.check", "gradcli.exact.symbolic"))
                    for n in uses)

@@ -17,7 +17,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gradcli.build.to_torch import broadcast_shape
+from gradcli.interpret.to_torch import broadcast_shape
 
 PROBE = """
 import json, sys

@@ -12,8 +12,8 @@ import pytest
 import sympy
 import torch
 
-from gradcli.build.to_sympy import to_sympy
-from gradcli.build.to_torch import build
+from gradcli.interpret.to_sympy import to_sympy
+from gradcli.interpret.to_torch import build
 from gradcli.errors import LibraryError
 from gradcli.language.library import ENV_VAR, builtin_folder, default_library, library_folders, load_library
 from gradcli.pipeline import load, prepare

@@ -22,8 +22,8 @@ import sympy
 import torch
 import torch.nn.functional as F
 
-from gradcli.build.to_sympy import to_sympy
-from gradcli.build.to_torch import build
+from gradcli.interpret.to_sympy import to_sympy
+from gradcli.interpret.to_torch import build
 from gradcli.language.ops import OPS
 from gradcli.language.parser import parse
 from gradcli.language.library import builtin_folder, load_library

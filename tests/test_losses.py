@@ -8,8 +8,8 @@ import pytest
 import sympy
 import torch
 
-from gradcli.build.to_sympy import to_sympy
-from gradcli.build.to_torch import build
+from gradcli.interpret.to_sympy import to_sympy
+from gradcli.interpret.to_torch import build
 from gradcli.language.parser import parse
 
 F = torch.nn.functional

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import gradcli
-from gradcli.verify import compare, maxima
+from gradcli.exact import compare, maxima
 
 
 def whole(got, ref, counted, overrides, atol, rtol):

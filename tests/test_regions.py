@@ -7,7 +7,7 @@ from __future__ import annotations
 import sympy
 import torch
 
-from gradcli.verify import regions
+from gradcli.exact import regions
 
 
 def torch_cancellation(self, expr, active):

@@ -7,8 +7,8 @@ import pytest
 import sympy
 import torch
 
-from gradcli.build.to_sympy import symbolic_number, to_sympy
-from gradcli.build.to_torch import build
+from gradcli.interpret.to_sympy import symbolic_number, to_sympy
+from gradcli.interpret.to_torch import build
 from gradcli.errors import ArgumentError, LimitError, ShapeError, UnknownNameError
 from gradcli.pipeline import parse  # the parser with the expression library, as gradcli.parse
 

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from gradcli import limits
-from gradcli.build.to_torch import SPAN_KEY, build
+from gradcli.interpret.to_torch import SPAN_KEY, build
 from gradcli.errors import ArgumentError, LimitError, ShapeError, Span, UnknownNameError
 from gradcli.pipeline import parse  # the parser with the expression library, as gradcli.parse
 

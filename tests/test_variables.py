@@ -13,7 +13,7 @@ import torch
 
 from gradcli import limits
 from gradcli.errors import LimitError, VariableError
-from gradcli.build.variables import DEFAULT_SCALARS, make_leaves, parse_var
+from gradcli.interpret.variables import DEFAULT_SCALARS, make_leaves, parse_var
 
 
 def one(spec: str, **kwargs) -> torch.Tensor:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..build.to_sympy import symbolic_number
+from ..interpret.to_sympy import symbolic_number
 from ..language.derivatives import LOCALS, OPERATOR_PARAMS, Local, sum_to
 from ..language.ops import OPS, REQUIRED
 from . import forms

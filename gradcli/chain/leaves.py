@@ -95,7 +95,7 @@ def _numeric(composed: Any, reference: Any, composition: Composition, tensors: d
     at RANDOM_POINTS points near them: (all agree, random points used)."""
     import torch
 
-    from ..verify.symbolic import evaluate
+    from ..exact.symbolic import evaluate
 
     generator = torch.Generator().manual_seed(0)
     points = [{name: t.detach().double() for name, t in tensors.items()}]
@@ -136,7 +136,7 @@ def shown(sp: Any, np: Any, array: Any) -> Any:
 
 
 def _simplified(np: Any, array: Any) -> Any:
-    from ..verify.symbolic import simplify_all
+    from ..exact.symbolic import simplify_all
 
     shown = simplify_all({i: e for i, e in enumerate(array.flat)})
     return np.asarray([shown[i] for i in range(array.size)], dtype=object).reshape(array.shape)

@@ -22,7 +22,7 @@ def evaluate_array(array: Any, env: dict[Any, Any], shape: tuple[int, ...]) -> A
     per-element formulas evaluated one by one."""
     import torch
 
-    from ..verify.symbolic import evaluate
+    from ..exact.symbolic import evaluate
 
     if array.ndim == 0:
         return fit(evaluate(array.item(), env, 1), shape)
@@ -86,6 +86,6 @@ def fitted_sum(values: list[Any], shape: tuple[int, ...]) -> Any:
 
 
 def plain(value: Any) -> Any:
-    from ..inspect.values import full_value
+    from ..graph.values import full_value
 
     return full_value(value)

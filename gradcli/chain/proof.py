@@ -56,8 +56,8 @@ def reference(prepared: Any, plan: Any, symbols: dict[str, Any], seed: Any, fact
     import numpy as np
     import sympy
 
-    from ..build.to_sympy import to_sympy
-    from ..verify.symbolic import SymbolicTimeout, within
+    from ..interpret.to_sympy import to_sympy
+    from ..exact.symbolic import SymbolicTimeout, within
 
     program = plan.body if plan.mode == "reduced" else plan.program
     values = {name: (array if elements else array.item()) for name, array in symbols.items()}
@@ -87,7 +87,7 @@ def prove(composed: Any, expected: Any, numeric: Any) -> tuple[str, str]:
     """(kind, words): simplify to 0, else `numeric()` -> (agrees, points) is asked."""
     import sympy
 
-    from ..verify.symbolic import SymbolicTimeout, within
+    from ..exact.symbolic import SymbolicTimeout, within
 
     why = "the composed gradient is too long to expand"
     if composed is not None:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..inspect.graph import ACCUMULATE_GRAD, Graph
-from ..verify.plan import make_plan
+from ..graph.walk import ACCUMULATE_GRAD, Graph
+from ..exact.plan import make_plan
 from . import numbers, proof
 from .compose import Composition, Step, compose
 from .forms import formula, text_of, total

@@ -112,7 +112,7 @@ class _Writer:
         return expr.xreplace(solved) if hasattr(expr, "xreplace") else expr
 
     def _value(self, expr: Any) -> Any:
-        from ..verify.symbolic import evaluate
+        from ..exact.symbolic import evaluate
 
         value = evaluate(expr, self.env, 1)
         scalar = all(self.env[s].dim() == 0 for s in getattr(expr, "free_symbols", ()) if s in self.env)
@@ -133,7 +133,7 @@ class _Writer:
         read as the simple number within rounding of it (1, not 0.9999999999999998)."""
         import torch
 
-        from ..build.to_sympy import symbolic_number
+        from ..interpret.to_sympy import symbolic_number
 
         value = torch.as_tensor(tensor, dtype=torch.float64).detach()
         flat = value.reshape(-1)
@@ -294,7 +294,7 @@ class _Writer:
         variable reaches, kept): (all agree, random points used)."""
         import torch
 
-        from ..verify.symbolic import evaluate
+        from ..exact.symbolic import evaluate
 
         generator = torch.Generator().manual_seed(0)
         leaves = {self.leaf_of[id(t)]: t.detach().double() for t in self.variables.values()}

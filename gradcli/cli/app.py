@@ -13,7 +13,7 @@ from typing import Annotated, Any, Callable, List, Optional, TypeVar
 
 import typer
 
-from ..build import constructors
+from ..interpret import constructors
 from ..errors import GradcliError
 
 F = TypeVar("F", bound=Callable[..., Any])

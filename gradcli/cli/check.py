@@ -54,8 +54,8 @@ def check_command(
     Example:  gradcli check "log(1+exp(x))" --var "x=linspace(-1000,1000,100001)"   # exit 1
     """
     from ..errors import UsageError
-    from ..verify.check import check, check_all
-    from ..verify.result import LibraryCheck
+    from ..verify.expression.check import check, check_all
+    from ..verify.expression.result import LibraryCheck
     from .output import exit_status, show
 
     options = dict(points=points, order=order, atol=atol, rtol=rtol, dtype=dtype, device=device, seed=seed,
@@ -137,11 +137,11 @@ def check_function_command(
 
     Example:  gradcli check-function examples/custom_ops   # exit 1
     """
-    from ..verify.function import check_function
+    from ..verify.function.check import check_function
     from .output import exit_status, show, user_prints_aside
 
     # A package, module, file or folder (no :NAME), or a model: every Function in it, one line each.
-    from ..verify.discovery import check_discovered
+    from ..verify.discovery.check import check_discovered
 
     with user_prints_aside(json):
         many = check_discovered(target, var or (), order=order, seed=seed, ref=ref, init=init or (), skip=skip or (),

@@ -86,12 +86,12 @@ def run(session: Session, **_: Any) -> None:
     session.verdict(len(count) == 5, "the graph of y = h*h + h, h = x*x + x has 5 distinct nodes")
 
     session.step("The same walk with gradcli")
-    session.say("""gradcli's walker (gradcli.inspect.graph) does this walk and returns plain data: an
+    session.say("""gradcli's walker (gradcli.graph.walk) does this walk and returns plain data: an
         id per node, its edges by id, its saved values, and which leaf an AccumulateGrad writes to.
         `gradcli trace` draws the same data as a tree, with a node met again shown as a
         reference, not repeated:""")
     session.run("""
-        from gradcli.inspect.graph import walk_graph
+        from gradcli.graph.walk import walk_graph
 
         graph = walk_graph(y.grad_fn, leaf_names={id(x): "x"})
         for node in graph.nodes:

@@ -64,7 +64,7 @@ class Verdict:
 
 @dataclass(frozen=True)
 class GraphDrawing:
-    """A walked autograd graph (gradcli.inspect.graph.Graph) for the renderer to draw."""
+    """A walked autograd graph (gradcli.graph.walk.Graph) for the renderer to draw."""
 
     graph: Any
     title: str

@@ -53,7 +53,7 @@ def grads_target(
             raise UsageError(f"{where} is {callee.found}, which has no parameters: grads judges a model's parameters",
                              hint="name the model that holds the layers (trace follows the gradient of any callable)")
         if dtype is not None:
-            from ..build.variables import resolve_dtype
+            from ..interpret.variables import resolve_dtype
 
             model.to(resolve_dtype(dtype))
         inputs = bind_inputs(

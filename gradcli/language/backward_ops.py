@@ -42,7 +42,7 @@ UNUSED = "unused"
 
 
 def _number(sp: Any, value: Any) -> Any:
-    from ..build.to_sympy import symbolic_number
+    from ..interpret.to_sympy import symbolic_number
 
     return symbolic_number(value.item() if hasattr(value, "item") else value)
 

@@ -1,7 +1,7 @@
 """The curves of `gradcli plot` as plain data: f, autograd's and the exact derivatives, their gap.
 
 Everything is computed by the check machinery, through its one public function
-`gradcli.verify.evaluation.evaluate`: autograd per element, sympy's derivative of the same
+`gradcli.exact.evaluation.evaluate`: autograd per element, sympy's derivative of the same
 AST evaluated on every point, the domain and kink masks, and the comparison that arbitrates
 doubtful points at 50 digits. What this module adds
 is the per-point "exact" curve a picture needs: the float64 value of the formula, replaced
@@ -26,11 +26,11 @@ import torch
 
 from ..errors import LimitError, UsageError
 from ..pipeline import load
-from ..build.variables import default_spec, make_leaves, parse_var, resolve_dtype
-from ..verify.arbitrate import UNDEFINED, sample
-from ..verify.compare import Comparison, Target
-from ..verify.evaluation import TOLERANCES, check_order, evaluate
-from ..verify.plan import Plan, make_plan
+from ..interpret.variables import default_spec, make_leaves, parse_var, resolve_dtype
+from ..exact.arbitrate import UNDEFINED, sample
+from ..exact.compare import Comparison, Target
+from ..exact.evaluation import TOLERANCES, check_order, evaluate
+from ..exact.plan import Plan, make_plan
 from .shades import Shade, describe_values, shades
 
 #: The x axis when no --var gives one (a library call uses its entry's domain instead).
@@ -150,7 +150,7 @@ def _choose_axis(names: list[str], options: list[str], plan: Plan) -> tuple[str,
 
 def _function(plan: Plan, library: Any, points: dict[str, torch.Tensor], dtype: Any, size: int) -> np.ndarray:
     """f at every point, in the plot's dtype (for a final sum/mean: its elementwise body)."""
-    from ..build.to_torch import build
+    from ..interpret.to_torch import build
 
     with torch.no_grad():
         out = build(plan.body, {n: v.to(dtype) for n, v in points.items()}, library=library).output
@@ -189,7 +189,7 @@ def _fill(data: PlotData, program: Any, plan: Plan, library: Any, points: dict[s
         data.shades += _wrong(data.x, curve, target, atol, rtol, largest, k)
         kinks = data.x[(target.kink & ~target.undefined).numpy()]
         data.kinks = sorted(set(data.kinks) | {float(v) for v in kinks[:MAX_KINK_LINES]})
-    from ..verify.causes import find_causes
+    from ..verify.causes.at_points import find_causes
 
     data.causes = find_causes(plan.body, library, points, ev.autograd, ev.targets, dtype=dtype, rtol=rtol, atol=atol,
                               source=program.source, outside=ev.outside)

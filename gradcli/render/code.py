@@ -14,7 +14,7 @@ import math
 from collections import Counter
 from typing import Any
 
-from ..inspect.graph import ACCUMULATE_GRAD
+from ..graph.walk import ACCUMULATE_GRAD
 from ..words import plural
 from .values import fmt_value
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..inspect.graph import ACCUMULATE_GRAD
+from ..graph.walk import ACCUMULATE_GRAD
 from .contract import Format
 
 _HEADER = (

@@ -14,7 +14,7 @@ from .contract import Format, Output
 
 FORMATS: dict[str, str] = {
     "text": "gradcli.render.text:TextFormat",
-    "json": "gradcli.render.json:JsonFormat",
+    "json": "gradcli.render.trace_json:JsonFormat",
     "dot": "gradcli.render.dot:DotFormat",
 }
 

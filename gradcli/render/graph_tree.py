@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Callable
 
-from ..inspect.graph import ACCUMULATE_GRAD
+from ..graph.walk import ACCUMULATE_GRAD
 from .values import fmt_value, source_excerpt
 
 

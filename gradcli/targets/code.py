@@ -60,7 +60,7 @@ class CodeTarget:
             callee = resolve(obj, where, parse_init(self.init))
             model = callee.model
             if model is not None and settings.dtype is not None:
-                from ..build.variables import resolve_dtype
+                from ..interpret.variables import resolve_dtype
 
                 model.to(resolve_dtype(settings.dtype))
             inputs = bind_inputs(
@@ -244,7 +244,7 @@ def tag_loss(root: Any, loss: str, forward: Sequence[Any] = ()) -> None:
     one call (cross_entropy's LogSoftmaxBackward0) gets the span of the call that made it.
     The walk stops at `forward`, the output's nodes: a Function called as the target has no
     line of the user's that made its node, and it is not the loss's either."""
-    from ..build.to_torch import SPAN_KEY
+    from ..interpret.to_torch import SPAN_KEY
 
     lines = loss.splitlines()
     made_by_forward = {id(node) for node in forward if node is not None}

@@ -17,7 +17,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from ..inspect.explain import PassError
+from ..graph.explain import PassError
 from .base import Origin
 from .record import Recording
 

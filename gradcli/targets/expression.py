@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..build.to_torch import SPAN_KEY
+from ..interpret.to_torch import SPAN_KEY
 from ..errors import Span
 from .base import BuildSettings, Computation, LeafSource, Origin
 

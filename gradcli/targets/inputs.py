@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ..errors import UsageError, VariableError
-from ..build.variables import VarSpec, check_total, make_tensor, parse_var, resolve_device, resolve_dtype
+from ..interpret.variables import VarSpec, check_total, make_tensor, parse_var, resolve_device, resolve_dtype
 
 
 @dataclass

@@ -104,7 +104,7 @@ def reduce_output(
             f"the output holds {len(outputs)} tensors ({names}): say which to differentiate",
             hint=f"e.g. --loss '{floating[0]}.sum()'" + (combined if len(floating) > 1 else ""),
         )
-    from ..build.to_torch import build
+    from ..interpret.to_torch import build
     from ..pipeline import load
 
     program, library = load(loss, library_dirs)

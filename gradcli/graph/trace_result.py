@@ -1,0 +1,144 @@
+"""What `trace` returns: a TraceResult, plain data the rich, JSON and DOT renderers read.
+
+The records (a leaf, an assigned intermediate, a pass, a gradient's own graph) hold values as
+lists and names, never live tensors: the graph walk and the passes are over when a result
+exists. The functions at the end turn a live tensor or a pass record into one of them, a
+model's large tensors kept as a summary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import words
+from ..targets.base import LeafSource
+from .explain import PassError, nonleaf_note
+from .flow import FlowStep
+from .walk import Graph
+from .passes import PassMode, current_grad
+from .values import dtype_name, full_value, summary
+
+
+@dataclass
+class Leaf:
+    """A variable: its value, how it was given, its .grad after the last pass."""
+
+    name: str
+    spec: str
+    defaulted: bool
+    shape: list[int]
+    dtype: str
+    requires_grad: bool
+    value: Any
+    grad: Any = None
+
+
+@dataclass
+class Intermediate:
+    """An assigned name bound to a non-leaf tensor; `.grad` only with --retain-grad."""
+
+    name: str
+    node: str | None  # the graph node that produced it
+    retained: bool
+    grad: Any = None
+    note: str | None = None
+
+
+@dataclass
+class Pass:
+    """One pass as plain data."""
+
+    index: int
+    mode: PassMode
+    retain_graph: bool
+    create_graph: bool
+    grads: dict[str, Any]
+    grad_fns: dict[str, str | None]
+    nonfinite: list[str]
+    error: PassError | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class GradientGraph:
+    """With --create-graph: a gradient's own grad_fn graph and d/dv sum(gradient)."""
+
+    of: str
+    graph: Graph
+    second: Any = None  # nested list: the elementwise second derivative for elementwise functions
+    note: str | None = None
+
+
+@dataclass
+class TraceResult:
+    expression: str
+    result: dict[str, Any]
+    leaves: list[Leaf]
+    graph: Graph
+    passes: list[Pass]
+    intermediates: list[Intermediate]
+    seed: int | None  # None when nothing random was drawn (no seed to repeat)
+    options: dict[str, Any]
+    skipped_passes: int = 0
+    flow: list[FlowStep] | None = None
+    nonfinite_origin: str | None = None
+    cause: Any = None  # why the gradient is not finite (verify/run_causes.py), with --flow
+    gradient_graphs: list[GradientGraph] = field(default_factory=list)
+    # Code targets only (None for an expression):
+    target: dict[str, Any] | None = None  # {"kind", "name", "found"}: what NAME turned out to be
+    modules: list[dict[str, Any]] | None = None  # path, class, parameters, inputs, output shapes
+    forward_nonfinite: dict[str, Any] | None = None  # --flow: the first forward call with nan/inf
+    symbolic: Any = None  # with --symbolic: the chain rule node by node (chain/result.py ChainRule)
+
+    @property
+    def problems(self) -> list[str]:
+        """What makes the exit status 1: autograd errors and non-finite gradients."""
+        found = [words.pass_error_problem(p.index, p.error.type, p.error.message) for p in self.passes if p.error]
+        found += [words.nonfinite_problem(p.index, name) for p in self.passes for name in p.nonfinite]
+        if self.nonfinite_origin is not None:
+            found.append(words.nonfinite_origin_problem(self.nonfinite_origin))
+        if self.forward_nonfinite is not None:
+            found.append(words.forward_nonfinite_problem(self.forward_nonfinite))
+        if self.symbolic is not None:
+            found += self.symbolic.problems
+        if self.cause is not None and self.cause.kind == "cancellation":
+            found.append(words.cancellation_problem(self.cause))
+        return found
+
+
+#: Code targets: a leaf (or its gradient) above this many elements is kept as a summary.
+FULL_VALUES = 10_000
+
+
+def leaf_record(name: str, tensor: Any, source: LeafSource, whole: bool = True) -> Leaf:
+    """`whole`: every value (expressions); else large tensors (a model's weights) summarised."""
+    grad = tensor.grad
+    return Leaf(
+        name, source.spec, source.defaulted, list(tensor.shape), dtype_name(tensor),
+        tensor.requires_grad, _values(tensor, whole), None if grad is None else _values(grad, whole),
+    )
+
+
+def _values(tensor: Any, whole: bool) -> Any:
+    if whole or tensor.numel() <= FULL_VALUES:
+        return full_value(tensor)
+    data = summary(tensor)
+    data["norm"] = float(tensor.detach().double().norm())
+    return data
+
+
+def intermediate_record(name: str, tensor: Any, node_of: dict[int, str], kept: str | None) -> Intermediate:
+    grad = current_grad(tensor) if kept else None
+    return Intermediate(
+        name, node_of.get(id(tensor.grad_fn)), kept is not None, None if grad is None else full_value(grad),
+        kept or nonleaf_note(name),
+    )
+
+
+def pass_record(record: Any) -> Pass:
+    return Pass(
+        record.index, record.mode, record.retain_graph, record.create_graph,
+        {name: None if g is None else full_value(g) for name, g in record.grads.items()},
+        dict(record.grad_fns), record.nonfinite, record.error, record.warnings,
+    )

@@ -1,0 +1,1 @@
+"""`check-function` over many Functions at once: finding them, and one line each."""

@@ -1,0 +1,1 @@
+"""`gradcli check`: an expression's autograd against the exact derivative and finite differences."""

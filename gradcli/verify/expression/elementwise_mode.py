@@ -1,0 +1,108 @@
+"""`gradcli check`'s elementwise mode: every point compared, each on its own.
+
+An expression of elementwise operations (and a final sum or mean of one) is a function of
+one point at a time, so its derivative is compared at every point given or drawn (up to
+limits.MAX_ELEMENTS) with sympy's, 50 digits deciding where float64 is in doubt
+(evaluation.py); a library entry's published derivative is compared too. The causes of
+wrong or non-finite gradients are named per group of points (causes.py), and gradcheck runs
+on a spaced sample of the points kept (check_gradchecks.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ...interpret.variables import resolve_dtype
+from ...errors import DomainError
+from ...language.library import Library
+from ...exact.boundaries import near_boundaries
+from .gradcheck_runs import gradchecks_elementwise
+from ...exact.compare import compare
+from ...exact.evaluation import evaluate
+from ...exact.plan import Plan
+from .published import published_values
+from .result import CheckResult
+from ...exact.symbolic import simplify_all
+
+
+def check_elementwise(
+    result: CheckResult, program: Any, plan: Plan, library: Library, pts: dict[str, torch.Tensor], device: str,
+    simplify: bool,
+) -> None:
+    """Compare autograd with the exact derivative at every point of `pts`, then gradcheck."""
+    names = list(program.variables)
+    size = next(iter(pts.values())).numel() if pts else 1
+    ev = evaluate(program, plan, library, pts, order=result.order, dtype=result.dtype, device=device,
+                  seed=result.seed or 0, **result.tolerance())
+    if ev.autograd_error is not None:
+        result.autograd_error = ev.autograd_error
+        return
+    rounded = {n: v.detach().to(resolve_dtype(result.dtype)).to(torch.float64).clone() for n, v in pts.items()}
+    result.points = rounded
+    result.autograd_nonfinite = sum(int((~torch.isfinite(v)).sum()) for v in ev.autograd.values())
+    if ev.symbolic_skipped is not None:
+        result.symbolic_skipped = f"{ev.symbolic_skipped}; gradcheck still runs"
+    if ev.targets is not None and ev.formulas is not None:
+        targets = ev.targets
+        _show(result, ev.formulas.first, ev.formulas.second, simplify)
+        first = [targets[n] for n in names]
+        if names and all(bool(t.undefined.all()) for t in first):
+            raise DomainError(
+                f"the derivative is undefined at every one of the {size:,} points (outside the domain of the "
+                "function or of its derivative)",
+                hint="give values inside the domain with --var, e.g. --var 'x=uniform(0.1, 5, 1000)'",
+            )
+        for key, comparison in ev.comparisons.items():
+            (result.variables if isinstance(key, str) else result.second).append(comparison)
+        if result.variables and all(c.points == 0 for c in result.variables) and any(c.kinks for c in result.variables):
+            # "OK ... (0 values)" would pass a check that compared nothing, as a domain miss does not
+            raise DomainError(
+                f"nothing to compare: every one of the {size:,} points is at a kink of the derivative (or outside "
+                "the domain), where autograd is not compared",
+                hint="give points beside the kink too, e.g. --var 'x=linspace(-1, 1, 21)'",
+            )
+        if plan.entry is not None and plan.entry.derivative is not None and result.order >= 1:
+            value = published_values(plan.entry, plan.entry_call, rounded[names[0]], library)
+            result.published.append(
+                compare(value, targets[names[0]], candidate_name="published",
+                        largest=float(torch.finfo(torch.float64).max), seed=result.seed or 0, **result.tolerance())
+            )
+        result.causes = _causes(result, plan, library, rounded, ev, program.source)
+        keep = ~ev.outside & ~ev.near_kink
+        for t in first:
+            keep &= ~t.undefined & torch.isfinite(t.reference)
+        gradchecks_elementwise(result, program, library, names, rounded, keep, (plan, targets, size))
+        return
+    near = near_boundaries(program, library, rounded, size)
+    if bool(near.any()):
+        result.notes.append(
+            f"{int(near.sum()):,} of {size:,} points are at or next to a branch boundary or a kink "
+            "(found with torch, the symbolic side being skipped): kept out of finite differences"
+        )
+    gradchecks_elementwise(result, program, library, names, rounded, ~near)
+
+
+def _causes(result: CheckResult, plan: Plan, library: Library, rounded: dict[str, torch.Tensor], ev: Any,
+            source: str) -> list[Any]:
+    """Why autograd is wrong or not finite where it is (verify/causes.py)."""
+    from ..causes.at_points import find_causes
+
+    return find_causes(plan.body, library, rounded, ev.autograd, ev.targets, dtype=resolve_dtype(result.dtype),
+                       source=source, outside=ev.outside, **result.tolerance())
+
+
+def _show(result: CheckResult, first: dict[Any, Any], second: dict[Any, Any], simplify: bool) -> None:
+    import sympy
+
+    shown = simplify_all({**first, **second}) if simplify else {**first, **second}
+    for key, expr in shown.items():
+        if isinstance(key, str):
+            result.symbolic[key] = sympy.sstr(expr)
+            try:
+                result.pretty[key] = sympy.pretty(expr, use_unicode=True, wrap_line=False)
+            except Exception:  # noqa: BLE001 - sympy's pretty printer fails on some ITE forms
+                pass  # the renderer falls back to the plain form
+        else:
+            result.symbolic_second[",".join(key)] = sympy.sstr(expr)

@@ -1,0 +1,174 @@
+"""The outcome of `check`: plain data and its JSON document (docs/json.md).
+
+`CheckResult.ok` is what a user's own pytest suite relies on. The words a person reads are
+render/check.py's alone: `gradcli.check` returns this result as an api.Check, whose `str()`
+is that text, so a failing test shows what `gradcli check` prints:
+
+    result = gradcli.check("x*sigmoid(x)")
+    assert result.ok, result
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Literal
+
+from ... import words
+from ...exact.compare import Comparison
+from ..finite_differences.gradchecks import GradcheckVerdict
+from ...exact.plan import CheckMode
+
+
+@dataclass(frozen=True)
+class FiniteDifferences:
+    """One run of torch's finite-difference check: which one, and its verdict."""
+
+    label: Literal["gradcheck", "gradgradcheck"]
+    verdict: GradcheckVerdict
+
+
+def finite_difference_checks(
+    gradcheck: GradcheckVerdict | None, gradgradcheck: GradcheckVerdict | None
+) -> Iterator[FiniteDifferences]:
+    """gradcheck then gradgradcheck, each that was asked for (run or not)."""
+    if gradcheck is not None:
+        yield FiniteDifferences("gradcheck", gradcheck)
+    if gradgradcheck is not None:
+        yield FiniteDifferences("gradgradcheck", gradgradcheck)
+
+
+@dataclass
+class CheckResult:
+    """Everything `gradcli check` found for one expression."""
+
+    expression: str
+    order: int
+    dtype: str
+    mode: CheckMode
+    points_source: str
+    tolerances: dict[str, float]
+    symbolic: dict[str, str] = field(default_factory=dict)  # d/dx as sympy prints it
+    symbolic_second: dict[str, str] = field(default_factory=dict)  # "x,y" -> d2/dxdy
+    pretty: dict[str, str] = field(default_factory=dict)  # sympy's pretty print, for terminals
+    variables: list[Comparison] = field(default_factory=list)
+    second: list[Comparison] = field(default_factory=list)
+    published: list[Comparison] = field(default_factory=list)
+    gradcheck: GradcheckVerdict = field(default_factory=lambda: GradcheckVerdict(None))
+    gradgradcheck: GradcheckVerdict | None = None
+    symbolic_skipped: str | None = None
+    autograd_error: str | None = None
+    notes: list[str] = field(default_factory=list)
+    seed: int | None = None
+    causes: list[Any] = field(default_factory=list)  # verify/causes.py's Cause, per group of points
+    rewrites: list[Any] = field(default_factory=list)  # verify/fixes.py's Rewrite, each rule tried
+    fix: str | None = None  # every proven rewrite applied: passes the same check
+    autograd_nonfinite: int = 0  # autograd values that are nan or inf, at compared or skipped points
+    points: dict[str, Any] | None = field(default=None, repr=False)  # the values checked, for the proofs
+
+    def tolerance(self) -> dict[str, float]:
+        """atol and rtol, as compare() and the cause finders take them."""
+        return {"atol": self.tolerances["atol"], "rtol": self.tolerances["rtol"]}
+
+    @property
+    def comparisons(self) -> list[Comparison]:
+        return [*self.variables, *self.second, *self.published]
+
+    @property
+    def checks(self) -> list[FiniteDifferences]:
+        """gradcheck (and gradgradcheck at order 2) as uniform records."""
+        return list(finite_difference_checks(self.gradcheck, self.gradgradcheck))
+
+    @property
+    def ok(self) -> bool:
+        return (
+            self.autograd_error is None
+            and all(c.ok for c in self.comparisons)
+            and all(check.verdict.ok is not False for check in self.checks)
+            and not self.unseen_causes()
+        )
+
+    def unseen_causes(self) -> list[Any]:
+        """Causes of non-finite gradients at points the comparisons set aside as undefined,
+        where the 50-digit derivative is finite after all (so they are bugs too)."""
+        seen = {c.name for c in self.comparisons if not c.ok}
+        return [c for c in self.causes if c.is_bug and c.derivative not in seen]
+
+    def problems(self) -> list[str]:
+        """One sentence per problem found, most specific first."""
+        found = []
+        if self.autograd_error:
+            found.append(f"autograd raised: {self.autograd_error}")
+        for c in self.comparisons:
+            if c.ok:
+                continue
+            found += [words.wrong_range_problem(c, r) for r in c.wrong_ranges]
+            if c.not_arbitrated:
+                found.append(words.sampled_problem(c))
+        found += [words.unseen_cause_problem(c) for c in self.unseen_causes()]
+        found += [words.gradcheck_problem(check.label, check.verdict) for check in self.checks
+                  if check.verdict.ok is False]
+        return found
+
+    def agreed(self) -> list[str]:
+        """What agreed, one phrase each (the OK verdict lists them)."""
+        parts = []
+        if self.variables:
+            compared = sum(c.points for c in self.variables)
+            worst = max(c.max_rel_err if math.isfinite(c.max_rel_err) else 0.0 for c in self.comparisons)
+            parts.append(f"autograd agrees with the exact derivative ({words.plural(compared, 'value')}, "
+                         f"max rel err {worst:.2g})")
+        if self.second:
+            parts.append("second derivatives agree")
+        if self.published:
+            parts.append("the published derivative agrees")
+        parts += [f"{check.label} passed" for check in self.checks if check.verdict.ok]
+        return parts
+
+    def verdict(self) -> str:
+        """The one-line verdict."""
+        return words.overall(self.ok, self.problems() if not self.ok else [], self.agreed())
+
+    def as_dict(self) -> dict[str, Any]:
+        """The `check --json` document (docs/json.md): the first contract's keys, then the others."""
+        data: dict[str, Any] = {
+            "expression": self.expression,
+            "ok": self.ok,
+            "order": self.order,
+            "symbolic": self.symbolic,
+            "variables": [c.as_dict() for c in self.variables],
+        }
+        data.update({check.label: check.verdict.as_dict() for check in self.checks})
+        data.update({
+            "dtype": self.dtype,
+            "mode": self.mode,
+            "points_source": self.points_source,
+            "tolerances": self.tolerances,
+            "symbolic_second": self.symbolic_second,
+            "second_derivatives": [c.as_dict() for c in self.second],
+            "published": [c.as_dict() for c in self.published],
+            "symbolic_skipped": self.symbolic_skipped,
+            "autograd_error": self.autograd_error,
+            "problems": self.problems(),
+            "notes": self.notes,
+            "seed": self.seed,
+            "causes": [c.as_dict() for c in self.causes],
+            "rewrites": [r.as_dict() for r in self.rewrites],
+            "fix": self.fix,
+            "autograd_nonfinite": self.autograd_nonfinite,
+        })
+        return data
+
+
+@dataclass
+class LibraryCheck:
+    """`check --all`: one CheckResult per library entry."""
+
+    results: list[CheckResult]
+
+    @property
+    def ok(self) -> bool:
+        return all(r.ok for r in self.results)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "results": [r.as_dict() for r in self.results]}

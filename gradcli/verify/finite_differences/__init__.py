@@ -1,0 +1,1 @@
+"""The third truth: finite differences (gradcheck, Jacobians) and who is right when they disagree."""

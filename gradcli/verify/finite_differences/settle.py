@@ -1,0 +1,135 @@
+"""Settling a failed gradcheck with the exact derivative (`fdarbiter.py` decides per element).
+
+`check` runs gradcheck (and gradgradcheck) on its points; when one fails and sympy's exact
+derivative is known there, the failure is looked at element by element:
+- elementwise and reduced checks: central differences of the elementwise body at every
+  point at once (second order: of autograd's first derivative); where every disagreement
+  is finite differences' fault, gradcheck runs again without those points, and its verdict
+  stands, the left-out points counted and explained;
+- exact checks of coupled operations: central differences of L = sum(w*y) per element;
+  an element cannot be left out of a coupled function, so where every disagreement is
+  explained the verdict becomes a pass, saying so.
+Anything not explained (autograd disagrees with the exact value, or no exact value) leaves
+the failure as torch reported it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from ...interpret.to_torch import build
+from ...exact import elementwise as ew
+from ...exact.coupled import exact_autograd, weights
+from .arbiter import Arbitration, arbitrate, elementwise_differences, projected_differences
+from .gradchecks import GradcheckVerdict
+
+
+def settle_elementwise(
+    result: Any, plan: Any, library: Any, names: list[str], points: dict[str, torch.Tensor], index: torch.Tensor,
+    targets: dict[Any, Any], size: int, rerun: Callable[[torch.Tensor, bool], GradcheckVerdict],
+) -> None:
+    """`points`: float64 values of every variable at the P gradchecked points, which are
+    `index` in the targets' numbering; `rerun(kept, second)` runs the check on a subset."""
+    scale = 1.0 / size if plan.reduction == "mean" else 1.0
+
+    def first(values: dict[str, torch.Tensor]) -> dict[Any, torch.Tensor]:
+        leaves = {n: v.detach().clone().requires_grad_(True) for n, v in values.items()}
+        return ew.autograd(plan.body, library, leaves, 1)[0]
+
+    def body(values: dict[str, torch.Tensor]) -> Any:
+        with torch.no_grad():
+            return build(plan.body, values, library=library).output
+
+    for label, second in (("gradcheck", False), ("gradgradcheck", True)):
+        verdict = getattr(result, label)
+        if verdict is None or verdict.ok is not False:
+            continue
+        outcomes: list[Arbitration] = []
+        if not second:
+            auto = first(points)
+            for name in names:
+                diffs = elementwise_differences(body, points, name, scale)
+                outcomes.append(_arbitrate(diffs, auto[name] * scale, targets[name], index, result))
+        else:
+            for i, a in enumerate(names):
+                for b in names[i:]:
+                    diffs = elementwise_differences(lambda v, a=a: first(v)[a], points, b, scale)
+                    auto2 = _second(plan, library, points, a, b) * scale
+                    outcomes.append(_arbitrate(diffs, auto2, targets[(a, b)], index, result))
+        _conclude(result, label, verdict, outcomes, lambda kept, second=second: rerun(kept, second), index.numel())
+
+
+def _second(plan: Any, library: Any, points: dict[str, torch.Tensor], a: str, b: str) -> torch.Tensor:
+    leaves = {n: v.detach().clone().requires_grad_(True) for n, v in points.items()}
+    return ew.autograd(plan.body, library, leaves, 2)[0][(a, b)]
+
+
+def _arbitrate(diffs: Any, auto: torch.Tensor, target: Any, index: torch.Tensor, result: Any) -> Arbitration:
+    tol = result.tolerances
+    return arbitrate(diffs, auto, lambda positions: target.exact(index[positions].tolist()),
+                     atol=tol["atol"], rtol=tol["rtol"])
+
+
+def settle_exact(
+    result: Any, program: Any, library: Any, names: list[str], values: dict[str, torch.Tensor], targets: dict[Any, Any]
+) -> None:
+    """The exact (coupled) mode: first order only (gradgradcheck's failures stand)."""
+    verdict = result.gradcheck
+    if verdict is None or verdict.ok is not False:
+        return
+    leaves = {n: v.detach().to(torch.float64).clone().requires_grad_(True) for n, v in values.items()}
+    auto = exact_autograd(program, library, leaves, 1)
+
+    def fn(vals: dict[str, torch.Tensor]) -> Any:
+        return build(program, vals, library=library).output
+
+    with torch.no_grad():
+        out = torch.as_tensor(fn({n: v.detach().to(torch.float64) for n, v in values.items()}))
+    w = torch.tensor([float(v) for v in weights(out.numel())], dtype=torch.float64)
+    outcomes = []
+    for name in names:
+        diffs = projected_differences(fn, {n: v.detach().to(torch.float64) for n, v in values.items()}, name, w)
+        target = targets[name]
+        tol = result.tolerances
+        outcomes.append(arbitrate(diffs, auto[name], target.exact, atol=tol["atol"], rtol=tol["rtol"]))
+    _conclude(result, "gradcheck", verdict, outcomes, None, 0)
+
+
+def _conclude(
+    result: Any, label: str, verdict: GradcheckVerdict, outcomes: list[Arbitration],
+    rerun: Callable[[torch.Tensor], GradcheckVerdict] | None, count: int,
+) -> None:
+    what = " of the first derivative" if label == "gradgradcheck" else ""
+    wrong = sum(len(o.wrong_at) for o in outcomes)
+    if wrong:
+        result.notes.append(
+            f"{label}: finite differences and the 50-digit derivative both disagree with autograd at "
+            f"{wrong:,} point{'s' if wrong != 1 else ''}"
+        )
+        return
+    if not any(o.disagreeing for o in outcomes) or not all(o.explained for o in outcomes if o.disagreeing):
+        return  # nothing found element by element, or not all of it decided: torch's verdict stands
+    reasons: dict[str, int] = {}
+    for o in outcomes:
+        for reason, n in o.unreliable.items():
+            reasons[reason] = reasons.get(reason, 0) + n
+    excluded = sorted({p for o in outcomes for p in o.unreliable_at})
+    if rerun is not None:
+        kept = torch.ones(count, dtype=torch.bool)
+        kept[torch.tensor(excluded, dtype=torch.long)] = False
+        settled = rerun(kept) if bool(kept.any()) else GradcheckVerdict(None, verdict.fast_mode, None, 0)
+    else:
+        settled = GradcheckVerdict(True, verdict.fast_mode, None, verdict.points)
+    settled.unreliable_points = len(excluded)
+    settled.unreliable_reasons = reasons
+    merged = Arbitration(disagreeing=len(excluded))
+    merged.unreliable.update(reasons)
+    sentence = merged.sentence(what)
+    if settled.ok is None:
+        settled.message = f"no point left: {sentence}"
+    else:
+        settled.message = sentence if settled.ok else f"{settled.message}; besides, {sentence}"
+    setattr(result, label, settled)
+    result.notes.append(f"{label}: {sentence}; those points are left out of it")
