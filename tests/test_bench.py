@@ -59,7 +59,7 @@ def test_every_comparison_names_declared_commands_and_every_command_is_compared(
 
 
 def test_the_hand_written_function_check_agrees_with_gradcli():
-    from gradcli.verify.function.check.check import check_function
+    from gradcli.verify.function.check import check_function
 
     done = subprocess.run([sys.executable, str(BENCH / "handwritten_function.py")], capture_output=True, text=True,
                           timeout=600)
@@ -81,7 +81,7 @@ def test_the_hand_written_function_check_agrees_with_gradcli():
     assert ours.inputs.values[0].tolist() == inputs
 
 def test_the_hand_written_ci_loop_finds_what_gradcli_finds_and_the_wrapper_keeps_its_status():
-    from gradcli.verify.discovery.check.check import check_discovered
+    from gradcli.verify.discovery.check import check_discovered
 
     # Under as_gradcli_exits.py, as the like-for-like bench row runs it: the output is flushed
     # before os._exit and the script's exit status is kept.

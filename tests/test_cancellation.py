@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 import gradcli
-from gradcli.verify.causes.at_points.run import explain_cancellation
+from gradcli.verify.causes.run import explain_cancellation
 
 APPROACHING = [[0.1], [1e-3], [1e-5], [1e-7]]  # points approaching h = 0, where the parts cancel
 

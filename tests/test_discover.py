@@ -17,8 +17,8 @@ from torch import nn
 
 from gradcli import check_function
 from gradcli.errors import UsageError, UserCodeError
-from gradcli.verify.discovery.check.applied import applied_functions
-from gradcli.verify.discovery.check.check import check_discovered
+from gradcli.verify.discovery.applied import applied_functions
+from gradcli.verify.discovery.check import check_discovered
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -14,9 +14,9 @@ import torch
 
 from gradcli import check_function
 from gradcli.verify.finite_differences.jacobian import analytical, numerical
-from gradcli.verify.function.check.kinks import one_sided_kinks
+from gradcli.verify.function.kinks import one_sided_kinks
 from gradcli.verify.finite_differences.precision import grid
-from gradcli.verify.function.check.userfile import DEFAULT_INPUT
+from gradcli.verify.function.userfile import DEFAULT_INPUT
 
 FUNCTIONS = Path(__file__).parent / "fixtures" / "adversarial_functions.py"
 
@@ -176,7 +176,7 @@ def test_a_right_backward_past_the_jacobian_limit_passes_element_by_element():
 
 
 def test_past_the_projected_limit_only_gradcheck_runs_and_says_so():
-    from gradcli.verify.function.check.projected import PROJECTED_MAX
+    from gradcli.verify.function.projected import PROJECTED_MAX
 
     result = run("Sin", var=[f"x=randn({PROJECTED_MAX + 1})"])
     assert result.ok and not result.first

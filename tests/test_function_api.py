@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 import gradcli
 from gradcli.api import FunctionCheck
 from gradcli.cli import app
-from gradcli.verify.function.check.check import FunctionResult
+from gradcli.verify.function.check import FunctionResult
 
 ROOT = Path(__file__).parent.parent
 

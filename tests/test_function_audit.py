@@ -101,9 +101,9 @@ def test_a_twice_differentiable_function_runs_its_second_order_checks():
 
 
 def test_an_in_place_function_is_audited_on_a_clone_of_its_leaf():
-    from gradcli.verify.function.check.audit import audit_contract
-    from gradcli.verify.function.check.inputs import make_inputs
-    from gradcli.verify.function.check.userfile import load_function
+    from gradcli.verify.function.audit import audit_contract
+    from gradcli.verify.function.inputs import make_inputs
+    from gradcli.verify.function.userfile import load_function
 
     cls = load_function(f"{TRANSFORMS}:ReluInPlace")
     audit = audit_contract(cls, make_inputs(cls, ["x=[-1.0, 2.0]"], 0), 1)

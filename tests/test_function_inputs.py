@@ -13,7 +13,7 @@ import torch
 
 from gradcli import check_function
 from gradcli.errors import UsageError, UserCodeError
-from gradcli.verify.function.check.inputs import ArgKind, argument_type, make_inputs, value_for
+from gradcli.verify.function.inputs import ArgKind, argument_type, make_inputs, value_for
 from gradcli.interpret.variables import parse_var
 
 FIXTURES = Path(__file__).parent / "fixtures"

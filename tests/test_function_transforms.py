@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from gradcli import check_function
-from gradcli.verify.function.check.forward_mode import jvp_jacobian
-from gradcli.verify.function.check.userfile import DEFAULT_INPUT
+from gradcli.verify.function.forward_mode import jvp_jacobian
+from gradcli.verify.function.userfile import DEFAULT_INPUT
 
 FIXTURES = Path(__file__).parent / "fixtures" / "transform_functions.py"
 

@@ -16,8 +16,8 @@ import torch
 
 from gradcli import check_function
 from gradcli.verify.finite_differences.jacobian import InputCheck, output_weights
-from gradcli.verify.function.check.kinks import one_sided_kinks
-from gradcli.verify.function.check.userfile import DEFAULT_INPUT
+from gradcli.verify.function.kinks import one_sided_kinks
+from gradcli.verify.function.userfile import DEFAULT_INPUT
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FUNCTIONS = f"{FIXTURES / 'verdict_functions.py'}"
@@ -314,7 +314,7 @@ def test_past_the_reference_limit_kinks_come_from_one_sided_differences():
 
 def test_a_smooth_reference_has_no_kinks_and_costs_no_entry_walk():
     from gradcli.pipeline import load
-    from gradcli.verify.function.check.kinks import reference_kinks
+    from gradcli.verify.function.kinks import reference_kinks
 
     x = torch.tensor(DEFAULT_INPUT, dtype=torch.float64)
     weights = output_weights(14, 0)
@@ -330,7 +330,7 @@ def test_a_smooth_reference_has_no_kinks_and_costs_no_entry_walk():
 
 def test_only_a_jacobian_mismatch_is_put_down_to_kinks():
     from gradcli.verify.finite_differences.gradchecks import GradcheckVerdict
-    from gradcli.verify.function.check.kinks import AT_KINK, settle_at_kinks
+    from gradcli.verify.function.kinks import AT_KINK, settle_at_kinks
 
     block = InputCheck("x", torch.eye(2, dtype=torch.float64), torch.eye(2, dtype=torch.float64),
                        apart=torch.tensor([[True, False], [False, False]]))
@@ -391,7 +391,7 @@ def test_a_forward_that_draws_random_numbers_is_refused_not_blamed_on_backward(c
     given = check_function(f"{module}:NoiseGiven", ["noise=rand(14)"], seed=3)
     assert given.first[0].name == "x" and given.first[0].ok
     # In a package walk it is one line that could not run, and the walk fails.
-    from gradcli.verify.discovery.check.check import check_discovered
+    from gradcli.verify.discovery.check import check_discovered
 
     walked = check_discovered(str(module))
     assert {e.name.rsplit(":", 1)[1]: e.status for e in walked.entries}["NoisyScale"] == "could not run"

@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 
 from gradcli.verify.finite_differences.gradchecks import SLOW_MODE_MAX_ELEMENTS, run_gradcheck
-from gradcli.verify.function.check.userfile import load_function
+from gradcli.verify.function.userfile import load_function
 
 SIN_FLIPPED = load_function(f"{Path(__file__).parent / 'fixtures' / 'functions.py'}:SinFlipped")
 

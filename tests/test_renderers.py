@@ -21,11 +21,11 @@ from gradcli.demos.runner import Code, Heading, Prose, Shell, Verdict
 from gradcli.render.contract import Format
 from gradcli.render.formats import FORMATS, format_named, render
 from gradcli.exact.compare import Comparison
-from gradcli.verify.function.check.check import FunctionResult
+from gradcli.verify.function.check import FunctionResult
 from gradcli.verify.finite_differences.gradchecks import GradcheckVerdict
 from gradcli.verify.finite_differences.jacobian import InputCheck
 from gradcli.verify.expression.result import CheckResult, LibraryCheck
-from gradcli.verify.function.check.inputs import Inputs
+from gradcli.verify.function.inputs import Inputs
 
 WIDTH = 100
 

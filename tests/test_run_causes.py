@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from gradcli.verify.causes.at_points.run import explain_nonfinite
+from gradcli.verify.causes.run import explain_nonfinite
 
 
 def _line(marker: str) -> int:

@@ -10,7 +10,7 @@ import torch
 
 from gradcli import check_function
 from gradcli.errors import UsageError
-from gradcli.verify.function.check.userfile import DEFAULT_INPUT
+from gradcli.verify.function.userfile import DEFAULT_INPUT
 
 FIXTURES = Path(__file__).parent / "fixtures" / "transform_functions.py"
 STE = "where(abs(x) <= 1, grad_output, 0)"
