@@ -17,11 +17,11 @@ from typing import Any, Callable, Mapping
 import torch
 
 from ...graph.evidence import gather
+from ...targets.load import is_user_file
 from .cause import Cause
 from .nodes import NodeReasoning
 
-_SKIPPED = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file__)),
-            os.path.dirname(threading.__file__))
+_SKIPPED = (os.path.dirname(threading.__file__),)  # torch's and gradcli's: not is_user_file
 
 
 def explain_nonfinite(
@@ -88,7 +88,7 @@ def user_line(frames: Any) -> str | None:
         if not head.startswith("File "):
             continue
         path = head.split('"')[1] if '"' in head else ""
-        if any(path.startswith(skip) for skip in _SKIPPED):
+        if not is_user_file(path) or any(path.startswith(skip) for skip in _SKIPPED):
             continue
         number = head.split("line ")[1].split(",")[0] if "line " in head else "?"
         code = lines[1].strip() if len(lines) > 1 else ""
