@@ -15,8 +15,8 @@ from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
 from .health.result import GradsResult
-from .graph.trace import TraceResult
-from .graph.trace import trace as _trace
+from .tracing.trace import TraceResult
+from .tracing.trace import trace as _trace
 from .verify.expression.result import CheckResult
 from .verify.function.result import FunctionResult
 

@@ -11,7 +11,7 @@ import torch
 from typer.testing import CliRunner
 
 from gradcli.cli.app import app
-from gradcli.graph.trace import trace
+from gradcli.tracing.trace import trace
 
 PROGRAMS = [
     ("h = x*sigmoid(x); y = h*h + h; y.sum()", ["x=[0.5, 2.0]"]),

@@ -14,8 +14,8 @@ import torch
 from typer.testing import CliRunner
 
 from gradcli.cli.app import app
-from gradcli.graph.trace import trace
-from gradcli.language.backward_ops import BACKWARD_OPS
+from gradcli.tracing.trace import trace
+from gradcli.chain.backward_ops import BACKWARD_OPS
 
 x_ = sp.Symbol("x", real=True)
 

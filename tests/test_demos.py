@@ -248,7 +248,7 @@ def test_every_suggested_command_runs(cli, name):
 
 @pytest.mark.parametrize("name", ["backward", "grad", "chain-rule"])
 def test_demo_code_uses_the_public_api(name):
-    # The demos printed `from gradcli.graph.trace import trace`, an internal path a reader
+    # The demos printed `from gradcli.tracing.trace import trace`, an internal path a reader
     # would copy; the README's API is `gradcli.trace`, whose result also renders itself.
     sources = [b.source for b in run_demo(name).blocks if isinstance(b, Code)]
     assert any("gradcli.trace(" in source for source in sources)

@@ -171,7 +171,7 @@ def test_a_whole_reduction_read_elementwise(key, count):
 
 def test_symbolic_refuses_a_loss_by_name():
     from gradcli.errors import UsageError
-    from gradcli.graph.trace import trace
+    from gradcli.tracing.trace import trace
 
     with pytest.raises(UsageError, match="no local-derivative rows for the loss functions \\(mse_loss\\)"):
         trace("mse_loss(x, y)", ["x=[1.0, 2.0]", "y=[0.5, 0.5]"], symbolic=True)

@@ -213,7 +213,7 @@ def test_check_function_console_and_str_are_one_text():
 
 
 def test_trace_of_fixed_values_prints_no_seed():
-    from gradcli.graph.trace import trace
+    from gradcli.tracing.trace import trace
 
     assert text(trace("x.pow(2).sum()", ["x=[1.0, 2.0]"])) == TRACE
     assert not any("seed" in line for line in TRACE)
@@ -256,7 +256,7 @@ def test_json_of_a_check_is_its_document():
 
 
 def test_trace_json_seed_is_null_without_random_values_and_set_with_them():
-    from gradcli.graph.trace import trace
+    from gradcli.tracing.trace import trace
 
     assert json.loads(render(trace("x.pow(2).sum()", ["x=[1.0, 2.0]"]), "json"))["seed"] is None
     assert json.loads(render(trace("x.sum()", ["x=randn(3)"], seed=5), "json"))["seed"] == 5

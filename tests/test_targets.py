@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from gradcli.errors import Span
-from gradcli.graph.trace import trace
+from gradcli.tracing.trace import trace
 from gradcli.render.trace_json import trace_document
 from gradcli.targets.base import BuildSettings, Computation, LeafSource, Origin
 from gradcli.targets.expression import ExpressionTarget

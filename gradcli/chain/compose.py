@@ -18,7 +18,7 @@ from ..interpret.to_sympy import symbolic_number
 from ..language.derivatives import LOCALS, OPERATOR_PARAMS, Local, sum_to
 from ..language.ops import OPS, REQUIRED
 from . import forms
-from .record import Application
+from ..interpret.applications import Application
 
 
 @dataclass

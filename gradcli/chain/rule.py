@@ -17,7 +17,7 @@ from . import numbers, proof
 from .compose import Composition, Step, compose
 from .forms import formula, text_of, total
 from .leaves import leaf_gradients
-from .record import Application
+from ..interpret.applications import Application
 from .result import ChainRule, Definition, Edge, Formula, Node, Numbers
 
 #: Most variable elements given one symbol each (softmax, matmul, a reduction over a dim).

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..language.backward_ops import BACKWARD_OPS, UNUSED
+from .backward_ops import BACKWARD_OPS, UNUSED
 from . import numbers, proof
 from .forms import formula
 from .result import Definition, Edge, Formula, Node, Numbers, SecondGraph, SecondLeaf

@@ -75,7 +75,7 @@ def trace_command(
       gradcli trace torch.nn:Linear --init in_features=3 --init out_features=2 --var "input=randn(2,3)" --loss "out.sum()"
       gradcli trace "h = x*sigmoid(x); y = h*h + h; y.sum()" --var "x=[0.5, 2.0]" --symbolic
     """
-    from ..graph.trace import trace
+    from ..tracing.trace import trace
     from ..render import graphviz
     from ..render.formats import render
     from .output import exit_status, make_console, say, show, user_prints_aside

@@ -1,1 +1,1 @@
-"""Reading a built autograd graph: walking grad_fn (graph.py), hooks during backward (flow.py)."""
+"""Reading a built autograd graph: walking grad_fn (walk.py), hooks during backward (flow.py)."""

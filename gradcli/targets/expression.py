@@ -32,7 +32,7 @@ class ExpressionTarget:
         )
         details: dict[str, Any] = {}
         if settings.record:  # --symbolic: each applied operation, matched to its node later
-            from ..chain.record import build_recorded
+            from ..interpret.applications import build_recorded
 
             built, applications = build_recorded(prepared)
             details = {"prepared": prepared, "applications": applications}

@@ -23,15 +23,15 @@ from ..errors import UsageError
 from ..targets.base import BuildSettings, Computation, OriginOf
 from ..targets.expression import ExpressionTarget
 from ..targets.resolve import as_target
-from .flow import FlowRecorder, plain_steps
-from .walk import Graph, Labels, leaf_ids, walk_graph
-from .passes import PassPlan, names_with_grad, run_passes, second_derivative
-from .trace_options import (
+from ..graph.flow import FlowRecorder, plain_steps
+from ..graph.walk import Graph, Labels, leaf_ids, walk_graph
+from ..graph.passes import PassPlan, names_with_grad, run_passes, second_derivative
+from .options import (
     TraceOptions, check_options, differentiable_output, drew_random, known, refuse_integer_targets,
     starting_gradient,
 )
-from .trace_result import GradientGraph, TraceResult, intermediate_record, leaf_record, pass_record
-from .values import described, full_value
+from .result import GradientGraph, TraceResult, intermediate_record, leaf_record, pass_record
+from ..graph.values import described, full_value
 
 
 def trace(

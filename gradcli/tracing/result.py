@@ -13,11 +13,11 @@ from typing import Any
 
 from .. import words
 from ..targets.base import LeafSource
-from .explain import PassError, nonleaf_note
-from .flow import FlowStep
-from .walk import Graph
-from .passes import PassMode, current_grad
-from .values import dtype_name, full_value, summary
+from ..graph.explain import PassError, nonleaf_note
+from ..graph.flow import FlowStep
+from ..graph.walk import Graph
+from ..graph.passes import PassMode, current_grad
+from ..graph.values import dtype_name, full_value, summary
 
 
 @dataclass

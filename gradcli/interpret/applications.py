@@ -32,7 +32,7 @@ class Recorder:
 
 def build_recorded(prepared: Any) -> tuple[Any, list[Application]]:
     """Build a prepared program (as `pipeline.build_prepared`) and record its operations."""
-    from ..interpret.to_torch import build
+    from .to_torch import build
 
     recorder = Recorder()
     built = build(prepared.program, prepared.leaves.tensors, library=prepared.library, applied=recorder)

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 from ..interpret.variables import make_tensor, parse_spec
 from ..errors import LimitError, UsageError
 from ..targets.base import Computation
-from .passes import MODES, PassMode
+from ..graph.passes import MODES, PassMode
 
 #: Passes in one trace (each is a full backward).
 MAX_REPEAT = 1000
