@@ -1,9 +1,15 @@
-"""The house's layering, read from the source with `ast`: the library never reaches up.
+"""The house's floors, read from the source with `ast`: no import runs back up.
 
-The library folders (verify/, inspect/, health/, targets/, chain/, language/, build/) compute
-plain results: they never import typer, rich, the CLI, the renderers, the plots or the public
-API's rendering results (gradcli/api.py), and never print. Renderers return what to print;
-only gradcli/cli/ prints.
+Every module of gradcli/ sits on a floor; it may import from its own floor and the floors
+below, never from one above. The order is the flow of the text (STYLE.md): the shared base,
+then the language, its two interpreters, the exact derivative, the targets and their
+recorder, the graph walk, each command's own work, the trace command that puts several of
+them together, the demos' content, the pictures, the renderers, the public API and the CLI.
+The library never imports typer, rich, the CLI, the renderers or the plots, and only
+gradcli/cli/ prints.
+
+An import under `if TYPE_CHECKING:` does not run, so it names a type without making a floor
+depend on another; it is not counted.
 """
 
 from __future__ import annotations
@@ -14,19 +20,69 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "gradcli"
-LIBRARY = ("verify", "exact", "graph", "health", "targets", "chain", "language", "interpret")
+
+#: Low to high. A module's floor is its longest listed prefix; a floor's modules may import
+#: each other's (same floor) and anything below.
+FLOORS: list[tuple[str, ...]] = [
+    ("gradcli.errors", "gradcli.limits", "gradcli.options", "gradcli.seeds", "gradcli.reading", "gradcli.outcome",
+     "gradcli.words", "gradcli.widths", "gradcli._deep", "gradcli._quiet_gc"),
+    ("gradcli.language",),
+    ("gradcli.interpret", "gradcli.pipeline"),
+    ("gradcli.exact",),
+    ("gradcli.targets",),
+    ("gradcli.graph",),
+    # each command's own work; verify/'s rooms in the order they build on each other
+    ("gradcli.verify.finite_differences", "gradcli.verify.causes", "gradcli.chain", "gradcli.health",
+     "gradcli.compare", "gradcli.memory", "gradcli.distributed"),
+    ("gradcli.verify.expression",),
+    ("gradcli.verify.function",),
+    ("gradcli.verify.discovery", "gradcli.verify"),
+    ("gradcli.tracing",),
+    ("gradcli.demos",),
+    ("gradcli.plot",),
+    ("gradcli.render",),
+    ("gradcli.api", "gradcli"),  # gradcli/__init__.py: the public names, imported lazily
+    ("gradcli.cli", "gradcli.__main__"),
+]
+LIBRARY = ("language", "interpret", "exact", "targets", "graph", "verify", "chain", "health", "compare", "memory",
+           "distributed", "tracing")
 UPPER = ("typer", "rich", "click", "gradcli.cli", "gradcli.render", "gradcli.plot", "gradcli.api", "gradcli.demos")
 
 
 def modules(*folders: str) -> list[Path]:
-    return sorted(p for folder in folders for p in (PACKAGE / folder).rglob("*.py"))
+    return sorted(p for folder in folders if (PACKAGE / folder).is_dir() for p in (PACKAGE / folder).rglob("*.py"))
 
 
-def imported(path: Path) -> set[str]:
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _type_checking(node: ast.AST) -> bool:
+    test = node.test if isinstance(node, ast.If) else None
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _runtime_nodes(tree: ast.AST):
+    """Every node of `tree` except the bodies of `if TYPE_CHECKING:` blocks."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _type_checking(child):
+                stack.extend(child.orelse)
+            else:
+                stack.append(child)
+
+
+def imported(path: Path, *, runtime_only: bool = False) -> set[str]:
     """Every module `path` imports, as an absolute dotted name (relative imports resolved)."""
     package = ".".join(("gradcli", *path.relative_to(PACKAGE).parent.parts))
+    tree = ast.parse(path.read_text(encoding="utf-8"))
     names = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in (_runtime_nodes(tree) if runtime_only else ast.walk(tree)):
         if isinstance(node, ast.Import):
             names |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -38,6 +94,16 @@ def imported(path: Path) -> set[str]:
             names.add(module)
             names |= {f"{module}.{alias.name}" for alias in node.names}
     return names
+
+
+def floor_of(name: str) -> int | None:
+    """The floor of module `name` (a name imported from a module counts as that module)."""
+    best, floor = -1, None
+    for level, prefixes in enumerate(FLOORS):
+        for prefix in prefixes:
+            if (name == prefix or name.startswith(prefix + ".")) and len(prefix) > best:
+                best, floor = len(prefix), level
+    return floor
 
 
 def prints(path: Path) -> list[int]:
@@ -56,13 +122,48 @@ def prints(path: Path) -> list[int]:
     return found
 
 
+def upward(path: Path) -> list[str]:
+    """The imports of `path` that run and reach a floor above its own."""
+    own = floor_of(module_name(path))
+    found = []
+    for name in imported(path, runtime_only=True):
+        if not name.startswith("gradcli."):
+            continue
+        floor = floor_of(name)
+        if floor is not None and floor > own:
+            found.append(f"{name} (floor {floor} > {own})")
+    return sorted(found)
+
+
 def test_the_scan_sees_what_it_should(tmp_path):
-    # The scanner itself: a relative import resolves, and prints and stdout writes are found.
+    # The scanner itself: a relative import resolves, prints and stdout writes are found, a
+    # type-only import is not counted as one that runs, and an upward import is caught.
     assert "gradcli.exact.evaluation.evaluate" in imported(PACKAGE / "verify" / "expression" / "elementwise_mode.py")
     assert "typer" in imported(PACKAGE / "cli" / "app.py")
     sample = tmp_path / "sample.py"
     sample.write_text("import sys\nprint(1)\nsys.stdout.write('x')\nsys.stderr.write('y')\nlog.write('z')\n")
     assert prints(sample) == [2, 3, 4]
+    typed = PACKAGE / "targets" / "diagnose.py"
+    assert "gradcli.graph.explain" in imported(typed) and "gradcli.graph.explain" not in imported(typed, runtime_only=True)
+    assert floor_of("gradcli.exact.symbolic") < floor_of("gradcli.chain.rule") < floor_of("gradcli.render.text")
+    assert floor_of("gradcli.verify.function.check") > floor_of("gradcli.verify.expression.result")
+
+
+def test_every_module_has_a_floor():
+    assert [module_name(p) for p in PACKAGE.rglob("*.py") if floor_of(module_name(p)) is None] == []
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_import_runs_back_up_a_floor(path):
+    assert upward(path) == []
+
+
+def test_no_two_folders_import_each_other():
+    # Same-floor folders may use each other one way; both ways is a cycle waiting to grow.
+    folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    uses = {f: {n.split(".")[1] for p in modules(f) for n in imported(p, runtime_only=True)
+                if n.startswith("gradcli.") and n.split(".")[1] in folders and n.split(".")[1] != f} for f in folders}
+    assert sorted((a, b) for a in uses for b in uses[a] if a < b and a in uses.get(b, set())) == []
 
 
 @pytest.mark.parametrize("path", modules(*LIBRARY), ids=lambda p: str(p.relative_to(PACKAGE)))
@@ -76,14 +177,18 @@ def test_only_the_cli_prints(path):
     assert prints(path) == []
 
 
-@pytest.mark.parametrize("path", modules("render", "plot", *LIBRARY),
-                         ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_nothing_below_the_cli_imports_it(path):
-    assert not any(n == "gradcli.cli" or n.startswith("gradcli.cli.") or n == "typer" for n in imported(path))
+def test_no_folder_holds_more_than_twenty_modules_or_shadows_the_standard_library():
+    import sys
+
+    crowded = {str(d.relative_to(PACKAGE)): n for d in [PACKAGE, *(p for p in PACKAGE.rglob("*") if p.is_dir())]
+               if (n := len(list(d.glob("*.py")))) > 20 and d.name != "__pycache__"}
+    assert crowded == {} or set(crowded) == {"."}  # gradcli/ itself: the base modules and the public API
+    shadowing = sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name in sys.stdlib_module_names)
+    assert shadowing == []
 
 
-def test_plot_takes_its_data_from_verify_s_one_public_function():
+def test_plot_takes_its_data_from_the_exact_derivative_s_one_public_function():
     uses = imported(PACKAGE / "plot" / "data.py")
     assert "gradcli.exact.evaluation.evaluate" in uses
-    assert not any(n.startswith(("gradcli.exact.elementwise", "gradcli.verify.expression.check", "gradcli.exact.symbolic"))
+    assert not any(n.startswith(("gradcli.exact.elementwise", "gradcli.verify.expression", "gradcli.exact.symbolic"))
                    for n in uses)

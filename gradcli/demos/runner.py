@@ -123,7 +123,7 @@ class Session:
         printed = io.StringIO()
         value: Any = None
         raised: BaseException | None = None
-        from ..render.plain import plain_width
+        from ..widths import plain_width
 
         with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(printed), \
                 plain_width(RESULT_WIDTH):

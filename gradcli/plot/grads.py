@@ -16,7 +16,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..render.grads import Row, grads_rows
+from ..health.table import Row, grads_rows
 
 if TYPE_CHECKING:
     from ..health.result import GradsResult

@@ -3,17 +3,18 @@ parameters apart, the findings, the verdict.
 
 Renderer contract: a result in, what to print out (`grads_text` a plain string, used by
 `str(result)` and the library; `grads_renderables` rich objects, for the CLI on a
-terminal). Both read the same rows (`grads_rows`), so the table is enumerated once.
+terminal). Both read the same rows (health/table.py's `grads_rows`, which plot/grads.py
+draws too), so the table is enumerated once.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..health.flags import FLAG_ORDER
+from ..health.table import Row, grads_rows
 
 if TYPE_CHECKING:
     from ..health.result import GradsResult, ParamHealth
@@ -22,29 +23,12 @@ HEADERS = ("module / parameter", "shape", "numel", "‖grad‖", "‖grad‖/‖
 SPARKS = "▁▂▃▄▅▆▇█"
 
 
-@dataclass
-class Row:
-    """One line of the table: a module's summary (level 0) or one of its parameters (1)."""
-
-    level: int
-    path: str  # the module's path (summary) or the parameter's name
-    label: str
-    shape: str
-    numel: int
-    grad_norm: float | None
-    ratio: float | None
-    max_abs: float | None
-    zero_share: float | None
-    flags: str
-    steps: list[float | None] | None = None
-    mean_abs: float | None = None
-    findings: list[str] | None = None  # the flags without counts, for colouring and the plot
-
-    def cells(self) -> list[str]:
-        return [
-            ("  " * self.level) + self.label, self.shape, f"{self.numel:,}", number(self.grad_norm),
-            number(self.ratio), number(self.max_abs), percent(self.zero_share), self.flags,
-        ]
+def row_cells(row: Row) -> list[str]:
+    """A row's table cells as text."""
+    return [
+        ("  " * row.level) + row.label, row.shape, f"{row.numel:,}", number(row.grad_norm),
+        number(row.ratio), number(row.max_abs), percent(row.zero_share), row.flags,
+    ]
 
 
 def number(value: float | None) -> str:
@@ -80,76 +64,6 @@ def sparkline(values: list[float | None]) -> str:
             level = 0 if high == low else round((math.log10(v) - low) / (high - low) * (len(SPARKS) - 1))
             marks.append(SPARKS[level])
     return "".join(marks)
-
-
-def module_key(path: str, depth: int | None) -> str:
-    """The module a parameter's row is summarised under at `depth` (None: its own module)."""
-    if depth is None:
-        return path
-    parts = path.split(".") if path else []
-    return ".".join(parts[:depth])
-
-
-def grads_rows(result: GradsResult, depth: int | None = None) -> list[Row]:
-    """The judged parameters grouped by module in forward order: a summary row per module,
-    then its parameters' rows, unless `depth` folds the module's submodules into it."""
-    groups: dict[str, list[ParamHealth]] = {}
-    for param in result.judged:
-        groups.setdefault(module_key(param.module, depth), []).append(param)
-    rows = []
-    for key, params in groups.items():
-        folded = depth is not None and any(p.module != key for p in params)
-        kind = result.module_types.get(key, params[0].module_type)
-        label = f"{key or '(model)'} ({kind})"
-        if folded:
-            modules = len({p.module for p in params})
-            label += f", {modules} modules folded"
-        if not folded and len(params) == 1:  # one parameter: its row is the module's
-            p = params[0]
-            leaf = p.name[len(key) + 1:] if key else p.name
-            rows.append(Row(
-                0, key, f"{key + '.' if key else ''}{leaf} ({kind})", "x".join(map(str, p.shape)) or "()", p.numel,
-                p.grad_norm, p.ratio, p.max_abs, p.zero_share, ", ".join(p.flags), p.steps, p.mean_abs, p.flags,
-            ))
-            continue
-        rows.append(_summary(key, label, params))
-        if not folded:
-            for p in params:
-                rows.append(Row(
-                    1, p.name, p.name[len(key) + 1:] if key else p.name, "x".join(map(str, p.shape)) or "()",
-                    p.numel, p.grad_norm, p.ratio, p.max_abs, p.zero_share, ", ".join(p.flags), p.steps,
-                    p.mean_abs, p.flags,
-                ))
-    return rows
-
-
-def _summary(path: str, label: str, params: list[ParamHealth]) -> Row:
-    graded = [p for p in params if p.grad_norm is not None]
-    grad_norm = math.sqrt(sum(p.grad_norm**2 for p in graded)) if graded else None
-    size = math.sqrt(sum(p.param_norm**2 for p in graded))
-    ratio = grad_norm / size if grad_norm is not None and size > 0 and math.isfinite(size) else None
-    numel = sum(p.numel for p in params)
-    counted = sum(p.numel for p in graded)
-    zeros = sum((p.zero_share or 0) * p.numel for p in graded) / counted if counted else None
-    max_abs = max((p.max_abs for p in graded if p.max_abs is not None), default=None, key=_nan_first)
-    counts = Counter(flag for p in params for flag in p.flags)
-    flags = ", ".join(f"{flag} x{counts[flag]}" if counts[flag] > 1 else flag for flag in FLAG_ORDER if counts[flag])
-    steps = None
-    if all(p.steps is not None for p in params):
-        length = len(params[0].steps or [])
-        steps = [_combined([p.steps[k] for p in params if p.steps]) for k in range(length)]  # type: ignore[index]
-    mean_abs = sum((p.mean_abs or 0) * p.numel for p in graded) / counted if counted else None
-    present = [flag for flag in FLAG_ORDER if counts[flag]]
-    return Row(0, path, label, "", numel, grad_norm, ratio, max_abs, zeros, flags, steps, mean_abs, present)
-
-
-def _combined(values: list[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return math.sqrt(sum(v * v for v in present)) if present else None
-
-
-def _nan_first(value: float) -> float:
-    return math.inf if math.isnan(value) else value
 
 
 def frozen_lines(result: GradsResult) -> list[str]:
@@ -222,7 +136,7 @@ def grads_text(result: GradsResult, depth: int | None = None) -> str:
     steps = result.steps is not None
     table = [list(HEADERS) + (["steps"] if steps else [])]
     for row in rows:
-        table.append(row.cells() + ([sparkline(row.steps) if row.steps else ""] if steps else []))
+        table.append(row_cells(row) + ([sparkline(row.steps) if row.steps else ""] if steps else []))
     widths = [max(len(line[k]) for line in table) for k in range(len(table[0]))]
     right = {2, 3, 4, 5, 6}
     lines = [header_line(result), ""]
@@ -250,7 +164,7 @@ def grads_renderables(result: GradsResult, depth: int | None = None) -> list[Any
         table.add_column(name, justify="right" if k in (2, 3, 4, 5, 6) else "left", no_wrap=k not in (0, 7),
                          overflow="fold")
     for row in grads_rows(result, depth):
-        cells = row.cells() + ([sparkline(row.steps) if row.steps else ""] if steps else [])
+        cells = row_cells(row) + ([sparkline(row.steps) if row.steps else ""] if steps else [])
         style = _style(row.flags)
         table.add_row(*cells, style=("bold " + style if style else "bold") if row.level == 0 else style)
     out: list[Any] = [Text(header_line(result)), table]

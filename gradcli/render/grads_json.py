@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..health.result import Finding, GradsResult, ParamHealth
-from .grads import grads_rows
+from ..health.table import grads_rows
 from .values import finite_safe
 
 

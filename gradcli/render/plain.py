@@ -8,34 +8,19 @@ the lines out on such a console, kept in memory, and returns the text instead of
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import io
-from typing import Iterator
 
 from .contract import Output
 
-#: The width of the CLI's text on a pipe (without COLUMNS) and of `str(result)`.
-PLAIN_WIDTH = 100
-_WIDTH: contextvars.ContextVar[int] = contextvars.ContextVar("plain_width", default=PLAIN_WIDTH)
-
-
-@contextlib.contextmanager
-def plain_width(width: int) -> Iterator[None]:
-    """`str(result)` laid out at `width` inside the block: a demo prints results under a
-    `#> ` prefix, narrower than a pipe, and a result wrapped at 100 would be wrapped again."""
-    token = _WIDTH.set(width)
-    try:
-        yield
-    finally:
-        _WIDTH.reset(token)
+# The width lives below the renderers: the demos (a floor down) narrow it for the code they run.
+from ..widths import PLAIN_WIDTH, plain_width, width_now  # noqa: F401  (PLAIN_WIDTH, plain_width: re-exported)
 
 
 def plain_text(output: Output, width: int | None = None) -> str:
     """`output` (a renderer's text or `Line`s) as the CLI prints it on a pipe, without the
     final newline: every line laid out as cli/output.py's `write` lays it out, at `width`
     (by default PLAIN_WIDTH, or the `plain_width` block's)."""
-    width = _WIDTH.get() if width is None else width
+    width = width_now() if width is None else width
     if isinstance(output, str):
         return output.removesuffix("\n")
     from rich.console import Console
