@@ -1,4 +1,4 @@
-"""The Python API's results that render themselves: inspect/'s and health/'s plain results,
+"""The Python API's results that render themselves: tracing/'s, health/'s and verify/'s plain results,
 plus what a Python user or a notebook asks of them (`.to_json()`, `.to_dot()`, `.plot()`,
 `str()`, `_repr_html_`).
 
@@ -46,36 +46,25 @@ class _RenderedByFormat:
         return plain_text(render(self, "text"))
 
     def _repr_html_(self) -> str:
-        from .render.notebook import text_html
+        from .render.plain import text_html
 
         return text_html(str(self))
 
 
 @dataclass
-class Trace(TraceResult):
-    """A TraceResult that renders itself (as `gradcli trace` prints it)."""
-
-    def to_json(self) -> str:
-        """The JSON document `gradcli trace --json` prints."""
-        from .render.trace_json import trace_json
-
-        return trace_json(self)
+class Trace(_RenderedByFormat, TraceResult):
+    """A TraceResult that renders itself: `str()` is what `gradcli trace` prints on a pipe."""
 
     def to_dot(self) -> str:
         """The Graphviz DOT text `gradcli trace --dot -` prints."""
-        from .render.dot import trace_dot
+        from .render.formats import render
 
-        return trace_dot(self)
+        return render(self, "dot")  # type: ignore[return-value]
 
     def _repr_html_(self) -> str:
-        from .render.notebook import trace_html
+        from .render.plain import trace_html
 
-        return trace_html(self)
-
-    def __str__(self) -> str:
-        from .render.notebook import trace_text
-
-        return trace_text(self)
+        return trace_html(self, str(self))
 
 
 def trace(target: Any, *inputs: Any, **options: Any) -> Trace:
@@ -97,30 +86,21 @@ def check_function(function: Any, *args: Any, **options: Any) -> FunctionCheck:
 
 
 @dataclass
-class Grads(GradsResult):
-    """A GradsResult that renders itself (as `gradcli grads` prints and draws it)."""
+class Grads(_RenderedByFormat, GradsResult):
+    """A GradsResult that renders itself: `str()` is what `gradcli grads` prints on a pipe."""
 
-    def to_json(self, depth: int | None = None) -> str:
+    def to_json(self, depth: int | None = None) -> str:  # type: ignore[override]
         """The JSON document `gradcli grads --json` prints (docs/json.md)."""
-        from .render.grads_json import grads_json
+        from .render.formats import render
+        from .render.plain import plain_text
 
-        return grads_json(self, depth)
+        return plain_text(render(self, "json", depth=depth))
 
     def plot(self, path: str, depth: int | None = None) -> str:
         """Draw the `--plot` picture to `path` (.png, .svg or .pdf; needs matplotlib)."""
         from .plot.grads import save_grads
 
         return str(save_grads(self, path, depth))
-
-    def _repr_html_(self) -> str:
-        from .render.notebook import text_html
-
-        return text_html(str(self))
-
-    def __str__(self) -> str:
-        from .render.grads import grads_text
-
-        return grads_text(self)
 
 
 def grads(model: Any, *inputs: Any, **options: Any) -> Grads:

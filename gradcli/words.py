@@ -298,3 +298,70 @@ def unseen_cause_problem(cause: Any) -> str:
     return (f"autograd's {derivative_label(cause.derivative)} is not finite at {plural(cause.points, 'point')} "
             f"({describe_where(cause.where)}) where the exact derivative (50 digits) is finite: "
             f"{CAUSE_TITLES[cause.kind]}")
+
+
+# -- problems: a result's `problems` are records (outcome.Problem); these are their sentences --
+def problem_sentence(problem: Any) -> str:
+    """The sentence of one `Problem` record, as the text report and the JSON `problems` show it."""
+    d, subject = problem.detail, problem.subject
+    kind = problem.kind
+    if kind == "pass-error":
+        return pass_error_problem(d["pass"], d["type"], d["message"])
+    if kind == "nonfinite-gradient":
+        return nonfinite_problem(d["pass"], subject)
+    if kind == "nonfinite-origin":
+        return nonfinite_origin_problem(subject)
+    if kind == "forward-nonfinite":
+        return forward_nonfinite_problem(d)
+    if kind == "chain-mismatch":
+        return chain_mismatch(subject, d["name"])
+    if kind == "chain-leaf-mismatch":
+        return chain_leaf_mismatch(subject)
+    if kind == "chain-proof-failed":
+        return chain_proof_failed(subject)
+    if kind == "chain-second-failed":
+        return chain_second_failed(d["of"], subject)
+    if kind == "cancellation":
+        return cancellation_problem(_Fields(derivative=subject, **d))
+    if kind == "autograd-raised":
+        return f"autograd raised: {d['message']}"
+    if kind == "wrong-range":
+        return wrong_range_problem(_Fields(name=subject, candidate=d["candidate"]), d)
+    if kind == "sampled":
+        return sampled_problem(_Fields(name=subject, **d))
+    if kind == "differs":
+        return f"{candidate_name(d['candidate'])} differs from the exact {derivative_label(subject)}"
+    if kind == "unseen-cause":
+        return unseen_cause_problem(_Fields(derivative=subject, points=d["points"], where=d["where"], kind=d["cause"]))
+    if kind == "finite-differences-failed":
+        return f"{subject} failed: {d['message']}"
+    if kind == "backward-raised":
+        return f"backward raised: {d['message']}"
+    if kind == "finding":
+        return f"{subject}: {d['flag']}: {d['reason']}"
+    if kind == "forward-differs":
+        return f"the forward differs from {subject}"
+    if kind == "jacobian-differs":
+        return f"{d['section']} disagree for {subject}"
+    if kind == "check-failed":
+        return f"{subject}: {d['message']}" if d.get("message") else f"{subject} failed"
+    if kind == "tested-nothing":
+        return "every compared entry is 0: the check tested nothing"
+    if kind in ("wrong", "not-tested", "could-not-run"):
+        return f"{subject}: {kind.replace('-', ' ')}"
+    if kind == "unimportable":
+        return f"{subject} could not be imported: {d['error']}"
+    if kind == "entry-failed":
+        return f"{subject}: {d['verdict']}"
+    raise ValueError(f"no sentence for a problem of kind {kind!r}")
+
+
+def problem_sentences(problems: Iterable[Any]) -> list[str]:
+    return [problem_sentence(p) for p in problems]
+
+
+class _Fields:
+    """A record's fields as attributes, for the sentence helpers above that read `c.name`."""
+
+    def __init__(self, **fields: Any) -> None:
+        self.__dict__.update(fields)

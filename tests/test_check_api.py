@@ -17,6 +17,7 @@ from gradcli.cli.app import app
 from gradcli.render.plain import PLAIN_WIDTH
 from gradcli.verify.expression.check import check as library_check
 from gradcli.verify.expression.result import CheckResult
+from gradcli.words import problem_sentences
 
 # Three results the text has to carry whole: a wrong elementwise gradient with its cause,
 # rewrite and fix; an exact-mode (coupled elements) overflow; and a second-order agreement.
@@ -54,7 +55,7 @@ def test_to_json_is_the_commands_json_document(expression, var, order, status):
     assert printed.exit_code == status
     assert result.to_json() + "\n" == printed.stdout
     doc = json.loads(result.to_json())  # nan and inf as the strings docs/json.md gives
-    assert doc["expression"] == expression and doc["ok"] is result.ok and doc["problems"] == result.problems()
+    assert doc["expression"] == expression and doc["ok"] is result.ok and doc["problems"] == problem_sentences(result.problems)
 
 
 def test_the_public_result_is_the_library_result_with_its_text():
@@ -70,7 +71,7 @@ def test_the_public_result_is_the_library_result_with_its_text():
     assert "__str__" not in vars(CheckResult)
     lines = str(result).splitlines()
     assert lines[0] == "check log(1+exp(x))   (float64, order 1, elementwise)"
-    assert lines[-1] == "PROBLEM: " + result.problems()[0]
+    assert lines[-1] == "PROBLEM: " + problem_sentences(result.problems)[0]
     assert "fix: softplus(x)" in lines
     assert any(line.startswith("cause of d/dx at ") and "overflow" in line for line in lines)
 

@@ -133,7 +133,7 @@ def test_check_function_json(cli):
     doc = json.loads(result.stdout)
     assert doc["ok"] is False and doc["gradcheck"]["ok"] is False
     assert doc["first_order"][0]["shown"][0]["element"] == "x[0]"
-    assert "wrong order" in doc["likely_causes"][0]
+    assert "wrong order" in doc["causes"][0]["summary"]
 
 
 def test_check_function_bad_input_exits_2(cli):

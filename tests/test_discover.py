@@ -152,7 +152,7 @@ def test_a_model_checks_each_custom_function_its_forward_applied_at_the_inputs_r
     torch.testing.assert_close(leaky.inputs.values[0], (model.fc(x) ** 3).detach().double(), rtol=0, atol=1e-7)
     assert leaky.inputs.values[1] == 0.1  # a number stays a number
     assert gather.inputs.values[1].tolist() == [0, 0, 1] and gather.inputs.values[1].dtype == torch.int64
-    assert leaky.causes == ["wrong only where x < 0 (right where x > 0): check the branch of backward for x < 0"]
+    assert [c.summary for c in leaky.causes] == ["wrong only where x < 0 (right where x > 0): check the branch of backward for x < 0"]
     assert result.verdict() == "PROBLEM: 1 wrong (of 3 Functions; 2 ok)"
 
 
@@ -257,7 +257,7 @@ def test_cli_json_is_one_document_with_every_functions_result(cli):
                                                                      "could_not_run": 1})
     by_name = {f["name"].rsplit(":", 1)[1]: f for f in doc["functions"]}
     assert by_name["SinFlipped"]["result"]["gradcheck"]["ok"] is False
-    assert by_name["SinFlipped"]["result"]["likely_causes"] == [
+    assert [c["summary"] for c in by_name["SinFlipped"]["result"]["causes"]] == [
         "the sign is flipped: backward returns minus the true gradient for x"]
     assert by_name["ApplyThenDouble"]["result"] is None and by_name["ApplyThenDouble"]["status"] == "could not run"
     assert doc["unimportable"][0]["module"] == f"{PKG}/optional_dependency.py"

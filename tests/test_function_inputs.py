@@ -123,7 +123,7 @@ def test_a_loss_with_integer_targets():
     wrong = run("SoftmaxCrossEntropySum", "logits=randn(4, 3)", "target=[0, 2, 1, 1]")  # annotated LongTensor
     assert not wrong.ok
     assert wrong.inputs.values[1].tolist() == [0, 2, 1, 1] and wrong.inputs.values[1].dtype == torch.long
-    assert any("4 times the true one" in c for c in wrong.causes), wrong.causes  # forgot the batch mean
+    assert any("4 times the true one" in c.summary for c in wrong.causes), wrong.causes  # forgot the batch mean
 
 
 def test_a_bool_mask():

@@ -77,7 +77,7 @@ def test_output_picks_one():
     assert [o.status for o in first.outputs] == ["checked", "not chosen", "not a tensor"]
     second = check_function(wrong, ["x=[0.5, -1.0, 2.0]"], output=1)
     assert not second.ok
-    assert any("0.5 times the true one" in c for c in second.causes), second.causes
+    assert any("0.5 times the true one" in c.summary for c in second.causes), second.causes
     assert check_function(wrong, ["x=[0.5, -1.0, 2.0]"], output=-2).ok is False  # counted from the end
 
 

@@ -24,6 +24,7 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "grads"
 sys.path.insert(0, str(EXAMPLES))
 import faults  # noqa: E402
 import healthy  # noqa: E402
+from gradcli.words import problem_sentences  # noqa: E402
 
 FAULTS = (EXAMPLES / "faults.py").read_text().splitlines()
 
@@ -67,7 +68,7 @@ def test_detached_branch_names_the_detach_and_its_line():
     assert "only through .detach()" in finding.reason
     assert finding.source.line == line_of("skip = self.skip(x).detach()")
     assert not result.ok
-    assert result.problems[0].startswith("skip.weight: NO GRAD: its output reaches the loss only through .detach()")
+    assert problem_sentences(result.problems)[0].startswith("skip.weight: NO GRAD: its output reaches the loss only through .detach()")
 
 
 def test_layer_never_called_is_no_grad_because_it_never_ran():
@@ -413,7 +414,7 @@ def test_backward_error_is_the_finding():
 
     result = gradcli.grads(Inplace(), torch.randn(2, 3), loss=lambda out: out.sum())
     assert not result.ok
-    assert result.problems[0].startswith("backward raised: one of the variables needed for gradient computation")
+    assert problem_sentences(result.problems)[0].startswith("backward raised: one of the variables needed for gradient computation")
     assert not any(p.findings for p in result.params)
 
 
@@ -471,8 +472,8 @@ def test_gradcli_grads_is_the_library_result_with_the_renderers_one_layer_up():
     from gradcli.api import Grads
     from gradcli.health.result import GradsResult
     from gradcli.health.run import grads as library_grads
-    from gradcli.render.grads import grads_text
-    from gradcli.render.grads_json import grads_json
+    from gradcli.render.formats import render
+    from gradcli.render.plain import plain_text
 
     torch.manual_seed(0)
     model, x = faults.DetachedBranch(), torch.randn(16, 8)
@@ -481,7 +482,8 @@ def test_gradcli_grads_is_the_library_result_with_the_renderers_one_layer_up():
     assert type(plain) is GradsResult and type(public) is Grads
     assert not any(hasattr(plain, name) for name in ("to_json", "plot", "_repr_html_"))
     assert public.problems == plain.problems and not public.ok
-    assert str(public) == grads_text(plain) and public.to_json(depth=0) == grads_json(plain, 0)
+    assert str(public) == plain_text(render(plain, "text"))
+    assert public.to_json(depth=0) == plain_text(render(plain, "json", depth=0))
 
 
 def test_str_is_the_report():

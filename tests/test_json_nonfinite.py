@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from gradcli import check_function
-from gradcli.render.trace_json import document_json, trace_json
+from gradcli.render.trace_json import document_json, lines_json, trace_document, trace_json
 from gradcli.render.values import finite_safe
 
 ROOT = Path(__file__).parent.parent
@@ -133,4 +133,4 @@ def test_trace_json_takes_a_numpy_value_in_a_member():
         graph = type("Graph", (), {"nodes": [], "root": "n0"})()
         leaves, passes, intermediates, options = [], [], [], {}
 
-    assert strict(trace_json(Result()))["result"]["value"] == "nan"
+    assert strict(lines_json(trace_document(Result())))["result"]["value"] == "nan"

@@ -180,10 +180,10 @@ def test_only_the_cli_prints(path):
 def test_no_folder_holds_more_than_twenty_modules_or_shadows_the_standard_library():
     import sys
 
-    crowded = {str(d.relative_to(PACKAGE)): n for d in [PACKAGE, *(p for p in PACKAGE.rglob("*") if p.is_dir())]
+    crowded = {str(d.relative_to(PACKAGE)): n for d in [PACKAGE, *(p.parent for p in PACKAGE.rglob("__init__.py"))]
                if (n := len(list(d.glob("*.py")))) > 20 and d.name != "__pycache__"}
-    assert crowded == {} or set(crowded) == {"."}  # gradcli/ itself: the base modules and the public API
-    shadowing = sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name in sys.stdlib_module_names)
+    assert crowded == {}
+    shadowing = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists() and p.name in sys.stdlib_module_names)
     assert shadowing == []
 
 

@@ -26,6 +26,7 @@ from gradcli.verify.finite_differences.gradchecks import GradcheckVerdict
 from gradcli.verify.finite_differences.jacobian import InputCheck
 from gradcli.verify.expression.result import CheckResult, LibraryCheck
 from gradcli.verify.function.inputs import Inputs
+from gradcli.words import problem_sentences
 
 WIDTH = 100
 
@@ -248,7 +249,7 @@ def test_listing_text_is_never_read_as_markup():
 def test_json_of_a_check_is_its_document():
     result = softplus_wrong()
     document = json.loads(render(result, "json"))
-    assert document["problems"] == result.problems()
+    assert document["problems"] == problem_sentences(result.problems)
     assert document["variables"][0]["max_abs_err"] == "nan"  # JSON has no NaN: the edge writes a string
     assert list(document)[:6] == ["expression", "ok", "order", "symbolic", "variables", "gradcheck"]
     suite = json.loads(render(LibraryCheck([relu_ok(), softplus_wrong()]), "json"))

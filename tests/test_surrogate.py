@@ -22,20 +22,20 @@ def run(name: str, *expect: str, **options):
 
 def test_without_a_declaration_a_gradient_reversal_is_a_flipped_sign():
     result = run("GradientReversal")
-    assert not result.ok and "the sign is flipped" in result.causes[0]
+    assert not result.ok and "the sign is flipped" in result.causes[0].summary
     # The cause names the declaration that would make it right, and that declaration passes.
-    declared = result.causes[0].split("--expect-grad '")[1].rstrip("')")
+    declared = result.causes[0].summary.split("--expect-grad '")[1].rstrip("')")
     assert declared == "x=-grad_output" and run("GradientReversal", declared).ok
 
 
 def test_a_scaled_reversal_names_its_declaration_and_a_flipped_sin_names_none():
     result = run("GradientReversalScaled")
-    assert result.causes[0].startswith("backward's gradient for x is -0.5 times the true one")
-    declared = result.causes[0].split("--expect-grad '")[1].rstrip("')")
+    assert result.causes[0].summary.startswith("backward's gradient for x is -0.5 times the true one")
+    declared = result.causes[0].summary.split("--expect-grad '")[1].rstrip("')")
     assert declared == "x=-0.5*grad_output" and run("GradientReversalScaled", declared).ok
     # sin with backward -cos: forward does not pass x through, so no declaration is offered.
     flipped = check_function(f"{Path(__file__).parent / 'fixtures' / 'functions.py'}:SinFlipped")
-    assert flipped.causes == ["the sign is flipped: backward returns minus the true gradient for x"]
+    assert [c.summary for c in flipped.causes] == ["the sign is flipped: backward returns minus the true gradient for x"]
 
 
 def test_a_gradient_reversal_layer_agrees_with_its_declared_gradient():

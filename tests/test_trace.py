@@ -9,6 +9,7 @@ import torch
 
 from gradcli import trace
 from gradcli.errors import GradcliError, UsageError
+from gradcli.words import problem_sentences
 
 
 def test_backward_fills_leaf_grad_with_2x():
@@ -34,7 +35,7 @@ def test_second_pass_without_retain_graph_fails_with_torchs_message():
     assert second.error.message.startswith("Trying to backward through the graph a second time")
     assert second.error.fix == "--retain-graph"
     assert "freed" in second.error.explanation
-    assert result.problems and result.problems[0].startswith("pass 2: RuntimeError")
+    assert result.problems and problem_sentences(result.problems)[0].startswith("pass 2: RuntimeError")
 
 
 def test_a_failed_pass_stops_the_run():
@@ -173,7 +174,7 @@ def test_a_leaf_output_has_no_nodes_but_a_gradient():
 def test_nonfinite_gradient_is_a_problem_without_flow():
     result = trace("sqrt(x).sum()", ["x=[0.0, 1.0]"])
     assert result.passes[0].nonfinite == ["x"]
-    assert result.problems == ["pass 1: the gradient of x is not finite"]
+    assert problem_sentences(result.problems) == ["pass 1: the gradient of x is not finite"]
 
 
 @pytest.mark.parametrize("repeat", [0, 1001])

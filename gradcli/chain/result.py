@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..outcome import Problem
+
 #: How the formulas name tensors: one symbol per tensor read elementwise (a generic element),
 #: or one symbol per element (softmax, matmul and reductions over a dim couple elements).
 SymbolicMode = Literal["elementwise", "elements"]
@@ -127,19 +129,18 @@ class ChainRule:
     second_graphs: list[SecondGraph] = field(default_factory=list)  # with --create-graph
 
     @property
-    def problems(self) -> list[str]:
-        from .. import words
-
-        found = [words.chain_mismatch(node.node, node.name) for node in self.nodes
+    def problems(self) -> list[Problem]:
+        """Where the written-out chain rule and torch (or sympy) disagree, as records."""
+        found = [Problem("chain-mismatch", node.node, {"name": node.name}) for node in self.nodes
                  if node.numbers is not None and node.numbers.agrees is False
                  or any(e.numbers is not None and e.numbers.agrees is False for e in node.edges)]
-        found += [words.chain_leaf_mismatch(leaf.variable) for leaf in self.leaves
+        found += [Problem("chain-leaf-mismatch", leaf.variable) for leaf in self.leaves
                   if any(n is not None and n.agrees is False for n in (leaf.numbers, leaf.second_numbers))]
-        found += [words.chain_proof_failed(leaf.variable) for leaf in self.leaves if leaf.proof == "differs"]
+        found += [Problem("chain-proof-failed", leaf.variable) for leaf in self.leaves if leaf.proof == "differs"]
         for graph in self.second_graphs:
-            found += [words.chain_mismatch(node.node, node.name) for node in graph.nodes
+            found += [Problem("chain-mismatch", node.node, {"name": node.name}) for node in graph.nodes
                       if node.numbers is not None and node.numbers.agrees is False
                       or any(e.numbers is not None and e.numbers.agrees is False for e in node.edges)]
-            found += [words.chain_second_failed(graph.of, leaf.variable) for leaf in graph.leaves
+            found += [Problem("chain-second-failed", leaf.variable, {"of": graph.of}) for leaf in graph.leaves
                       if leaf.proof == "differs" or leaf.numbers is not None and leaf.numbers.agrees is False]
         return found

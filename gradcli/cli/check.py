@@ -79,6 +79,7 @@ def check_command(
 
 def _print_fix(result: Any) -> int:
     """`check --fix`: the expression to paste on stdout, or why there is none on stderr."""
+    from ..words import problem_sentences
     from .output import exit_status, make_console, say
 
     if result.fix:
@@ -87,7 +88,7 @@ def _print_fix(result: Any) -> int:
     if result.ok:
         say(result.expression)
         return exit_status(True)
-    say(f"no known rewrite fixes {result.expression}: " + "; ".join(result.problems()), make_console(stderr=True))
+    say(f"no known rewrite fixes {result.expression}: " + "; ".join(problem_sentences(result.problems)), make_console(stderr=True))
     return exit_status(False)
 
 

@@ -121,7 +121,7 @@ def trace_command(
             say(f"\nGraph drawn to {dot} by Graphviz", console)
         elif dot is not None:
             say(f"\nDOT written to {dot} (render it: dot -Tsvg {dot} -o graph.svg)", console)
-    raise typer.Exit(exit_status(not result.problems))
+    raise typer.Exit(exit_status(result.ok))
 
 
 def _write(path: Path, text: str) -> None:

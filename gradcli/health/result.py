@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
+from ..outcome import Problem, Reported
 from .flags import FAILING, FLAG_ORDER, Flag
 from .source import Source
 from .thresholds import Thresholds
@@ -87,8 +89,9 @@ class StepsRecord:
 
 
 @dataclass
-class GradsResult:
-    """Every parameter's gradient health, in forward order, and the thresholds used."""
+class GradsResult(Reported):
+    """Every parameter's gradient health, in forward order, and the thresholds used
+    (outcome.py's protocol: `ok`, `problems`, `notes`, `as_dict()`)."""
 
     model: str  # the model's class name
     loss: float
@@ -118,16 +121,16 @@ class GradsResult:
         return self.strict or flag in FAILING
 
     @property
-    def problems(self) -> list[str]:
-        """One sentence per failing finding: `name: FLAG: reason`."""
-        found = [f"backward raised: {self.error}"] if self.error else []
+    def problems(self) -> list[Problem]:
+        """One record per failing finding (words.problem_sentence: `name: FLAG: reason`)."""
+        found = [Problem("backward-raised", "", {"message": self.error})] if self.error else []
         for flag in FLAG_ORDER:
             if not self.failing(flag):
                 continue
             for param in self.judged:
                 for finding in param.findings:
                     if finding.flag == flag:
-                        found.append(f"{param.name}: {flag}: {finding.reason}")
+                        found.append(Problem("finding", param.name, {"flag": flag, "reason": finding.reason}))
         return found
 
     @property
@@ -139,6 +142,9 @@ class GradsResult:
             for p in self.judged for f in p.findings if f.flag == flag
         ]
 
-    @property
-    def ok(self) -> bool:
-        return not self.problems
+    def as_dict(self, depth: int | None = None) -> dict[str, Any]:
+        """The `grads --json` document (docs/json.md); `depth` folds the module summaries."""
+        from .document import grads_document
+
+        return grads_document(self, depth)
+

@@ -1,7 +1,7 @@
 """The grads table as data: the judged parameters grouped by module, in forward order.
 
 A row per module (its parameters' norms combined) and a row per parameter. The text and
-rich renderers (render/grads.py), the JSON document (render/grads_json.py) and the picture
+rich renderers (render/grads.py), the JSON document (health/document.py) and the picture
 (plot/grads.py) all read these rows, so the table is enumerated once and below all three.
 """
 

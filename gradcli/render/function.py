@@ -30,7 +30,7 @@ def function_lines(result: Any) -> list[Line]:
         out.append(Line(f"{check.label}: {words.describe_gradcheck(check.verdict)}",
                         style="red" if check.verdict.ok is False else None))
     out += [Line(text, style="red" if bad else None) for part in result.parts() for text, bad in part.lines()]
-    out += [Line(f"likely cause: {cause}", style="yellow") for cause in result.causes]
+    out += [Line(f"likely cause: {cause.summary}", style="yellow") for cause in result.causes]
     out += [Line(f"seen: {seen}", style="yellow") for seen in result.seen]
     out += [Line(f"note: {note}") for note in result.notes]
     plain = result.ok and not result.untested

@@ -1,10 +1,10 @@
 """`gradcli grads` for people: the table (grouped by module, in forward order), the frozen
 parameters apart, the findings, the verdict.
 
-Renderer contract: a result in, what to print out (`grads_text` a plain string, used by
-`str(result)` and the library; `grads_renderables` rich objects, for the CLI on a
-terminal). Both read the same rows (health/table.py's `grads_rows`, which plot/grads.py
-draws too), so the table is enumerated once.
+Renderer contract: a result in, what to print out: `grads_renderables`, rich objects that the
+text format (render/text.py) hands to the CLI's console, and to `str(result)` laid out as on a
+pipe. The rows are health/table.py's `grads_rows`, which plot/grads.py draws too, so the
+table is enumerated once.
 """
 
 from __future__ import annotations
@@ -128,28 +128,6 @@ def footer_lines(result: GradsResult) -> list[str]:
         lines.append(f"{result.steps.count} SGD steps (lr {result.steps.lr:g}) on a copy, same batch; losses: {losses}")
     lines += [f"note: {n}" for n in result.notes]
     return lines
-
-
-def grads_text(result: GradsResult, depth: int | None = None) -> str:
-    """The whole report as plain text (a fixed-width table), for str(result) and pipes."""
-    rows = grads_rows(result, depth)
-    steps = result.steps is not None
-    table = [list(HEADERS) + (["steps"] if steps else [])]
-    for row in rows:
-        table.append(row_cells(row) + ([sparkline(row.steps) if row.steps else ""] if steps else []))
-    widths = [max(len(line[k]) for line in table) for k in range(len(table[0]))]
-    right = {2, 3, 4, 5, 6}
-    lines = [header_line(result), ""]
-    for line in table:
-        cells = [c.rjust(w) if k in right else c.ljust(w) for k, (c, w) in enumerate(zip(line, widths))]
-        lines.append("  ".join(cells).rstrip())
-    if result.frozen:
-        lines += ["", "Frozen (requires_grad=False, not judged):"] + [f"  {line}" for line in frozen_lines(result)]
-    findings = finding_lines(result)
-    if findings:
-        lines += ["", "Findings:"] + [f"  {line}" for line in findings]
-    lines += [""] + footer_lines(result) + [verdict(result)]
-    return "\n".join(lines)
 
 
 def grads_renderables(result: GradsResult, depth: int | None = None) -> list[Any]:

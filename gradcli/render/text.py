@@ -46,8 +46,9 @@ class TextFormat(Format):
         from .grads import grads_renderables
 
         # Findings are not wrapped (soft_wrap): a finding stays one line to grep in a CI log.
-        head = Line(f"{result.target}: {result.found}; seed {result.seed}", soft_wrap=True)
-        return [head, *(Line(r, soft_wrap=isinstance(r, Text)) for r in grads_renderables(result, self.options.get("depth")))]
+        # Run from the command line: what the target turned out to be and the seed that repeats it.
+        head = [Line(f"{result.target}: {result.found}; seed {result.seed}", soft_wrap=True)] if result.target else []
+        return [*head, *(Line(r, soft_wrap=isinstance(r, Text)) for r in grads_renderables(result, self.options.get("depth")))]
 
     def _render_Listing(self, result: Any) -> list[Line]:
         from .listing import listing_lines

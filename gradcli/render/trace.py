@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import words
 from .code import DEFAULT_DEPTH, code_flow, code_gradients, code_graph, code_header, code_leaves
 from .graph_tree import graph_tree
 from .values import fmt_value
@@ -53,7 +54,7 @@ def _problems(result: Any) -> list[Any]:
     """The section of what makes the exit status 1, when there is anything."""
     from rich.text import Text
 
-    problems = result.problems
+    problems = words.problem_sentences(result.problems)
     return _section("Problems (exit status 1)", [Text(f"  {p}", style="red") for p in problems]) if problems else []
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import words
+from ..outcome import Problem, Reported
 from ..targets.base import LeafSource
 from ..graph.explain import PassError, nonleaf_note
 from ..graph.flow import FlowStep
@@ -71,7 +71,9 @@ class GradientGraph:
 
 
 @dataclass
-class TraceResult:
+class TraceResult(Reported):
+    """What `gradcli trace` found (outcome.py's protocol: `ok`, `problems`, `notes`, `as_dict()`)."""
+
     expression: str
     result: dict[str, Any]
     leaves: list[Leaf]
@@ -92,19 +94,34 @@ class TraceResult:
     symbolic: Any = None  # with --symbolic: the chain rule node by node (chain/result.py ChainRule)
 
     @property
-    def problems(self) -> list[str]:
-        """What makes the exit status 1: autograd errors and non-finite gradients."""
-        found = [words.pass_error_problem(p.index, p.error.type, p.error.message) for p in self.passes if p.error]
-        found += [words.nonfinite_problem(p.index, name) for p in self.passes for name in p.nonfinite]
+    def problems(self) -> list[Problem]:
+        """What makes the exit status 1: autograd errors and non-finite gradients, as records
+        (words.problem_sentence says them)."""
+        found = [Problem("pass-error", f"pass {p.index + 1}", {"pass": p.index, "type": p.error.type,
+                                                                "message": p.error.message})
+                 for p in self.passes if p.error]
+        found += [Problem("nonfinite-gradient", name, {"pass": p.index}) for p in self.passes for name in p.nonfinite]
         if self.nonfinite_origin is not None:
-            found.append(words.nonfinite_origin_problem(self.nonfinite_origin))
+            found.append(Problem("nonfinite-origin", self.nonfinite_origin))
         if self.forward_nonfinite is not None:
-            found.append(words.forward_nonfinite_problem(self.forward_nonfinite))
+            found.append(Problem("forward-nonfinite", self.forward_nonfinite["call"], dict(self.forward_nonfinite)))
         if self.symbolic is not None:
             found += self.symbolic.problems
         if self.cause is not None and self.cause.kind == "cancellation":
-            found.append(words.cancellation_problem(self.cause))
+            found.append(Problem("cancellation", self.cause.derivative,
+                                 {"source": self.cause.source, "points": self.cause.points}))
         return found
+
+    @property
+    def notes(self) -> list[str]:
+        """Nothing beside the problems: a pass's warnings are in its own record."""
+        return []
+
+    def as_dict(self) -> dict[str, Any]:
+        """The `trace --json` document (docs/json.md)."""
+        from .document import trace_document
+
+        return trace_document(self)
 
 
 #: Code targets: a leaf (or its gradient) above this many elements is kept as a summary.

@@ -1,4 +1,5 @@
-"""A cause of a wrong or non-finite gradient, as plain data (verify/causes.py finds them)."""
+"""A cause of a wrong or non-finite gradient, as plain data: the one type `check` (causes/)
+and `check-function` (function/diagnose.py) both report, under the one JSON key `causes`."""
 
 from __future__ import annotations
 
@@ -6,7 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 CauseKind = Literal[
-    "leaked_branch", "overflow", "inf_minus_inf", "zero_times_inf", "cancellation", "undefined", "unexplained"
+    "leaked_branch", "overflow", "inf_minus_inf", "zero_times_inf", "cancellation", "undefined", "unexplained",
+    # a user's Function (check-function: verify/function/diagnose.py): what its backward got wrong
+    "swapped_gradients", "zero_gradient", "scaled_gradient", "one_sided", "saved_intermediate",
+    "not_differentiable",
 ]
 @dataclass
 class Cause:

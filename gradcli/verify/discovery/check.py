@@ -17,6 +17,7 @@ from typing import Any, Literal, Sequence
 
 from ...errors import GradcliError, UsageError
 from ...options import checked_seed
+from ...outcome import Problem, Reported
 from ...exact.evaluation import check_order
 from .find import Passed, find_functions, is_discovery_target, skipped_by
 from ..function.check import FunctionResult, check_function
@@ -42,8 +43,8 @@ class Entry:
 
 
 @dataclass
-class DiscoveryResult:
-    """Every Function found in a package or applied by a model, each checked."""
+class DiscoveryResult(Reported):
+    """Every Function found in a package or applied by a model, each checked (outcome.py's protocol)."""
 
     target: str
     kind: Kind
@@ -55,8 +56,14 @@ class DiscoveryResult:
     unimportable: list[Passed] = field(default_factory=list)  # modules that raised on import
 
     @property
-    def ok(self) -> bool:
-        return all(entry.status == "ok" for entry in self.entries) and not self.unimportable
+    def problems(self) -> list[Problem]:
+        """A Function that is wrong, tested nothing or could not run; a module that would not import."""
+        found = [Problem(entry.status.replace(" ", "-"), entry.name) for entry in self.entries if entry.status != "ok"]
+        return found + [Problem("unimportable", m.name, {"error": m.reason}) for m in self.unimportable]
+
+    @property
+    def notes(self) -> list[str]:
+        return []
 
     def counts(self) -> dict[Status, int]:
         statuses: tuple[Status, ...] = ("ok", "wrong", "not tested", "could not run")

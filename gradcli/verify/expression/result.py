@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Literal
 
 from ... import words
+from ...outcome import Problem, Reported
 from ...exact.compare import Comparison
 from ..finite_differences.gradchecks import GradcheckVerdict
 from ...exact.plan import CheckMode
@@ -39,8 +40,8 @@ def finite_difference_checks(
 
 
 @dataclass
-class CheckResult:
-    """Everything `gradcli check` found for one expression."""
+class CheckResult(Reported):
+    """Everything `gradcli check` found for one expression (outcome.py's protocol)."""
 
     expression: str
     order: int
@@ -79,35 +80,34 @@ class CheckResult:
         """gradcheck (and gradgradcheck at order 2) as uniform records."""
         return list(finite_difference_checks(self.gradcheck, self.gradgradcheck))
 
-    @property
-    def ok(self) -> bool:
-        return (
-            self.autograd_error is None
-            and all(c.ok for c in self.comparisons)
-            and all(check.verdict.ok is not False for check in self.checks)
-            and not self.unseen_causes()
-        )
-
     def unseen_causes(self) -> list[Any]:
         """Causes of non-finite gradients at points the comparisons set aside as undefined,
         where the 50-digit derivative is finite after all (so they are bugs too)."""
         seen = {c.name for c in self.comparisons if not c.ok}
         return [c for c in self.causes if c.is_bug and c.derivative not in seen]
 
-    def problems(self) -> list[str]:
-        """One sentence per problem found, most specific first."""
+    @property
+    def problems(self) -> list[Problem]:
+        """One record per problem found, most specific first (words.problem_sentence says each):
+        autograd raised; a comparison's wrong ranges (or that it differs); a non-finite gradient
+        where the 50-digit derivative is finite; a failed gradcheck."""
         found = []
         if self.autograd_error:
-            found.append(f"autograd raised: {self.autograd_error}")
+            found.append(Problem("autograd-raised", "", {"message": self.autograd_error}))
         for c in self.comparisons:
             if c.ok:
                 continue
-            found += [words.wrong_range_problem(c, r) for r in c.wrong_ranges]
+            found += [Problem("wrong-range", c.name, {"candidate": c.candidate, "got": r["got"], "exact": r["exact"],
+                                                     "where": r["where"], "points": r["points"]})
+                      for r in c.wrong_ranges]
             if c.not_arbitrated:
-                found.append(words.sampled_problem(c))
-        found += [words.unseen_cause_problem(c) for c in self.unseen_causes()]
-        found += [words.gradcheck_problem(check.label, check.verdict) for check in self.checks
-                  if check.verdict.ok is False]
+                found.append(Problem("sampled", c.name, {"arbitrated": c.arbitrated, "disagreeing": c.disagreeing}))
+            if not c.wrong_ranges and not c.not_arbitrated:
+                found.append(Problem("differs", c.name, {"candidate": c.candidate}))
+        found += [Problem("unseen-cause", c.derivative, {"points": c.points, "where": c.where, "cause": c.kind})
+                  for c in self.unseen_causes()]
+        found += [Problem("finite-differences-failed", check.label, {"message": check.verdict.message})
+                  for check in self.checks if check.verdict.ok is False]
         return found
 
     def agreed(self) -> list[str]:
@@ -127,7 +127,7 @@ class CheckResult:
 
     def verdict(self) -> str:
         """The one-line verdict."""
-        return words.overall(self.ok, self.problems() if not self.ok else [], self.agreed())
+        return words.overall(self.ok, words.problem_sentences(self.problems), self.agreed())
 
     def as_dict(self) -> dict[str, Any]:
         """The `check --json` document (docs/json.md): the first contract's keys, then the others."""
@@ -149,7 +149,7 @@ class CheckResult:
             "published": [c.as_dict() for c in self.published],
             "symbolic_skipped": self.symbolic_skipped,
             "autograd_error": self.autograd_error,
-            "problems": self.problems(),
+            "problems": words.problem_sentences(self.problems),
             "notes": self.notes,
             "seed": self.seed,
             "causes": [c.as_dict() for c in self.causes],
@@ -161,14 +161,18 @@ class CheckResult:
 
 
 @dataclass
-class LibraryCheck:
-    """`check --all`: one CheckResult per library entry."""
+class LibraryCheck(Reported):
+    """`check --all`: one CheckResult per library entry (outcome.py's protocol)."""
 
     results: list[CheckResult]
 
     @property
-    def ok(self) -> bool:
-        return all(r.ok for r in self.results)
+    def problems(self) -> list[Problem]:
+        return [Problem("entry-failed", r.expression, {"verdict": r.verdict()}) for r in self.results if not r.ok]
+
+    @property
+    def notes(self) -> list[str]:
+        return []
 
     def as_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "results": [r.as_dict() for r in self.results]}

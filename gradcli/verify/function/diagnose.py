@@ -19,55 +19,72 @@ from typing import Sequence
 
 import torch
 
+from ..causes.cause import Cause, CauseKind
 from ..finite_differences.jacobian import InputCheck
 
 _CLOSE = dict(rtol=1e-3, atol=1e-5)
 
 
-def first_order_causes(checks: Sequence[InputCheck], values: dict[str, torch.Tensor]) -> list[str]:
-    causes: list[str] = []
+def first_order_causes(checks: Sequence[InputCheck], values: dict[str, torch.Tensor]) -> list[Cause]:
+    causes: list[Cause] = []
     failing = [c for c in checks if not c.ok]
     swapped = _swapped(checks)
     if swapped:
         a, b = swapped
-        causes.append(
+        causes.append(_cause(
+            "swapped_gradients", [c for c in checks if c.name in swapped],
             f"backward returns the gradients in the wrong order: what it returns for {a} is the true "
-            f"gradient for {b}, and the other way round (return them in forward's input order)"
-        )
+            f"gradient for {b}, and the other way round (return them in forward's input order)",
+        ))
     for c in failing:
         if swapped and c.name in swapped:
             continue
-        cause = _zero(c) or _scaled(c) or _one_side(c, values.get(c.name))
-        if cause:
-            causes.append(cause)
+        for kind, found in (("zero_gradient", _zero(c)), ("scaled_gradient", _scaled(c)),
+                            ("one_sided", _one_side(c, values.get(c.name)))):
+            if found:
+                causes.append(_cause(kind, [c], found))  # type: ignore[arg-type]
+                break
     return causes
+
+
+def _cause(kind: CauseKind, checks: Sequence[InputCheck], summary: str) -> Cause:
+    """A Function's cause: the input blocks it concerns and their wrong entries."""
+    return Cause(kind, ",".join(c.name for c in checks), sum(c.count for c in checks), {}, summary)
 
 
 def second_order_causes(
     checks: Sequence[InputCheck], *, first_ok: bool,
     intermediates: Sequence[str] = (), replayed: Sequence[InputCheck] | None = None,
     replay_differentiable: bool = True,
-) -> list[str]:
+) -> list[Cause]:
     """Causes of a wrong double backward, each stated only on evidence computed here:
     `replayed` is the same comparison with forward and backward run by hand (function_replay.py),
     where the saved `intermediates` keep their dependence on the input."""
     failing = [c for c in checks if not c.ok]
     if not failing or not first_ok:
         return []
+    found = _second_order_summary(failing, intermediates, replayed, replay_differentiable)
+    return [] if found is None else [_cause(found[0], failing, found[1])]
+
+
+def _second_order_summary(
+    failing: Sequence[InputCheck], intermediates: Sequence[str], replayed: Sequence[InputCheck] | None,
+    replay_differentiable: bool,
+) -> tuple[CauseKind, str] | None:
     zeros = all(bool((_compared_values(c.got, c) == 0).all()) for c in failing)
     if intermediates and replayed is not None and replayed and all(c.ok for c in replayed):
         what = ", ".join(intermediates)
-        return [
-            f"right at first order but wrong at second: forward saved a tensor it computed ({what}) and "
-            "backward uses it; to double backward it is a constant, so the second derivative misses how it "
-            "depends on the input (shown: with it recomputed from the input, the same backward's second "
-            "derivatives agree). Save the inputs and recompute it in backward"
-        ]
+        return ("saved_intermediate",
+                f"right at first order but wrong at second: forward saved a tensor it computed ({what}) and "
+                "backward uses it; to double backward it is a constant, so the second derivative misses how it "
+                "depends on the input (shown: with it recomputed from the input, the same backward's second "
+                "derivatives agree). Save the inputs and recompute it in backward")
     if zeros and not replay_differentiable:
-        return ["double backward gives zeros: backward's result does not depend differentiably on its inputs "
+        return ("not_differentiable",
+                "double backward gives zeros: backward's result does not depend differentiably on its inputs "
                 "even when run by hand with a graph (it is computed under no_grad, or through .detach(), "
-                ".item() or numpy)"]
-    return []
+                ".item() or numpy)")
+    return None
 
 
 def what_was_seen(

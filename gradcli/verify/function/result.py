@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ... import words
+from ...outcome import Problem, Reported
 from . import coverage
 from .forward_mode import ForwardModeCheck
 from .transforms import TransformsCheck
@@ -25,7 +26,7 @@ from .surrogate import SurrogateCheck
 
 
 @dataclass
-class FunctionResult:
+class FunctionResult(Reported):
     """What check_function found: `ok`, `verdict()`, `as_dict()` (the `--json` document).
 
     Described in words once, by the renderer (render/function.py); the public
@@ -42,7 +43,7 @@ class FunctionResult:
     ref_forward: ForwardCheck | None = None
     ref_first: list[InputCheck] = field(default_factory=list)
     ref_second: list[InputCheck] = field(default_factory=list)
-    causes: list[str] = field(default_factory=list)
+    causes: list[Any] = field(default_factory=list)  # causes/cause.py Cause: what backward got wrong
     notes: list[str] = field(default_factory=list)
     outputs: list[OutputInfo] = field(default_factory=list)
     #: What was seen where no cause could be shown (a nan at order 2, where, which element).
@@ -65,8 +66,25 @@ class FunctionResult:
         return list(finite_difference_checks(self.gradcheck, self.gradgradcheck))
 
     @property
-    def ok(self) -> bool:
-        return self._agrees and not coverage.nothing_tested(self)
+    def problems(self) -> list[Problem]:
+        """What makes the check fail, as records: the reference's forward, each Jacobian block
+        that disagrees, a failed gradcheck, a failed part (contract, declared gradient, forward
+        mode, torch.func), or a check that tested nothing. `ok` is `not problems`."""
+        found = []
+        if self.ref_forward is not None and not self.ref_forward.ok:
+            found.append(Problem("forward-differs", self.ref or ""))
+        for title, checks in self.sections():
+            found += [Problem("jacobian-differs", c.name, {"section": title}) for c in checks if not c.ok]
+        found += [Problem("finite-differences-failed", check.label, {"message": check.verdict.message})
+                  for check in self.checks if check.verdict.ok is False]
+        for part in self.parts():
+            if not part.ok:
+                bad = [text for text, is_problem in part.lines() if is_problem]
+                found.append(Problem("check-failed", part.label or type(part).__name__,
+                                     {"message": bad[0] if bad else ""}))
+        if not found and coverage.nothing_tested(self):
+            found.append(Problem("tested-nothing", self.function))
+        return found
 
     @property
     def nothing_tested(self) -> bool:
@@ -80,9 +98,7 @@ class FunctionResult:
 
     @property
     def _agrees(self) -> bool:
-        checks = [*self.first, *self.second, *self.ref_first, *self.ref_second]
-        return (all(c.ok for c in checks) and all(check.verdict.ok is not False for check in self.checks)
-                and (self.ref_forward is None or self.ref_forward.ok) and all(p.ok for p in self.parts()))
+        return all(p.kind == "tested-nothing" for p in self.problems)
 
     def sections(self) -> list[tuple[str, list[InputCheck]]]:
         return [
@@ -101,7 +117,7 @@ class FunctionResult:
             return f"OK{but}: {self.function} agrees with " + ", ".join(done)
         if self.nothing_tested:
             return coverage.not_tested_verdict(self)
-        return "PROBLEM: " + (self.causes[0] if self.causes else self.seen[0] if self.seen else _first_problem(self))
+        return "PROBLEM: " + (self.causes[0].summary if self.causes else self.seen[0] if self.seen else _first_problem(self))
 
     def as_dict(self) -> dict[str, Any]:
         values = {n: words.input_json(v) for n, v in zip(self.inputs.names, self.inputs.values)}
@@ -118,7 +134,7 @@ class FunctionResult:
                 "first_order": [c.as_dict() for c in self.ref_first],
                 "second_order": [c.as_dict() for c in self.ref_second],
             },
-            "likely_causes": self.causes, "notes": self.notes, "verdict": self.verdict(),
+            "causes": [c.as_dict() for c in self.causes], "notes": self.notes, "verdict": self.verdict(),
             "seed": self.inputs.seed, "arguments": self.inputs.as_dicts(),
             "outputs": [o.as_dict() for o in self.outputs],
             "tested_nothing": [item.as_dict() for item in self.untested],

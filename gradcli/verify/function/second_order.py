@@ -24,11 +24,11 @@ def explain_second_order(
     cls: type, inputs: Inputs, tensors: dict[str, torch.Tensor], weights: torch.Tensor, gradient: Any,
     first: Sequence[InputCheck], second: Sequence[InputCheck], expected: dict[str, torch.Tensor],
     kinks: dict[str, torch.Tensor],
-) -> tuple[list[str], list[str]]:
+) -> tuple[list[Any], list[str]]:
     """(causes, seen) of the second-order comparison `second` (`expected`: its finite
     differences, `kinks`: its entries set apart)."""
     first_ok = all(c.ok for c in first)
-    causes: list[str] = []
+    causes: list[Any] = []  # causes/cause.py Cause
     if first_ok and not all(c.ok for c in second):
         try:
             replayed = replay(cls, inputs, tensors, weights)

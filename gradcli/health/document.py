@@ -1,18 +1,19 @@
-"""`gradcli grads --json`: the whole result as one JSON document (every key in docs/json.md).
+"""The grads report's JSON document (docs/json.md) as plain data: `GradsResult.as_dict()`.
 
-Non-finite numbers are written as the strings "nan", "inf", "-inf", as in trace's document.
+render/trace_json.py writes it (one line per parameter and per module; non-finite numbers
+as the strings "nan", "inf", "-inf", as in trace's document).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+from ..words import problem_sentences
+from .table import grads_rows
+
 if TYPE_CHECKING:
-    from ..health.result import Finding, GradsResult, ParamHealth
-from ..health.table import grads_rows
-from .values import finite_safe
+    from .result import Finding, GradsResult, ParamHealth
 
 
 def source_data(source: Any) -> dict[str, Any] | None:
@@ -64,23 +65,7 @@ def grads_document(result: GradsResult, depth: int | None = None) -> dict[str, A
             "count": result.steps.count, "lr": result.steps.lr, "losses": result.steps.losses,
         },
         "error": result.error,
-        "problems": result.problems,
+        "problems": problem_sentences(result.problems),
         "warnings": result.warnings,
         "notes": result.notes,
     }
-
-
-def grads_json(result: GradsResult, depth: int | None = None) -> str:
-    """The document as text: one line per parameter and per module, as trace's document."""
-    document = finite_safe(grads_document(result, depth))
-    return "{\n" + ",\n".join(f"  {_dumps(key)}: {_member(value)}" for key, value in document.items()) + "\n}"
-
-
-def _member(value: Any) -> str:
-    if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
-        return "[\n    " + ",\n    ".join(_dumps(item) for item in value) + "\n  ]"
-    return _dumps(value)
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, allow_nan=False, ensure_ascii=False)

@@ -1,0 +1,152 @@
+"""Every command's result follows gradcli/outcome.py's protocol, and the exit status is `not ok`.
+
+The result classes are enumerated from the package itself (every class the JSON writer renders
+is one), so a new command's result cannot skip the protocol unnoticed. For each, a passing and
+a failing case run for real: `ok` is `not problems`, every problem is a `Problem` record (data,
+not a sentence), the document and `str()` exist and say the same `ok`, and the command's exit
+status is `not ok`. The truth of "passing" and "failing" is the fixture's (a right and a wrong
+backward, a finite and a non-finite gradient), not gradcli's output.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+import gradcli
+from gradcli.outcome import Outcome, Problem
+from gradcli.render.formats import render
+from gradcli.render.plain import plain_text
+from gradcli.render.trace_json import JsonFormat
+from gradcli.words import problem_sentence
+
+ROOT = Path(__file__).resolve().parent.parent
+FUNCTIONS = "tests/fixtures/functions.py"
+FAULTS = ROOT / "examples" / "grads" / "faults.py"
+HEALTHY = ROOT / "examples" / "grads" / "healthy.py"
+SQUARE = ["--loss", "out.pow(2).mean()"]
+
+
+@pytest.fixture(autouse=True)
+def from_the_checkout(monkeypatch):
+    monkeypatch.chdir(ROOT)
+
+
+def _grads(path: Path, name: str, *shape: int):
+    sys.path.insert(0, str(path.parent))
+    try:
+        module = __import__(path.stem)
+    finally:
+        sys.path.remove(str(path.parent))
+    torch.manual_seed(0)
+    model = getattr(module, name)()
+    return gradcli.grads(model, torch.randn(*shape), loss=lambda out: out.pow(2).mean())
+
+
+def _library_check(*entries: tuple[str, list[str]]):
+    from gradcli.verify.expression.result import LibraryCheck
+
+    return LibraryCheck([gradcli.check(e, var, seed=7) for e, var in entries])
+
+
+def _discovery(target: str):
+    from gradcli.verify.discovery.check import check_discovered
+
+    return check_discovered(target, seed=0)
+
+
+# (id, library call, the same run from the command line, whether it should pass)
+CASES = [
+    ("trace-ok", lambda: gradcli.trace("(x*x).sum()", ["x=[1.0, 2.0]"]),
+     ["trace", "(x*x).sum()", "--var", "x=[1.0, 2.0]"], True),
+    ("trace-nonfinite", lambda: gradcli.trace("sqrt(x).sum()", ["x=[0.0, 1.0]"]),
+     ["trace", "sqrt(x).sum()", "--var", "x=[0.0, 1.0]"], False),
+    ("check-ok", lambda: gradcli.check("x*sigmoid(x)", seed=7), ["check", "x*sigmoid(x)", "--seed", "7"], True),
+    # where(x > 0, sqrt(x), 0): the untaken branch's nan leaks into the gradient at x < 0
+    ("check-wrong", lambda: gradcli.check("where(x > 0, sqrt(x), 0)", ["x=linspace(-2,2,41)"], seed=7),
+     ["check", "where(x > 0, sqrt(x), 0)", "--var", "x=linspace(-2,2,41)", "--seed", "7"], False),
+    ("check-all", lambda: _library_check(("x*sigmoid(x)", []), ("where(x > 0, sqrt(x), 0)", ["x=linspace(-2,2,41)"])), None, False),
+    ("function-ok", lambda: gradcli.check_function(f"{FUNCTIONS}:MulRight", seed=0),
+     ["check-function", f"{FUNCTIONS}:MulRight", "--seed", "0"], True),
+    ("function-wrong", lambda: gradcli.check_function(f"{FUNCTIONS}:SinFlipped", seed=0),
+     ["check-function", f"{FUNCTIONS}:SinFlipped", "--seed", "0"], False),
+    ("discovery", lambda: _discovery("tests/fixtures/discover_module.py"),
+     ["check-function", "tests/fixtures/discover_module.py", "--seed", "0"], False),
+    ("grads-ok", lambda: _grads(HEALTHY, "MLP", 64, 32),
+     ["grads", f"{HEALTHY}:MLP", "--var", "x=randn(64, 32)", *SQUARE, "--seed", "0"], True),
+    ("grads-detached", lambda: _grads(FAULTS, "DetachedBranch", 16, 8),
+     ["grads", f"{FAULTS}:DetachedBranch", "--var", "x=randn(16, 8)", *SQUARE, "--seed", "0"], False),
+]
+
+
+def result_classes() -> set[str]:
+    """Every kind of result a command writes as JSON: JsonFormat's `_render_<Class>` methods."""
+    return {name.removeprefix("_render_") for name in vars(JsonFormat) if name.startswith("_render_")}
+
+
+def test_every_result_class_is_covered_by_a_case_here():
+    # Listing is `gradcli list`'s table of the expression library: a listing, not a verdict.
+    covered = {"TraceResult", "CheckResult", "LibraryCheck", "FunctionResult", "DiscoveryResult", "GradsResult"}
+    assert result_classes() - {"Listing"} == covered
+
+
+@pytest.mark.parametrize(("library", "command", "passes"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_the_result_follows_the_protocol(library, command, passes, cli):
+    result = library()
+    assert isinstance(result, Outcome)
+    assert any(type(result).__name__ == c or c in [b.__name__ for b in type(result).__mro__] for c in result_classes())
+    assert result.ok is passes
+    assert result.ok == (not result.problems)
+    assert all(isinstance(p, Problem) and isinstance(p.kind, str) for p in result.problems)
+    assert all(isinstance(note, str) for note in result.notes)
+    sentences = [problem_sentence(p) for p in result.problems]  # every kind has its words
+    assert all(sentences)
+    document = result.as_dict()
+    json.dumps(document, default=str)  # plain data
+    if "ok" in document:
+        assert document["ok"] is result.ok
+    if "problems" in document:
+        assert document["problems"] == sentences
+    written = json.loads(plain_text(render(result, "json")))
+    assert written.get("ok", result.ok) is result.ok
+    text = plain_text(render(result, "text"))
+    assert text
+    if hasattr(type(result), "_repr_html_"):  # the public API's results: str() is the text format's
+        assert str(result) == text
+    if command is not None:
+        assert cli(*command).exit_code == int(not result.ok)
+
+
+def test_no_command_decides_its_exit_status_from_anything_but_ok():
+    # Every exit_status(...) in cli/ takes a result's `.ok` (or a constant, for --fix's paths).
+    found = []
+    for path in sorted((ROOT / "gradcli" / "cli").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "exit_status" and node.args:
+                arg = node.args[0]
+                fine = (isinstance(arg, ast.Attribute) and arg.attr == "ok") or isinstance(arg, (ast.Constant, ast.Name))
+                if not fine:
+                    found.append(f"{path.name}:{node.lineno}: {ast.unparse(arg)}")
+    assert found == []
+
+
+def test_a_model_result_and_its_rendering_share_one_renderer():
+    # str() of the public API's results is the registered text format's, as a pipe shows it.
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 1)
+
+        def forward(self, x):
+            return self.b(torch.relu(self.a(x)))
+
+    torch.manual_seed(0)
+    result = gradcli.grads(Net(), torch.randn(8, 4), loss=lambda out: out.pow(2).mean())
+    assert str(result) == plain_text(render(result, "text"))
+    assert json.loads(result.to_json())["ok"] is result.ok
