@@ -2,7 +2,7 @@
 arrived at it, the gradient it passed on, and its local derivative.
 
 `--flow` shows values; a cause needs tensors, kept here per node: the forward output (recorded
-by a TorchFunctionMode while the program runs, so it works on any code that calls torch, an
+by targets/record.py's TorchFunctionMode while the program runs, so it works on any code that calls torch, an
 expression or a user's model), the gradient arriving at the node (pre-hook), the gradients it
 sends to each input (hook), and the local derivative (the node called with a gradient of ones,
 which for an elementwise node is its diagonal Jacobian). Nodes are kept in the order torch
@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
-from torch.overrides import TorchFunctionMode
+
+from ..targets.record import watching
 
 #: grad_fn.metadata key under which the torch builder stores a node's source span.
 SPAN_KEY = "gradcli_span"
@@ -97,17 +98,18 @@ class Evidence:
         return seen
 
 
-class _Recorder(TorchFunctionMode):
+class _Calls:
+    """The calls that made a graph node, in order, heard through targets/record.py's mode."""
+
     def __init__(self) -> None:
-        super().__init__()
         self.calls: list[tuple[str, list[Any], Any, Any, dict[str, Any]]] = []
 
-    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        result = func(*args, **(kwargs or {}))
+    def before(self, func: Any, args: Any) -> None:
+        return None
+
+    def called(self, func: Any, args: Any, kwargs: dict[str, Any], result: Any, before: Any) -> None:
         if isinstance(result, torch.Tensor) and result.grad_fn is not None:
-            name = _call_name(func)
-            self.calls.append((name, [*args, *(kwargs or {}).values()], result, func, dict(kwargs or {})))
-        return result
+            self.calls.append((_call_name(func), [*args, *kwargs.values()], result, func, dict(kwargs)))
 
 
 def _call_name(func: Any) -> str:
@@ -132,8 +134,8 @@ def gather(run: Callable[[], Any], leaves: dict[str, torch.Tensor] | None) -> Ev
 
 
 def _gather(run: Callable[[], Any], leaves: dict[str, torch.Tensor] | None) -> Evidence:
-    recorder = _Recorder()
-    with recorder:
+    recorder = _Calls()
+    with watching(recorder):
         output = run()
     if leaves is None:
         output, leaves = output

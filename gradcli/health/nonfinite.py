@@ -11,13 +11,14 @@ the recorder did not tag was made by the loss.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable
 
 import torch
 
+from ..targets.base import Origin
 from ..targets.record import ForwardRecorder, origin_of
 from .result import NonfiniteOrigin
-from .source import Source
 
 
 def find_origin(
@@ -65,10 +66,11 @@ def find_origin(
     return origin
 
 
-def _source(origin: Any) -> Source | None:
+def _source(origin: Origin | None) -> Origin | None:
+    """The recorder's origin as a user's line (None when it has no file and line)."""
     if origin is None or origin.file is None or origin.line is None:
         return None
-    return Source(origin.file, origin.line, origin.code or "")
+    return replace(origin, code=origin.code or "")
 
 
 def _nodes(root: Any) -> list[Any]:

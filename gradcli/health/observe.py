@@ -4,10 +4,11 @@ cut, which modules ran, which activations output nothing but zeros.
 A parameter that gets no gradient is only useful to report with its cause, and the cause is
 visible in forward, not in the finished graph: the module never ran, or an operation took
 a tensor that required grad and returned one that does not (`.detach()`, `.data`, an op
-under `torch.no_grad()`, an integer result, `.item()`, `.numpy()`). A `TorchFunctionMode`
-sees every torch function and Tensor method call (the `.data` getter included) with its
-arguments and result, which is exactly that evidence; module hooks give each module's
-span of operations. Source lines are looked up only for cuts and dead activations.
+under `torch.no_grad()`, an integer result, `.item()`, `.numpy()`). targets/record.py's
+TorchFunctionMode (gradcli's one) tells this observer of every torch function and Tensor
+method call (the `.data` getter included) with its arguments and result, which is exactly
+that evidence; module hooks give each module's span of operations. The user's lines (the
+one `Origin` type) are looked up only for cuts and dead activations.
 """
 
 from __future__ import annotations
@@ -18,9 +19,8 @@ from typing import Any, Literal
 
 import numpy
 import torch
-from torch.overrides import TorchFunctionMode
-
-from .source import Source, user_source
+from ..targets.base import Origin
+from ..targets.record import user_line, watching
 
 CutKind = Literal["no_grad", "detach", "data", "numpy", "item", "integer", "other"]
 
@@ -39,7 +39,7 @@ class Cut:
     index: int  # operation number in forward
     kind: CutKind
     op: str
-    source: Source | None
+    source: Origin | None
     module: str  # the innermost module running, "" for the model itself
     inputs: list[Any]  # the grad_fn nodes of its inputs, or parameter names for leaves
 
@@ -55,7 +55,7 @@ class Activation:
     stuck: bool
     state: str = ""  # "dead (outputs only zeros)", "saturated (outputs only 0 and 1)"
     zero_output: bool = False  # what it passes on is all zeros (the next layer's input)
-    source: Source | None = None
+    source: Origin | None = None
 
 
 @dataclass
@@ -78,11 +78,11 @@ class ForwardRecord:
     operations: int = 0
 
 
-class ForwardObserver(TorchFunctionMode):
+class ForwardObserver:
     """Use as `with ForwardObserver(model) as watch: out = model(*inputs)`; read `watch.record`."""
 
     def __init__(self, model: torch.nn.Module) -> None:
-        super().__init__()
+        self._mode = watching(self)
         self.record = ForwardRecord()
         self._names = {id(p): name for name, p in model.named_parameters()}
         self._stack: list[str] = []
@@ -92,12 +92,16 @@ class ForwardObserver(TorchFunctionMode):
             self._handles.append(module.register_forward_pre_hook(self._entering(path)))
             self._handles.append(module.register_forward_hook(self._leaving(path), always_call=True))
 
+    def __enter__(self) -> "ForwardObserver":
+        self._mode.__enter__()
+        return self
+
     def __exit__(self, *exc: Any) -> Any:
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
         self._cut_outputs.clear()
-        return super().__exit__(*exc)
+        return self._mode.__exit__(*exc)
 
     def _entering(self, path: str) -> Any:
         def hook(module: Any, args: Any) -> None:
@@ -115,14 +119,16 @@ class ForwardObserver(TorchFunctionMode):
 
         return hook
 
-    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
+    def before(self, func: Any, args: Any) -> None:
+        return None
+
+    def called(self, func: Any, args: Any, kwargs: dict[str, Any], out: Any, before: Any) -> None:
+        """After `func` ran: first uses of parameters, cuts, stuck activations."""
         record = self.record
         record.operations += 1
         inputs = _tensors((args, kwargs))
         if not inputs:
-            return out
+            return
         index = record.operations
         computes: bool | None = None  # reading .dtype or .shape is not a use: a result tensor is
         for tensor in inputs:
@@ -141,7 +147,6 @@ class ForwardObserver(TorchFunctionMode):
             self._numpy_after_cut(inputs)
         if (name in ZEROING_ACTIVATIONS or name in SATURATING_ACTIVATIONS) and isinstance(out, torch.Tensor) and out.numel():
             self._activation(index, name, out)
-        return out
 
     def _activation(self, index: int, name: str, out: torch.Tensor) -> None:
         module = self._stack[-1] if self._stack else ""
@@ -153,7 +158,7 @@ class ForwardObserver(TorchFunctionMode):
             saturated = bool(((out == low) | (out == 1.0)).all())
             activation = Activation(index, name, module, saturated, f"saturated (outputs only {SATURATING_ACTIVATIONS[name]})")
         if activation.stuck:
-            activation.source = user_source(1)
+            activation.source = user_line(2)
         self.record.activations.append(activation)
 
     def _cut(self, index: int, kind: CutKind, name: str, inputs: list[torch.Tensor], out: Any) -> None:
@@ -165,7 +170,7 @@ class ForwardObserver(TorchFunctionMode):
                 sources.append(tensor.grad_fn)
             elif id(tensor) in self._names:
                 sources.append(self._names[id(tensor)])
-        cut = Cut(index, kind, name, user_source(1), self._stack[-1] if self._stack else "", sources)
+        cut = Cut(index, kind, name, user_line(2), self._stack[-1] if self._stack else "", sources)
         self.record.cuts.append(cut)
         if isinstance(out, torch.Tensor):
             self._cut_outputs[id(out)] = (weakref.ref(out), cut)

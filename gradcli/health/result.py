@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..outcome import Problem, Reported
+from ..targets.base import Origin
 from .flags import FAILING, FLAG_ORDER, Flag
-from .source import Source
 from .thresholds import Thresholds
 
 
@@ -27,7 +27,7 @@ class Finding:
 
     flag: Flag
     reason: str
-    source: Source | None = None
+    source: Origin | None = None
 
 
 @dataclass
@@ -72,10 +72,10 @@ class NonfiniteOrigin:
     and the first backward node whose gradient was."""
 
     forward_op: str | None = None
-    forward_source: Source | None = None
+    forward_source: Origin | None = None
     forward_in_loss: bool = False  # the operation ran in the loss, not in the model
     backward_node: str | None = None
-    backward_source: Source | None = None
+    backward_source: Origin | None = None
     backward_in_loss: bool = False
 
 

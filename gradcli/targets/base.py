@@ -9,6 +9,8 @@ only `Origin` carries kind-specific detail, and renderers show whichever fields 
 
 from __future__ import annotations
 
+import os
+
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Protocol
 
@@ -30,6 +32,10 @@ class Origin:
     file: str | None = None
     line: int | None = None
     code: str | None = None
+
+    def __str__(self) -> str:
+        """A user's line as a report names it: `model.py:12  code`."""
+        return f"{os.path.basename(self.file or '')}:{self.line}  {self.code or ''}"
 
 
 #: grad_fn -> where it was created (None when nobody knows).

@@ -17,12 +17,14 @@ module's input and output shapes.
 
 from __future__ import annotations
 
+import importlib.util
 import linecache
+import os
 import re
 import sys
 from pathlib import Path
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from .base import Origin
 from .load import is_user_file
@@ -94,7 +96,7 @@ class ForwardRecorder:
         self._tensor = torch.Tensor
         # `x.data` reaches the mode as a fresh method-wrapper of this descriptor's __get__.
         self._data = torch._C.TensorBase.__dict__["data"]
-        self._mode = _Mode(self)
+        self._mode = watching(self)
         self._mode.__enter__()
         return self
 
@@ -234,29 +236,70 @@ def _shapes(value: Any) -> list[list[int]]:
     return [list(t.shape) for t in _flat(value) if hasattr(t, "shape") and hasattr(t, "grad_fn")]
 
 
+class Listener(Protocol):
+    """What watches torch calls through `watching`: told before and after each call."""
+
+    def before(self, func: Any, args: tuple[Any, ...]) -> Any: ...
+
+    def called(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any, before: Any) -> None: ...
+
+
+def watching(listener: Listener) -> Any:
+    """The TorchFunctionMode that tells `listener` of every torch call (enter it with `with`).
+
+    The one TorchFunctionMode of gradcli (tests/test_recorder.py holds it to that): the forward
+    recorder here, grads' observer (health/observe.py) and the cause finder's call log
+    (graph/evidence.py) all listen through it, so a torch version that changes how modes see
+    calls is handled in one place."""
+    global _MODE
+    if _MODE is None:
+        _MODE = _mode_class()
+    return _MODE(listener)
+
+
 def _mode_class() -> type:
     from torch.overrides import TorchFunctionMode
 
     class Mode(TorchFunctionMode):
-        def __init__(self, recorder: ForwardRecorder) -> None:
+        def __init__(self, listener: Listener) -> None:
             super().__init__()
-            self.recorder = recorder
+            self.listener = listener
 
         def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
-            before = self.recorder.before(func, args)
+            before = self.listener.before(func, args)
             result = func(*args, **kwargs)
-            self.recorder.called(func, args, kwargs, result, before)
+            self.listener.called(func, args, kwargs, result, before)
             return result
 
     return Mode
 
 
-def _Mode(recorder: ForwardRecorder) -> Any:
-    global _MODE
-    if _MODE is None:
-        _MODE = _mode_class()
-    return _MODE(recorder)
-
-
 _MODE: Any = None
+
+
+def user_line(depth: int = 0) -> Origin | None:
+    """The innermost frame of the user's code above the caller of this function's caller
+    (plus `depth` more frames), walking out through torch; None when gradcli comes first (an
+    operation gradcli itself ran, such as a --loss expression in its language). Looked up
+    only when something worth naming happened, never for every operation."""
+    frame = sys._getframe(depth + 2)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if filename.startswith(_GRADCLI_DIR):
+            return None
+        if not filename.startswith(_TORCH_DIR) and not filename.startswith("<frozen"):
+            code = linecache.getline(filename, frame.f_lineno).strip()
+            return Origin(file=filename, line=frame.f_lineno, code=code)
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
+
+
+def _folder(origin: str) -> str:
+    return os.path.dirname(os.path.abspath(origin)) + os.sep
+
+
+# As Python names the frames' files (not resolved): where torch and gradcli are, found
+# without importing torch.
+_TORCH_DIR = _folder(importlib.util.find_spec("torch").origin)  # type: ignore[arg-type]
+_GRADCLI_DIR = os.path.dirname(_folder(__file__).rstrip(os.sep)) + os.sep

@@ -1,0 +1,78 @@
+"""One observer of a forward pass: gradcli subclasses torch's TorchFunctionMode exactly once.
+
+Trace's recorder (targets/record.py), grads' observer (health/observe.py) and the cause
+finder's call log (graph/evidence.py) all listen through that one mode; and the user's line
+they report is one type (targets/base.py's Origin). Read from the source with `ast`, and
+checked at run time: a model's forward seen through two listeners at once gives both the
+same calls, and grads' observer still names the cut and the user's line.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import torch
+from torch import nn
+
+PACKAGE = Path(__file__).resolve().parent.parent / "gradcli"
+
+
+def _subclasses_of(name: str) -> list[str]:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                bases = [b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", "") for b in node.bases]
+                if name in bases:
+                    found.append(f"{path.relative_to(PACKAGE)}:{node.name}")
+    return found
+
+
+def test_exactly_one_class_subclasses_torch_function_mode():
+    assert _subclasses_of("TorchFunctionMode") == ["targets/record.py:Mode"]
+
+
+def test_one_user_line_type():
+    # health's Source was a second spelling of a user's line; only Origin is left.
+    assert not (PACKAGE / "health" / "source.py").exists()
+    assert _subclasses_of("Source") == []
+    assert not any("class Source" in p.read_text(encoding="utf-8") for p in PACKAGE.rglob("*.py"))
+
+
+class _Log:
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def before(self, func, args):
+        return None
+
+    def called(self, func, args, kwargs, result, before):
+        self.names.append(getattr(func, "__name__", repr(func)))
+
+
+def test_two_listeners_hear_the_same_calls_and_the_observer_still_sees_a_cut():
+    from gradcli.health.observe import ForwardObserver
+    from gradcli.targets.record import watching
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(3, 3), nn.Linear(3, 1)
+
+        def forward(self, x):
+            return self.b(torch.tanh(self.a(x)).detach())  # the detach cuts self.a off the loss
+
+    torch.manual_seed(0)
+    model, x = Net(), torch.randn(4, 3)
+    first, second = _Log(), _Log()
+    with watching(first), watching(second):
+        model(x)
+    assert first.names and first.names == second.names
+    assert {"linear", "tanh", "detach"} <= set(first.names)
+    with ForwardObserver(model) as watch:
+        model(x)
+    (cut,) = [c for c in watch.record.cuts if c.op == "detach"]
+    assert cut.kind == "detach" and cut.module == ""
+    assert cut.source is not None and cut.source.file == __file__ and "detach" in cut.source.code
+    assert str(cut.source).startswith("test_recorder.py:")
