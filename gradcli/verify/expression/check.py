@@ -31,6 +31,7 @@ from ...language.expansion import expanded_nodes
 from ...options import checked_seed, checked_tolerance
 from ...pipeline import load
 from ...seeds import draw_seed
+from .context import CheckContext
 from .elementwise_mode import check_elementwise
 from .exact_mode import check_exact
 from .values import elementwise_points, exact_values, refuse_integers
@@ -93,10 +94,10 @@ def check(
     if plan.mode in ("elementwise", "reduced"):
         pts = elementwise_points(program.variables, every_variable, options, plan, points, seed, result)
         limits.check_work(sum(t.numel() for t in pts.values()), expanded_nodes(program, library.functions))
-        check_elementwise(result, program, plan, library, pts, device, simplify)
+        check_elementwise(CheckContext(result, program, plan, library, device), pts, simplify)
     else:
         values = exact_values(program.variables, every_variable, options, seed, result)
-        check_exact(result, program, plan, library, values, device)
+        check_exact(CheckContext(result, program, plan, library, device), values)
     if explain and (not result.ok or result.causes):
         from .fixes import propose
 

@@ -16,23 +16,20 @@ import torch
 
 from ...interpret.variables import resolve_dtype
 from ...errors import DomainError
-from ...language.library import Library
 from ...exact.boundaries import near_boundaries
 from .gradcheck_runs import gradchecks_elementwise
 from ...exact.compare import compare
 from ...exact.evaluation import evaluate
-from ...exact.plan import Plan
 from .published import published_values
+from .context import CheckContext
 from .result import CheckResult
 from ...exact.symbolic import simplify_all
 
 
-def check_elementwise(
-    result: CheckResult, program: Any, plan: Plan, library: Library, pts: dict[str, torch.Tensor], device: str,
-    simplify: bool,
-) -> None:
+def check_elementwise(check: CheckContext, pts: dict[str, torch.Tensor], simplify: bool) -> None:
     """Compare autograd with the exact derivative at every point of `pts`, then gradcheck."""
-    names = list(program.variables)
+    result, program, plan, library, device = check.result, check.program, check.plan, check.library, check.device
+    names = check.names
     size = next(iter(pts.values())).numel() if pts else 1
     ev = evaluate(program, plan, library, pts, order=result.order, dtype=result.dtype, device=device,
                   seed=result.seed or 0, **result.tolerance())
@@ -69,11 +66,11 @@ def check_elementwise(
                 compare(value, targets[names[0]], candidate_name="published",
                         largest=float(torch.finfo(torch.float64).max), seed=result.seed or 0, **result.tolerance())
             )
-        result.causes = _causes(result, plan, library, rounded, ev, program.source)
+        result.causes = _causes(check, rounded, ev)
         keep = ~ev.outside & ~ev.near_kink
         for t in first:
             keep &= ~t.undefined & torch.isfinite(t.reference)
-        gradchecks_elementwise(result, program, library, names, rounded, keep, (plan, targets, size))
+        gradchecks_elementwise(check, rounded, keep, (targets, size))
         return
     near = near_boundaries(program, library, rounded, size)
     if bool(near.any()):
@@ -81,16 +78,15 @@ def check_elementwise(
             f"{int(near.sum()):,} of {size:,} points are at or next to a branch boundary or a kink "
             "(found with torch, the symbolic side being skipped): kept out of finite differences"
         )
-    gradchecks_elementwise(result, program, library, names, rounded, ~near)
+    gradchecks_elementwise(check, rounded, ~near)
 
 
-def _causes(result: CheckResult, plan: Plan, library: Library, rounded: dict[str, torch.Tensor], ev: Any,
-            source: str) -> list[Any]:
-    """Why autograd is wrong or not finite where it is (verify/causes.py)."""
+def _causes(check: CheckContext, rounded: dict[str, torch.Tensor], ev: Any) -> list[Any]:
+    """Why autograd is wrong or not finite where it is (causes/at_points.py)."""
     from ..causes.at_points import find_causes
 
-    return find_causes(plan.body, library, rounded, ev.autograd, ev.targets, dtype=resolve_dtype(result.dtype),
-                       source=source, outside=ev.outside, **result.tolerance())
+    return find_causes(check.plan.body, check.library, rounded, ev.autograd, ev.targets, dtype=check.dtype,
+                       source=check.program.source, outside=ev.outside, **check.result.tolerance())
 
 
 def _show(result: CheckResult, first: dict[Any, Any], second: dict[Any, Any], simplify: bool) -> None:

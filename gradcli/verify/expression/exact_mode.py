@@ -16,14 +16,14 @@ import torch
 
 from ...interpret.variables import resolve_dtype
 from ...errors import DomainError
-from ...language.library import Library
 from ...exact.boundaries import any_near_boundary
 from .gradcheck_runs import coupled_gradchecks
 from ...exact.compare import Target, compare
 from ...exact.domain import defined_at
 from ...exact.evaluation import symbolic_side
 from ...exact.coupled import exact_autograd, exact_formulas, exact_targets
-from ...exact.plan import EXACT_MAX_ELEMENTS, Plan
+from ...exact.plan import EXACT_MAX_ELEMENTS
+from .context import CheckContext
 from .result import CheckResult
 from ..finite_differences.settle import settle_exact
 
@@ -31,11 +31,10 @@ from ..finite_differences.settle import settle_exact
 EXACT_SECOND_MAX_ENTRIES = 256
 
 
-def check_exact(
-    result: CheckResult, program: Any, plan: Plan, library: Library, values: dict[str, torch.Tensor], device: str
-) -> None:
+def check_exact(check: CheckContext, values: dict[str, torch.Tensor]) -> None:
     """Compare autograd with the exact derivative element by element on `values`, then gradcheck."""
-    names = list(program.variables)
+    result, program, plan, library, device = check.result, check.program, check.plan, check.library, check.device
+    names = check.names
     total = sum(t.numel() for t in values.values())
     coupling = ", ".join(plan.coupling) + (" couples" if len(plan.coupling) == 1 else " couple")
     if total > EXACT_MAX_ELEMENTS:
@@ -45,7 +44,7 @@ def check_exact(
             f"element, which is done up to {EXACT_MAX_ELEMENTS} elements; the variables have {total:,} "
             "(give smaller --var values for the exact comparison); gradcheck still runs"
         )
-        coupled_gradchecks(result, program, library, names, values, any_near_boundary(program, library, values))
+        coupled_gradchecks(check, values, any_near_boundary(program, library, values))
         return
     torch_dtype = resolve_dtype(result.dtype)
     rounded = {n: v.detach().to(torch_dtype).to(torch.float64).clone() for n, v in values.items()}
@@ -87,10 +86,10 @@ def check_exact(
     if result.symbolic_skipped:
         near = any_near_boundary(program, library, rounded)
     undefined = _undefined_elements(targets, rounded) if targets is not None else None
-    if coupled_gradchecks(result, program, library, names, rounded, near, undefined) and not result.symbolic_skipped:
-        settle_exact(result, program, library, names, rounded, targets)
+    if coupled_gradchecks(check, rounded, near, undefined) and not result.symbolic_skipped:
+        settle_exact(check, rounded, targets)
     if targets is not None:
-        result.causes = _element_causes(result, program, library, rounded, auto, targets)
+        result.causes = _element_causes(check, rounded, auto, targets)
 
 
 def _undefined_elements(targets: dict[Any, Target], values: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor] | None:
@@ -100,13 +99,13 @@ def _undefined_elements(targets: dict[Any, Target], values: Mapping[str, torch.T
     return found if any(bool(m.any()) for m in found.values()) else None
 
 
-def _element_causes(result: CheckResult, program: Any, library: Library, values: dict[str, torch.Tensor],
-                    auto: dict[Any, torch.Tensor], targets: dict[Any, Target]) -> list[Any]:
-    """Why autograd is wrong or not finite at some elements (verify/element_causes.py)."""
+def _element_causes(check: CheckContext, values: dict[str, torch.Tensor], auto: dict[Any, torch.Tensor],
+                    targets: dict[Any, Target]) -> list[Any]:
+    """Why autograd is wrong or not finite at some elements (causes/elements.py)."""
     from ..causes.elements import find_element_causes
 
-    return find_element_causes(program, library, values, auto, targets, dtype=resolve_dtype(result.dtype),
-                               source=program.source, **result.tolerance())
+    return find_element_causes(check.program, check.library, values, auto, targets, dtype=check.dtype,
+                               source=check.program.source, **check.result.tolerance())
 
 
 def _compare_all(

@@ -12,46 +12,43 @@ from typing import Any, Mapping
 
 import torch
 
-from ...language.library import Library
 from ...exact.compare import Target
 from ...exact.coordinates import at_kink, held_fixed
 from ..finite_differences.gradchecks import GradcheckVerdict, run_gradcheck, spaced
-from ...exact.plan import Plan
-from .result import CheckResult
+from .context import CheckContext
 from ..finite_differences.settle import settle_elementwise
 
 KINK_REASON = "the values are at or next to a branch boundary or a kink, where finite differences mislead"
 
 
 def gradchecks_elementwise(
-    result: CheckResult, program: Any, library: Library, names: list[str], rounded: dict[str, torch.Tensor],
-    keep: torch.Tensor, exact: tuple[Plan, dict[Any, Target], int] | None = None,
+    check: CheckContext, rounded: dict[str, torch.Tensor], keep: torch.Tensor,
+    exact: tuple[dict[Any, Target], int] | None = None,
 ) -> None:
-    """gradcheck on the kept points; with `exact` (plan, targets, size) a failure is settled
-    with the exact derivative (settle.py)."""
+    """gradcheck on the kept points; with `exact` (targets, size) a failure is settled with
+    the exact derivative (finite_differences/settle.py)."""
+    names = check.names
     index = keep.nonzero().flatten()
     index = index[spaced(index.numel())]
     inputs = [rounded[n][index] for n in names]
     reason = "no point is left for finite differences" if not index.numel() else None
-    gradchecks(result, program, library, names, inputs, reason)
+    gradchecks(check, inputs, reason)
     if exact is not None and index.numel():
-        plan, targets, size = exact
+        targets, size = exact
 
         def rerun(kept: torch.Tensor, second: bool) -> GradcheckVerdict:
-            return run_gradcheck(torch_fn(program, library, names), [x[kept] for x in inputs], seed=result.seed,
-                                 second=second)
+            return run_gradcheck(check.torch_fn(), [x[kept] for x in inputs], seed=check.result.seed, second=second)
 
-        settle_elementwise(result, plan, library, names, {n: x for n, x in zip(names, inputs)}, index, targets,
-                           size, rerun)
+        settle_elementwise(check, {n: x for n, x in zip(names, inputs)}, index, targets, size, rerun)
 
 
 def gradchecks(
-    result: CheckResult, program: Any, library: Library, names: list[str], inputs: list[torch.Tensor],
-    reason: str | None, held: list[torch.Tensor] | None = None,
+    check: CheckContext, inputs: list[torch.Tensor], reason: str | None, held: list[torch.Tensor] | None = None,
 ) -> None:
     """gradcheck (and gradgradcheck) unless `reason` says why not; elements marked in `held`
     keep their values (coordinates.py)."""
-    fn = torch_fn(program, library, names)
+    result, names = check.result, check.names
+    fn = check.torch_fn()
     if held is not None:
         fn, inputs = held_fixed(fn, inputs, held)
     if reason is None and not names:
@@ -72,31 +69,22 @@ def gradchecks(
         result.gradgradcheck = run_gradcheck(fn, inputs, seed=result.seed, second=True)
 
 
-def torch_fn(program: Any, library: Library, names: list[str]) -> Any:
-    from ...interpret.to_torch import build
-
-    def fn(*xs: torch.Tensor) -> Any:
-        return build(program, dict(zip(names, xs)), library=library).output
-
-    return fn
-
-
 def coupled_gradchecks(
-    result: CheckResult, program: Any, library: Library, names: list[str], values: Mapping[str, torch.Tensor],
-    near: bool, undefined: Mapping[str, torch.Tensor] | None = None,
+    check: CheckContext, values: Mapping[str, torch.Tensor], near: bool, undefined: Mapping[str, torch.Tensor] | None = None,
 ) -> bool:
     """gradcheck of a program whose operations couple elements. When some element is `near`
     a kink, the elements whose own move changes a branch are found one by one and held
     fixed (coordinates.py); so are the `undefined` ones (no derivative to measure); the
     others are still checked. True when every element was."""
+    result, program, library, names = check.result, check.program, check.library, check.names
     inputs = [values[n] for n in names]
     if not near and undefined is None:
-        gradchecks(result, program, library, names, inputs, None)
+        gradchecks(check, inputs, None)
         return True
     held = at_kink(program, library, {n: values[n] for n in names}) if near else {
         n: torch.zeros(values[n].shape, dtype=torch.bool) for n in names}
     if held is None:
-        gradchecks(result, program, library, names, inputs, KINK_REASON)
+        gradchecks(check, inputs, KINK_REASON)
         return False
     total = sum(h.numel() for h in held.values())
     kinks = sum(int(h.sum()) for h in held.values())
@@ -104,7 +92,7 @@ def coupled_gradchecks(
         held = {n: held[n] | undefined[n] if n in undefined else held[n] for n in names}
     count = sum(int(h.sum()) for h in held.values())
     if count == total:
-        gradchecks(result, program, library, names, inputs, KINK_REASON)
+        gradchecks(check, inputs, KINK_REASON)
         return False
     if kinks:
         result.notes.append(
@@ -116,5 +104,5 @@ def coupled_gradchecks(
             f"{count - kinks:,} of {total:,} elements are where the exact derivative is undefined: "
             "held fixed in gradcheck, the other elements checked"
         )
-    gradchecks(result, program, library, names, inputs, None, [held[n] for n in names] if count else None)
+    gradchecks(check, inputs, None, [held[n] for n in names] if count else None)
     return not count

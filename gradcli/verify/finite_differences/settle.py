@@ -27,11 +27,13 @@ from .gradchecks import GradcheckVerdict
 
 
 def settle_elementwise(
-    result: Any, plan: Any, library: Any, names: list[str], points: dict[str, torch.Tensor], index: torch.Tensor,
-    targets: dict[Any, Any], size: int, rerun: Callable[[torch.Tensor, bool], GradcheckVerdict],
+    check: Any, points: dict[str, torch.Tensor], index: torch.Tensor, targets: dict[Any, Any], size: int,
+    rerun: Callable[[torch.Tensor, bool], GradcheckVerdict],
 ) -> None:
-    """`points`: float64 values of every variable at the P gradchecked points, which are
+    """`check`: the check's context (verify/expression/context.py: result, plan, library,
+    names); `points`: float64 values of every variable at the P gradchecked points, which are
     `index` in the targets' numbering; `rerun(kept, second)` runs the check on a subset."""
+    result, plan, library, names = check.result, check.plan, check.library, check.names
     scale = 1.0 / size if plan.reduction == "mean" else 1.0
 
     def first(values: dict[str, torch.Tensor]) -> dict[Any, torch.Tensor]:
@@ -72,10 +74,10 @@ def _arbitrate(diffs: Any, auto: torch.Tensor, target: Any, index: torch.Tensor,
                      atol=tol["atol"], rtol=tol["rtol"])
 
 
-def settle_exact(
-    result: Any, program: Any, library: Any, names: list[str], values: dict[str, torch.Tensor], targets: dict[Any, Any]
-) -> None:
-    """The exact (coupled) mode: first order only (gradgradcheck's failures stand)."""
+def settle_exact(check: Any, values: dict[str, torch.Tensor], targets: dict[Any, Any]) -> None:
+    """The exact (coupled) mode, first order only (gradgradcheck's failures stand); `check`
+    as in settle_elementwise."""
+    result, program, library, names = check.result, check.program, check.library, check.names
     verdict = result.gradcheck
     if verdict is None or verdict.ok is not False:
         return
