@@ -240,7 +240,7 @@ def proof_words(kind: str, *, points: int = 0, why: str = "") -> str:
     return f"not compared: {why}"
 
 
-#: How each cause of a wrong or non-finite gradient is named (verify/causes.py).
+#: How each cause of a wrong or non-finite gradient is named (verify/causes/at_points.py).
 CAUSE_TITLES = {
     "leaked_branch": "leaked branch",
     "overflow": "overflow",
@@ -286,7 +286,7 @@ def _rewrite_outcome(r: dict[str, Any]) -> str:
 
 
 def cancellation_problem(cause: Any) -> str:
-    """trace --flow on code: a finite gradient that lost its digits (verify/cancellation.py)."""
+    """trace --flow on code: a finite gradient that lost its digits (verify/causes/cancellation.py)."""
     where = f" at {cause.source}" if cause.source else ""
     return (f"the gradient of {cause.derivative} is finite but inaccurate: cancellation{where} "
             f"({plural(cause.points, 'element')} of the gradient where the parts meet off their exact "

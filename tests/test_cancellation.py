@@ -1,6 +1,6 @@
 """issue 15 on user code: a model whose loss and gradients are finite but whose gradient loses
 its digits to cancellation is diagnosed at the right node and source line, against the exact
-gradient (verify/cancellation.py, verify/replay.py).
+gradient (verify/causes/cancellation.py, exact/replay.py).
 
 Each model is a real torch.nn module written here; its source line is this file's line
 ending in `# marker`."""

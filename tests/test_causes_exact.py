@@ -1,7 +1,7 @@
 """issue 15 in check's exact mode (softmax, matmul, reductions over a dim): the cause is named
 from the evidence on the whole tensors, at the right node and elements, and a derivative
-that is truly undefined is confirmed by sympy and mpmath both (verify/element_causes.py,
-verify/undefined.py)."""
+that is truly undefined is confirmed by sympy and mpmath both (verify/causes/elements.py,
+exact/undefined.py)."""
 
 from __future__ import annotations
 

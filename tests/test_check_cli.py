@@ -157,7 +157,7 @@ def test_a_backward_torch_refuses_is_a_problem_found_exit_1(cli):
 def test_nonfinite_numbers_are_floats_in_the_data_and_strings_in_the_json(cli):
     """nan and inf stay floats in a Comparison; only the JSON edge writes them as strings.
     The document is pinned byte for byte: it was produced before the strings moved out of
-    verify/compare.py; since then only the verdict keys `sampled_exact`, `unreliable_points`
+    exact/compare.py; since then only the verdict keys `sampled_exact`, `unreliable_points`
     and `unreliable_reasons` were added (issue 18), nothing else may change."""
     import math
 

@@ -1,4 +1,4 @@
-"""verify/maxima.py: a chunk's error maxima updated at its 50-digit points only are the
+"""exact/maxima.py: a chunk's error maxima updated at its 50-digit points only are the
 maxima measured over all points at once, exactly (values, nan and inf, the first worst point).
 
 The reference here is the definition, written the plain way: the truth with every override

@@ -139,7 +139,7 @@ def test_slow_check_order_2_raises_no_false_alarm(case: Case):
 
 # -- Hostile families (issue 18): check is ok exactly when autograd agrees with the truth ---
 
-CHECK_RTOL, CHECK_ATOL = 1e-7, 1e-10  # check's float64 tolerances (verify/check.py)
+CHECK_RTOL, CHECK_ATOL = 1e-7, 1e-10  # check's float64 tolerances (verify/expression/check.py)
 
 
 def _truth_agrees(h: Hostile) -> tuple[bool, list[str]]:

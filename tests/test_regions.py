@@ -1,4 +1,4 @@
-"""verify/regions.py: the cancellation mask (where a sum lost most of its digits) computed in
+"""exact/regions.py: the cancellation mask (where a sum lost most of its digits) computed in
 numpy is, bit for bit, the mask torch's operations gave, on values that overflow, vanish,
 cancel exactly or are nan."""
 

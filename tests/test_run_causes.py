@@ -1,5 +1,5 @@
 """issue 15 on user code: a real torch.nn model whose loss gradient goes nan through each
-cause is diagnosed at the right node and the right source line (verify/run_causes.py).
+cause is diagnosed at the right node and the right source line (verify/causes/run.py).
 
 The source line is this file's own line that created the node (anomaly mode's traceback)."""
 

@@ -148,7 +148,7 @@ class _Writer:
             self.symbols[id(result)] = self.np.asarray(self.np.frompyfunc(relation, 2, 1)(values["self"], values["other"]), dtype=object)
             return None
         if not self.elements and LOCALS[key].coupling and LOCALS[key].per_element is None:
-            # Elementwise mode holds only dead statements like this (verify/plan.py prunes
+            # Elementwise mode holds only dead statements like this (exact/plan.py prunes
             # them; a live one couples elements and makes the mode "elements").
             return None
         definition = self.meaning(key, params, values, result)
@@ -172,7 +172,7 @@ class _Writer:
         op = OPS[key]
         row = LOCALS[key]
         if row.coupling and not self.elements:
-            # A final whole-tensor sum or mean read elementwise (see verify/plan.py "reduced").
+            # A final whole-tensor sum or mean read elementwise (see exact/plan.py "reduced").
             count = _count(values)
             return np.asarray(row.per_element(sp, count) * values["input"].item(), dtype=object)
         if op.kind != "elementwise":

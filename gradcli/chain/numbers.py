@@ -2,7 +2,7 @@
 edge's gradient summed down to its input's shape where it was broadcast), and the values
 `--flow`'s hooks saw at the same node and edge.
 
-Formulas are evaluated with verify/symbolic.py's torch walker: the same evaluation `check`
+Formulas are evaluated with exact/symbolic.py's torch walker: the same evaluation `check`
 trusts for sympy's derivative, so a mismatch here is between formula and torch, not between
 two evaluators.
 """

@@ -2,7 +2,7 @@
 
 torch's second backward runs sum(gradient) back through the graph that `--create-graph`
 recorded while computing the gradient. Each node of that graph gets its output as a formula
-of its inputs (language/backward_ops.py), its local derivatives (sympy's partial derivatives
+of its inputs (chain/backward_ops.py), its local derivatives (sympy's partial derivatives
 of that formula), the gradient along each edge, the sum where paths meet, their values
 beside what hooks saw in that very backward, and at each variable the composed second
 derivative, proved equal to sympy's second derivative by proof.py as the first one is.
@@ -86,7 +86,7 @@ class _Writer:
                 continue
             row = BACKWARD_OPS.get(fn.name())
             if row is None:
-                raise _Unwritten(f"{fn.name()} has no row in language/backward_ops.py")
+                raise _Unwritten(f"{fn.name()} has no row in chain/backward_ops.py")
             inputs = [None if nxt is None else self.values[id(nxt)] for nxt, _ in fn.next_functions]
             if len(inputs) != len(row.saved):
                 raise _Unwritten(f"{fn.name()} has {len(inputs)} inputs, its row {len(row.saved)}")

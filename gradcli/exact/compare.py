@@ -53,7 +53,7 @@ class Target:
 @dataclass
 class Comparison:
     """The outcome for one quantity (a table row). Numbers stay floats, nan and inf included:
-    only the JSON edge (render/json.py's finite_safe) writes those as strings."""
+    only the JSON edge (render/trace_json.py's finite_safe) writes those as strings."""
 
     name: str
     candidate: str  # "autograd" | "published"

@@ -1,13 +1,13 @@
 """The exact gradient arriving at one node of a recorded computation: its downstream, replayed in sympy.
 
-A user's model has no formula to differentiate, but inspect/evidence.py recorded every torch
+A user's model has no formula to differentiate, but graph/evidence.py recorded every torch
 call it made, with its arguments and which earlier results they were. From one node on, the
 calls that depend on it are replayed on sympy numbers, one symbol per element of that node's
 value (the others are constants: the float values torch computed), through the operations
 table (language/ops.py: exp, cos, sum ...), Python's operators and `linear`. The result is
 the loss as a formula of those elements; sympy differentiates it and mpmath evaluates each
 derivative at 50 digits at the values torch had. That is the exact gradient arriving at the
-node, to hold autograd's against (verify/cancellation.py).
+node, to hold autograd's against (verify/causes/cancellation.py).
 
 A call outside what is replayed, a node with more than MAX_ELEMENTS elements, a downstream
 of more than MAX_CALLS calls, or a replayed loss that is not the value torch computed makes

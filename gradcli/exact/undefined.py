@@ -14,7 +14,7 @@ only as good as its evidence, so it is asked of two tools that compute different
 
 Each says one of `STATES`; the point is truly undefined when both say `undefined` or
 `infinite`, and merely beyond the dtype's range (e^800 is finite, no float64 holds it) when
-both say so. `verify/causes.py` keeps a point as "truly undefined" only where they agree.
+both say so. `verify/causes/at_points.py` keeps a point as "truly undefined" only where they agree.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ class NodeEvidence:
     arriving: torch.Tensor | None = None  # gradient with respect to the output
     leaving: list[torch.Tensor | None] = field(default_factory=list)  # per next_functions entry
     consumers: list[tuple[NodeEvidence, int]] = field(default_factory=list)  # (node, its input index)
-    # For replaying the forward exactly (verify/replay.py): the torch function called, its
+    # For replaying the forward exactly (exact/replay.py): the torch function called, its
     # keyword arguments, and which recorded results its arguments were (by id, while alive).
     func: Any = None
     kwargs: dict[str, Any] = field(default_factory=dict)

@@ -13,7 +13,7 @@ Adding a function is one `Op(...)` row here and one test. A row names
 - `domain` / `kinks` / `meets`: where the derivative exists (an open interval), points inside
   it where it does not (abs at 0), and the parameters where the input meeting their value is a
   branch boundary (maximum's `other`, clamp's `min` and `max`). The checker, the torch
-  boundary finder (verify/boundaries.py) and the property tests read these.
+  boundary finder (exact/boundaries.py) and the property tests read these.
 
 Nothing here imports torch, sympy or numpy: the callables receive the modules they need.
 """
@@ -45,7 +45,7 @@ REQUIRED: Any = _Required()
 #:   number  a constant expression (no variables), passed as a Python number
 ParamKind = Literal["tensor", "scalar", "cond", "dim", "bool", "number"]
 
-#: How an operation treats elements, which decides how `check` compares it (verify/plan.py):
+#: How an operation treats elements, which decides how `check` compares it (exact/plan.py):
 #: elementwise rows are differentiated with one symbol per variable; the others couple
 #: elements and are compared with one symbol per element.
 #: loss rows reduce an input against a target (labels, class indices) to their mean.

@@ -69,7 +69,7 @@ class PlotData:
     dtype: str
     axis_source: str  # how the x values were given, e.g. "x=linspace(-3,3,101) (--var)"
     notes: list[str] = field(default_factory=list)
-    causes: list[Any] = field(default_factory=list)  # why autograd is wrong where it is (verify/causes.py)
+    causes: list[Any] = field(default_factory=list)  # why autograd is wrong where it is (verify/causes/at_points.py)
 
     @property
     def ok(self) -> bool:

@@ -58,11 +58,12 @@ class JsonFormat(Format):
     def _render_TraceResult(self, result: Any) -> str:
         return trace_json(result) + "\n"
 
-    def _render_CheckResult(self, result: Any) -> str:
+    def _render_Reported(self, result: Any) -> str:
+        """Any result of outcome.py's protocol: its document, indented (a new command's result
+        needs nothing here unless its document is large enough to want the one-line layout)."""
         return document_json(result.as_dict())
 
-    _render_LibraryCheck = _render_FunctionResult = _render_Listing = _render_CheckResult
-    _render_DiscoveryResult = _render_CheckResult
+    _render_Listing = _render_Reported
 
     def _render_GradsResult(self, result: Any) -> str:
         return grads_json(result, self.options.get("depth")) + "\n"

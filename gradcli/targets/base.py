@@ -3,7 +3,7 @@
 An expression, a Python function and an nn.Module all end the same way once run: named leaf
 tensors (variables, or a module's parameters and data inputs), named intermediates, one
 output, and for each autograd node where it came from. `Computation` holds exactly that, so
-inspect/ (walk, passes, flow) and render/ never ask what kind of target they were given;
+graph/ (walk, passes, flow) and render/ never ask what kind of target they were given;
 only `Origin` carries kind-specific detail, and renderers show whichever fields it has.
 """
 

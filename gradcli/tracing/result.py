@@ -85,7 +85,7 @@ class TraceResult(Reported):
     skipped_passes: int = 0
     flow: list[FlowStep] | None = None
     nonfinite_origin: str | None = None
-    cause: Any = None  # why the gradient is not finite (verify/run_causes.py), with --flow
+    cause: Any = None  # why the gradient is not finite (verify/causes/run.py), with --flow
     gradient_graphs: list[GradientGraph] = field(default_factory=list)
     # Code targets only (None for an expression):
     target: dict[str, Any] | None = None  # {"kind", "name", "found"}: what NAME turned out to be

@@ -9,7 +9,7 @@ rich, JSON and DOT renderers read, and raises `GradcliError` for input it refuse
     [2.0, 4.0]
 
 The graph is walked once, before any pass, so saved tensors are read while they exist.
-The result's records are trace_result.py's, the options and refusals trace_options.py's.
+The result's records are tracing/result.py's, the options and refusals tracing/options.py's.
 """
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ def _cause(target: Any, settings: Any, source: str, *, cancellation: bool = Fals
     """Why a gradient is not finite, found on a fresh build of the same target (same values and
     seed, a gradient of ones at the output) by the node-level reasoning `check` uses; a code
     target's nodes are named by their source line. With `cancellation`, where a finite
-    gradient lost its digits instead (verify/cancellation.py)."""
+    gradient lost its digits instead (verify/causes/cancellation.py)."""
     from ..verify.causes.run import explain_cancellation, explain_nonfinite
 
     origins: list[Any] = []  # the fresh build's origin_of

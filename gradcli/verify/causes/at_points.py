@@ -1,7 +1,7 @@
 """Why autograd is wrong or not finite at some points: the cause, from evidence computed there.
 
 `check` knows *where* autograd disagrees with the exact derivative. This module runs the
-program again on exactly those points with every graph node recorded (inspect/evidence.py:
+program again on exactly those points with every graph node recorded (graph/evidence.py:
 forward values, the gradient arriving at and leaving each node, local derivatives) and names
 the cause from what it sees, never from the text of the expression:
 
@@ -16,7 +16,7 @@ the cause from what it sees, never from the text of the expression:
 - undefined: the exact derivative itself is undefined or infinite there: no bug.
 
 Points are grouped per derivative into the non-finite and the finite-but-wrong ones; each
-group gets one cause, read off its evidence by verify/node_causes.py. The analysis works on graph nodes, so any computation torch records
+group gets one cause, read off its evidence by verify/causes/nodes.py. The analysis works on graph nodes, so any computation torch records
 can be diagnosed; nodes carry the source span the builder gave them.
 """
 
@@ -119,7 +119,7 @@ def witnessed_undefined(
     largest: float, words: Any, outside: torch.Tensor | None = None,
 ) -> tuple[Cause | None, torch.Tensor]:
     """The "truly undefined" cause of the points `index`, asked of sympy and mpmath both
-    (verify/undefined.py) at up to WITNESSED_POINTS of them. Points both find finite move to
+    (exact/undefined.py) at up to WITNESSED_POINTS of them. Points both find finite move to
     `bad` (autograd is simply wrong there); where they disagree, the cause is unexplained.
 
     Points `outside` the domain were decided on the program as written, at 50 digits

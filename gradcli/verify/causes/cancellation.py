@@ -4,11 +4,11 @@ A model whose loss and gradients are all finite can still get a gradient that lo
 its digits: (exp(h) - 1)/h near h = 0 subtracts two numbers near 1 in forward, and in
 backward the gradient arriving at h is the sum of two parts near ±1/h that cancel to about
 1/2. Nothing is nan, so --flow's non-finite search sees nothing. The evidence is in the
-recorded graph (inspect/evidence.py):
+recorded graph (graph/evidence.py):
 
 1. a node where gradient parts meet (one value used twice) and their sum is CANCELLED_SHARE
    of the dtype's digits or more smaller than the largest part, at some element;
-2. the exact gradient arriving there (verify/replay.py: the downstream replayed in sympy,
+2. the exact gradient arriving there (exact/replay.py: the downstream replayed in sympy,
    evaluated with mpmath at 50 digits) differs from autograd's by more than the dtype's
    tolerance: that is the claim, and nothing is claimed without it;
 3. the forward subtraction that cancels (its value much smaller than its terms), which is the

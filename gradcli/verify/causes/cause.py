@@ -25,7 +25,7 @@ class Cause:
     source: str | None = None  # the part of the expression that node computes
     factors: list[dict[str, Any]] = field(default_factory=list)  # 0·inf, inf−inf: the two factors
     examples: list[dict[str, Any]] = field(default_factory=list)  # a few points with their values
-    rewrite: dict[str, Any] | None = None  # filled by verify/fixes.py when a rewrite is proven
+    rewrite: dict[str, Any] | None = None  # filled by verify/expression/fixes.py when a rewrite is proven
 
     @property
     def is_bug(self) -> bool:

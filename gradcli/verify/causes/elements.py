@@ -3,11 +3,11 @@
 There a check's "points" are the elements of small tensors, every one in the same call, and
 one derivative element depends on all of them: an exp that overflows at x[0] makes the
 gradient of every element nan through the sum it feeds. So the evidence is gathered once,
-on the whole tensors (inspect/evidence.py, as for a user's model), with the output weighted
-as the check weighted it (L = sum(w*y), verify/exact.py), and read by the same node-level
-reasoning as the elementwise mode (verify/node_causes.py). Which elements are wrong, and
+on the whole tensors (graph/evidence.py, as for a user's model), with the output weighted
+as the check weighted it (L = sum(w*y), exact/coupled.py), and read by the same node-level
+reasoning as the elementwise mode (verify/causes/nodes.py). Which elements are wrong, and
 which are truly undefined (sympy and mpmath both asked), is decided per element exactly as
-verify/causes.py decides it per point.
+verify/causes/at_points.py decides it per point.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""Where in one group's graph: the nodes verify/node_causes.py builds its causes on.
+"""Where in one group's graph: the nodes verify/causes/nodes.py builds its causes on.
 
 The node where the gradient first turns non-finite in backward, the first value that is
 infinite from finite inputs, the node that made a 0 from nonzero inputs, and the pair of
 factors (a 0 gradient, an infinite local derivative) that multiply to nan. Each is a search
-over inspect/evidence.py's nodes; what the finding means is node_causes.py's to say.
+over graph/evidence.py's nodes; what the finding means is verify/causes/nodes.py's to say.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """How one group's graph evidence reads: a value per point, a node's source text, its name in a sentence.
 
-verify/node_causes.py reasons over inspect/evidence.py's record node by node, on a group of
+verify/causes/nodes.py reasons over graph/evidence.py's record node by node, on a group of
 points (check) or on whole tensors (trace's model graph). Both ask the same small questions
 of every node before any reasoning: its value as one number per point, the text of the
 expression or the source line it came from, and the words that name it in a cause. They
-live here, under verify/node_search.py (where in the graph) and node_causes.py (why).
+live here, under verify/causes/node_search.py (where in the graph) and verify/causes/nodes.py (why).
 """
 
 from __future__ import annotations

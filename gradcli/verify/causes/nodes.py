@@ -1,6 +1,6 @@
-"""What one group of points' graph evidence says: the reasoning of verify/causes.py, node by node.
+"""What one group of points' graph evidence says: the reasoning of verify/causes/at_points.py, node by node.
 
-Given inspect/evidence.py's record of a computation on some points (every node's value, the
+Given graph/evidence.py's record of a computation on some points (every node's value, the
 gradient arriving at and leaving it, its local derivative), `NodeReasoning` finds the node
 where the gradient turns non-finite and why: a `where` branch not selected there, an
 intermediate that overflows (or underflows to a 0 that a log or division then makes

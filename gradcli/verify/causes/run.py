@@ -1,9 +1,9 @@
 """Why a computation's gradient is not finite, at node level, for any code that calls torch.
 
-An expression's causes (verify/causes.py) are found per group of points, against the exact
+An expression's causes (verify/causes/at_points.py) are found per group of points, against the exact
 derivative. A user's model has no exact derivative to compare with, but its non-finite
 gradients have the same mechanisms, and the same reasoning over graph nodes
-(verify/node_causes.py) names them on whole tensors: leaked branch, overflow, 0·inf and
+(verify/causes/nodes.py) names them on whole tensors: leaked branch, overflow, 0·inf and
 inf - inf. Forward runs under anomaly mode, so every node remembers the user's source line
 that created it (the last frame of its traceback outside torch and gradcli).
 """
@@ -49,7 +49,7 @@ def explain_cancellation(
 ) -> Cause | None:
     """As `explain_nonfinite`, for a computation whose gradients are all finite: the node and
     line where a gradient loses its digits to cancellation, shown against its exact value
-    (verify/cancellation.py); None when no gradient is shown to be wrong."""
+    (verify/causes/cancellation.py); None when no gradient is shown to be wrong."""
     from .cancellation import find_cancellation
 
     try:

@@ -1,7 +1,7 @@
 """`check-function` over many Functions at once: one line each, one exit status, for CI.
 
 Two ways to name them: a package, module, file or folder without `:NAME` (every Function it
-defines, found by `find_functions.py`, checked at inferred inputs), or a model target
+defines, found by `verify/discovery/find.py`, checked at inferred inputs), or a model target
 (`model.py:Net`, as trace and grads take it: every custom Function its forward applied,
 found by `applied.py`, checked at the arguments it received). Each is checked by
 `check_function` as if named alone. A Function that cannot be checked (its inputs cannot be

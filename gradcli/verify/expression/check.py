@@ -15,8 +15,8 @@ How an expression is checked depends on its operations (`plan.py`): elementwise 
 final sum/mean of them) at any number of points; others exactly on small tensors; else the
 symbolic side is skipped, saying why, and gradcheck still runs.
 
-This module is the entry: options, the plan, then the mode's module (check_elementwise.py,
-check_exact.py) on the values check_values.py chose, and the proven rewrites (fixes.py).
+This module is the entry: options, the plan, then the mode's module (verify/expression/elementwise_mode.py,
+verify/expression/exact_mode.py) on the values verify/expression/values.py chose, and the proven rewrites (fixes.py).
 """
 
 from __future__ import annotations
@@ -64,8 +64,8 @@ def check(
     Without values, points come from the library entry's domain (when the expression is one
     library call) or `points` uniform draws (default DEFAULT_POINTS) plus special points.
     `simplify=False` shows the derivatives as differentiated (saves up to SIMPLIFY_BUDGET s).
-    `explain` names the cause of every wrong or non-finite gradient (verify/causes.py) and
-    proves the rewrites that fix them (verify/fixes.py); `explain=False` only checks.
+    `explain` names the cause of every wrong or non-finite gradient (verify/causes/at_points.py) and
+    proves the rewrites that fix them (verify/expression/fixes.py); `explain=False` only checks.
     Raises GradcliError for bad input (exit 2 on the command line).
     """
     check_order(order)

@@ -4,8 +4,8 @@ An expression of elementwise operations (and a final sum or mean of one) is a fu
 one point at a time, so its derivative is compared at every point given or drawn (up to
 limits.MAX_ELEMENTS) with sympy's, 50 digits deciding where float64 is in doubt
 (evaluation.py); a library entry's published derivative is compared too. The causes of
-wrong or non-finite gradients are named per group of points (causes.py), and gradcheck runs
-on a spaced sample of the points kept (check_gradchecks.py).
+wrong or non-finite gradients are named per group of points (verify/causes/at_points.py), and gradcheck runs
+on a spaced sample of the points kept (verify/expression/gradcheck_runs.py).
 """
 
 from __future__ import annotations

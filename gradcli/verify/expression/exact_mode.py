@@ -4,7 +4,7 @@ softmax, matmul and reductions over a dim mix the elements, so no point stands a
 gradient of sum(w*y) with distinct weights w is compared element by element with sympy's,
 one symbol per element, up to plan.EXACT_MAX_ELEMENTS elements (beyond, gradcheck alone
 runs). Elements at a kink or where the exact derivative is undefined are held fixed in
-gradcheck (check_gradchecks.py); the causes are named per element (element_causes.py).
+gradcheck (verify/expression/gradcheck_runs.py); the causes are named per element (verify/causes/elements.py).
 """
 
 from __future__ import annotations

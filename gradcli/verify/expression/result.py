@@ -61,8 +61,8 @@ class CheckResult(Reported):
     autograd_error: str | None = None
     notes: list[str] = field(default_factory=list)
     seed: int | None = None
-    causes: list[Any] = field(default_factory=list)  # verify/causes.py's Cause, per group of points
-    rewrites: list[Any] = field(default_factory=list)  # verify/fixes.py's Rewrite, each rule tried
+    causes: list[Any] = field(default_factory=list)  # verify/causes/at_points.py's Cause, per group of points
+    rewrites: list[Any] = field(default_factory=list)  # verify/expression/fixes.py's Rewrite, each rule tried
     fix: str | None = None  # every proven rewrite applied: passes the same check
     autograd_nonfinite: int = 0  # autograd values that are nan or inf, at compared or skipped points
     points: dict[str, Any] | None = field(default=None, repr=False)  # the values checked, for the proofs

@@ -10,7 +10,7 @@ When fast mode fails, torch recomputes both Jacobians in slow mode just to print
 dense n x n matrix (800 MB for the identity on 10,000 points, far more within the limits).
 That fallback is replaced here by a one-line message (`_no_dense_fallback`), so the memory
 of a check stays linear in its inputs. Where finite differences and autograd disagree is
-found element by element elsewhere (`fdarbiter.py`), without any Jacobian.
+found element by element elsewhere (`verify/finite_differences/arbiter.py`), without any Jacobian.
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ def spacing(value: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 #: The step, relative to max(1, |x|), of the difference that replaces gradcheck's where the
 #: forward is on a coarser grid: float32's rounding over it is a few in 1e5 of the slope, and
 #: a central difference's own error over it (step² f'''/6) a few in 1e7 for tanh or exp.
-#: function_settle.py also steps this far to tell a flat forward from one rounding a 1e-6 step away.
+#: verify/function/settle.py also steps this far to tell a flat forward from one rounding a 1e-6 step away.
 LONG_STEP = 1e-3
 
 

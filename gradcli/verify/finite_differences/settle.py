@@ -1,4 +1,4 @@
-"""Settling a failed gradcheck with the exact derivative (`fdarbiter.py` decides per element).
+"""Settling a failed gradcheck with the exact derivative (`verify/finite_differences/arbiter.py` decides per element).
 
 `check` runs gradcheck (and gradgradcheck) on its points; when one fails and sympy's exact
 derivative is known there, the failure is looked at element by element:

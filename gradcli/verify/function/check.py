@@ -6,19 +6,19 @@
 
 `check_function(function, var=(), *, ref=None, order=1, seed=None, library_dirs=(), given=None,
 output=None)` takes the class itself or "path/to/file.py:ClassName" (importing the file runs
-it); its inputs are typed as forward declares them (function_inputs.py) and its outputs
-sorted into checked and skipped (function_call.py). It runs
+it); its inputs are typed as forward declares them (verify/function/inputs.py) and its outputs
+sorted into checked and skipped (verify/function/call.py). It runs
 torch's gradcheck (and gradgradcheck with order=2) and, to show a mismatch readably, builds
 both Jacobians itself (`jacobian.py`): which input, which element, expected vs got. With
 `ref`, the forward is compared with the reference expression's values and the backward
 with sympy's derivative of it. Likely causes are named (`diagnose.py`). Beside them: the
-contract audit (`function_audit.py`), gradients declared with `expect_grad`
-(`surrogate.py`), the jvp (`forward_mode.py`) and torch.func (`func_transforms.py`).
+contract audit (`verify/function/audit.py`), gradients declared with `expect_grad`
+(`surrogate.py`), the jvp (`forward_mode.py`) and torch.func (`verify/function/transforms.py`).
 
-The procedure is here; the result it fills is function_result.py's FunctionResult (`ok`,
+The procedure is here; the result it fills is verify/function/result.py's FunctionResult (`ok`,
 `as_dict()` the `--json` document; its text is the renderer's, and `gradcli.check_function`,
 gradcli/api.py, returns it with that text as `str()`); where finite differences themselves
-fail, function_settle.py says so. The `demo swish` command reuses this function.
+fail, verify/function/settle.py says so. The `demo swish` command reuses this function.
 """
 
 from __future__ import annotations

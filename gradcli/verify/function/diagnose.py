@@ -5,8 +5,8 @@ backward's against the expected; entries at a kink are not compared) show outrig
 blocks of two inputs swapped, a constant factor (-1: a flipped sign), wrong on one side of 0
 only, all zeros. At second order a cause needs more than the shape of the mismatch (an
 @once_differentiable backward never gets there: it is not twice differentiable by design, and
-function.py does not check it at order 2): a saved intermediate when forward saved a tensor computed from the input AND the same backward,
-run by hand with that tensor differentiable (function_replay.py), gets the second derivatives right
+verify/function/check.py does not check it at order 2): a saved intermediate when forward saved a tensor computed from the input AND the same backward,
+run by hand with that tensor differentiable (verify/function/replay.py), gets the second derivatives right
 (NOTES.md: Swish saving sigmoid(x)); a non-differentiable backward when, run by hand, its
 result has no graph. Otherwise no cause is named, and `what_was_seen` says what was seen:
 where a derivative is not finite, for which input element, at which order.
@@ -58,7 +58,7 @@ def second_order_causes(
     replay_differentiable: bool = True,
 ) -> list[Cause]:
     """Causes of a wrong double backward, each stated only on evidence computed here:
-    `replayed` is the same comparison with forward and backward run by hand (function_replay.py),
+    `replayed` is the same comparison with forward and backward run by hand (verify/function/replay.py),
     where the saved `intermediates` keep their dependence on the input."""
     failing = [c for c in checks if not c.ok]
     if not failing or not first_ok:

@@ -11,7 +11,7 @@ faults pass it that real training meets at once:
   code reading grad_output's memory as if contiguous gets the strided one of
   `stack([out, y], dim=1)` wrong.
 
-Each is probed by calling the user's backward directly on the ctx (as function_audit.py
+Each is probed by calling the user's backward directly on the ctx (as verify/function/audit.py
 does) with the same values in another layout, and with a grad_output it must leave as it was.
 """
 

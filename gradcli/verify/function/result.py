@@ -1,6 +1,6 @@
 """What `check-function` found about a torch.autograd.Function: the result as data.
 
-Each comparison the check made (function.py runs them) is a field; `checks` and `parts()`
+Each comparison the check made (verify/function/check.py runs them) is a field; `checks` and `parts()`
 enumerate them one way, `ok` and `verdict()` decide from them, and `as_dict()` is the
 `--json` document. The words a person reads are the renderer's (render/function.py), once.
 """

@@ -2,7 +2,7 @@
 
 check-function calls this when its second-order comparison is done. It gathers the
 evidence diagnose.py asks for before naming a cause at order 2 (forward and backward
-replayed by hand, function_replay.py) and, where double backward is not finite, the node and line
+replayed by hand, verify/function/replay.py) and, where double backward is not finite, the node and line
 the first nan came out of (origin.py).
 """
 

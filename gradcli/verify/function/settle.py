@@ -3,7 +3,7 @@
 check-function compares backward's Jacobian with central differences entry by entry
 (jacobian.py). A disagreement is backward's fault unless the difference itself is broken
 there: the step is lost to rounding, leaves the domain, or the forward does not move over it
-(fdarbiter.py reads why from what went into the difference). With a reference, sympy's exact
+(verify/finite_differences/arbiter.py reads why from what went into the difference). With a reference, sympy's exact
 derivative decides (`settle_with_reference`); without one the disagreement stands and a note
 says where the differences are plainly broken (`explain_without_reference`).
 """
@@ -35,7 +35,7 @@ def explain_without_reference(result: Any, fn: Any, tensors: dict[str, torch.Ten
 
 
 def settle_with_reference(result: Any, fn: Any, tensors: dict[str, torch.Tensor]) -> None:
-    """Finite differences do not overrule an exact derivative (fdarbiter.py): where they
+    """Finite differences do not overrule an exact derivative (verify/finite_differences/arbiter.py): where they
     disagree with your backward but the reference's derivative agrees with it everywhere,
     the disagreeing entries are finite differences' fault, counted with their reason."""
     failed = result.gradcheck.ok is False or not all(c.ok for c in result.first)

@@ -4,7 +4,7 @@
 `python PATH.py` would (module-level code included): that is the point, and the help says
 so. Anything the file (or its forward and backward, `run_user`) raises becomes a
 UserCodeError (exit 2) naming the file and line, not a traceback. The inputs are made in
-function_inputs.py.
+verify/function/inputs.py.
 """
 
 from __future__ import annotations
