@@ -21,6 +21,7 @@ from gradcli.demos.runner import Code, Heading, Prose, Shell, Verdict
 from gradcli.render.contract import Format
 from gradcli.render.formats import FORMATS, format_named, render
 from gradcli.exact.compare import Comparison
+from gradcli.verify.causes.cause import Cause
 from gradcli.verify.function.check import FunctionResult
 from gradcli.verify.finite_differences.gradchecks import GradcheckVerdict
 from gradcli.verify.finite_differences.jacobian import InputCheck
@@ -66,7 +67,7 @@ def swish_function() -> FunctionResult:
     "mine.py:Swish", 2, inputs, GradcheckVerdict(True, False, None, 2),
     GradcheckVerdict(False, False, "Jacobian mismatch for output 0 with respect to input 0", 2),
     first=[InputCheck("x", torch.eye(2), torch.eye(2), max_abs_err=1e-11)],
-    causes=["the backward reuses a saved sigmoid"],
+    causes=[Cause("saved_intermediate", "x", 2, {}, "the backward reuses a saved sigmoid")],
     )
 
 
