@@ -243,7 +243,7 @@ class _Parser:
                     hint=did_you_mean(name, self.allowed_variables)
                     or f"the names here are: {', '.join(self.allowed_variables)}",
                 )
-            if name in OPS or name in self.functions:
+            if (name in OPS and OPS[name].function and OPS[name].form == "call") or name in self.functions:
                 raise ParseError(
                     f"'{name}' is a function; call it", span=self.span(node), hint=f"{name}(x)"
                 )
@@ -310,9 +310,18 @@ class _Parser:
         args: list[n.Expr] = []
         if method:
             args.append(self.expr(receiver))
-        for arg in node.args:
+        for index, arg in enumerate(node.args):
             position = len(args)
             param = params[position] if position < len(params) else None
+            if param is not None and param.variadic:
+                # reshape(2, 3) and reshape((2, 3)) are the same call, as in torch.
+                rest = node.args[index:]
+                if len(rest) == 1 and isinstance(rest[0], (ast.Tuple, ast.List)):
+                    args.append(self._argument(rest[0], param))
+                else:
+                    items = tuple(self._size(item) for item in rest)
+                    args.append(n.Tuple(items, span=self._join(rest)))
+                break
             args.append(self._argument(arg, param))
         kwargs: list[tuple[str, n.Expr]] = []
         by_name = {p.name: p for p in params} if node.keywords else {}
@@ -332,6 +341,12 @@ class _Parser:
 
     def _lookup(self, name: str, method: bool, func: ast.AST) -> Signature:
         op = OPS.get(name)
+        if op is not None and op.form != "call":
+            written = "x[...]" if op.form == "subscript" else f"x.{name}"
+            raise ParseError(f"'{name}' is not called: write {written}", span=self.span(func))
+        if op is not None and not method and not op.function:
+            raise ParseError(f"'{name}' has only a method form", span=self.span(func),
+                             hint=f"write x.{name}(...), as torch does")
         if method:
             if op is not None and op.method:
                 return op
@@ -363,14 +378,22 @@ class _Parser:
 
     def _argument(self, node: ast.AST, param: Param | None) -> n.Expr:
         kind = param.kind if param is not None else "tensor"
+        if param is not None and param.default is None and isinstance(node, ast.Constant) and node.value is None:
+            return n.Special("None", span=self.span(node))  # weight=None, dim=None: the default
         if kind == "cond":
-            if not isinstance(node, ast.Compare):
-                raise ParseError(
-                    f"the {param.name} of where(...) must be a comparison",  # type: ignore[union-attr]
-                    span=self.span(node),
-                    hint="e.g. where(x > 0, x, 0.1 * x)",
-                )
-            return self.expr(node, condition=True)
+            # A comparison (where(x > 0, ...)), or a boolean tensor by name (masked_fill(x, mask, 0)).
+            return self.expr(node, condition=isinstance(node, ast.Compare))
+        if kind == "choice":
+            return self._choice(node, param)  # type: ignore[arg-type]
+        if kind == "tensors":
+            if not isinstance(node, (ast.List, ast.Tuple)) or not node.elts:
+                raise ArgumentError(f"'{param.name}' must be a list of tensors, e.g. [a, b]",  # type: ignore[union-attr]
+                                    span=self.span(node))
+            return n.Tuple(tuple(self.expr(item) for item in node.elts), span=self.span(node))
+        if kind == "sizes":
+            if isinstance(node, (ast.List, ast.Tuple)):
+                return n.Tuple(tuple(self._size(item) for item in node.elts), span=self.span(node))
+            return self._size(node)
         if kind == "bool" and isinstance(node, ast.Constant) and isinstance(node.value, bool):
             return n.Num(node.value, span=self.span(node))
         if kind == "dim" and isinstance(node, (ast.Tuple, ast.List)):
@@ -392,6 +415,67 @@ class _Parser:
         return value
 
 
+    def _size(self, node: ast.AST) -> n.Expr:
+        """One size of reshape(-1, V): any expression, which the builders read as an integer."""
+        if isinstance(node, (ast.List, ast.Tuple)):
+            raise ArgumentError("sizes are integers, not nested lists", span=self.span(node))
+        return self.expr(node)
+
+    def _join(self, nodes: list[ast.AST]) -> Span:
+        first, last = self.span(nodes[0]), self.span(nodes[-1])
+        return Span(first.line, first.col, last.end_line, last.end_col)
+
+    def _choice(self, node: ast.AST, param: Param) -> n.Expr:
+        listed = ", ".join(repr(c) for c in param.choices)
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+            raise ArgumentError(f"'{param.name}' is one of {listed}", span=self.span(node))
+        if node.value not in param.choices:
+            raise ArgumentError(f"'{param.name}' is one of {listed}, not {node.value!r}", span=self.span(node),
+                                hint=did_you_mean(node.value, param.choices))
+        return n.Str(node.value, span=self.span(node))
+
+    # -- attributes and subscripts ---------------------------------------------------------
+    def visit_Attribute(self, node: ast.Attribute) -> n.Expr:
+        name = node.attr
+        if name.startswith("_"):
+            raise ParseError("attribute access is not part of the language", span=self.span(node),
+                             hint="attributes are a model output's fields (out.logits) and x.T / x.mT")
+        op = OPS.get(name)
+        if op is not None and op.form == "attribute":
+            return n.Call(name, (self.expr(node.value),), method=True, span=self.span(node))
+        if op is not None or name in self.functions:
+            raise ParseError(f"'{name}' is a method: call it", span=self.span(node), hint=f"x.{name}(...)")
+        # Anything else names a part of a model's output (out.logits): the builder looks it up.
+        return n.Field(self.expr(node.value), name, span=self.span(node))
+
+    def visit_Subscript(self, node: ast.Subscript) -> n.Expr:
+        value = self.expr(node.value)
+        index = node.slice
+        if isinstance(index, ast.Constant) and isinstance(index.value, str):
+            return n.Field(value, index.value, key=True, span=self.span(node))  # out["logits"]
+        items = index.elts if isinstance(index, ast.Tuple) else [index]
+        if not items:
+            raise ParseError("an empty subscript x[()] is not part of the language", span=self.span(node))
+        converted = n.Tuple(tuple(self._index_item(item) for item in items), span=self.span(index))
+        return n.Call("getitem", (value, converted), span=self.span(node))
+
+    def _index_item(self, item: ast.AST) -> n.Expr:
+        if isinstance(item, ast.Slice):
+            parts = (None if part is None else self.expr(part) for part in (item.lower, item.upper, item.step))
+            return n.Slice(*parts, span=self.span(item))
+        if isinstance(item, ast.Constant) and (item.value is None or item.value is Ellipsis):
+            return n.Special("None" if item.value is None else "...", span=self.span(item))
+        if isinstance(item, (ast.List, ast.Tuple)):
+            if not item.elts:
+                raise ParseError("an empty list is no index", span=self.span(item))
+            return n.Tuple(tuple(self._size(element) for element in item.elts), span=self.span(item))
+        if isinstance(item, ast.Constant) and isinstance(item.value, str):
+            raise ParseError("a string picks a part of a model output on its own: out[\"logits\"]",
+                             span=self.span(item))
+        # An int, an integer tensor, or a boolean mask (a comparison: x[y > 0]).
+        return self.expr(item, condition=isinstance(item, ast.Compare))
+
+
 #: Python node type -> the method that converts it; any other node type is refused.
 _VISITORS = {
     ast.Constant: _Parser.visit_Constant,
@@ -400,4 +484,6 @@ _VISITORS = {
     ast.BinOp: _Parser.visit_BinOp,
     ast.Compare: _Parser.visit_Compare,
     ast.Call: _Parser.visit_Call,
+    ast.Attribute: _Parser.visit_Attribute,
+    ast.Subscript: _Parser.visit_Subscript,
 }
