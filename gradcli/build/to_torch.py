@@ -235,7 +235,7 @@ class _TorchBuilder(Interpreter):
             return _integer(value, span, "a size")
         if kind == "tensors":
             return [self._argument("tensor", v) for v in value]
-        if kind in ("tensor", "scalar", "cond") and fields.is_structure(value):
+        if kind in ("tensor", "scalar", "cond", "mask") and fields.is_structure(value):
             raise ShapeError(f"{fields.describe(value)} is not a tensor: pick one part", span=span,
                              hint="out[0], out.logits or out[\"logits\"]")
         return value

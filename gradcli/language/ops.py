@@ -51,7 +51,8 @@ REQUIRED: Any = _Required()
 #:   tensors a list or tuple of tensor expressions (cat([a, b]))
 #:   index   the subscript of x[...]: ints, slices, None, ..., integer tensors, boolean masks
 #:   choice  a string, one of the row's `choices` (reduction="sum")
-ParamKind = Literal["tensor", "scalar", "cond", "dim", "bool", "number", "sizes", "tensors", "index", "choice"]
+#:   mask    a comparison, or any expression that is a boolean tensor (masked_fill(x, pad, 0))
+ParamKind = Literal["tensor", "scalar", "cond", "dim", "bool", "number", "sizes", "tensors", "index", "choice", "mask"]
 #: Parameters whose value is passed as written (ints, tuples, strings), never as a tensor of
 #: symbols: the interpreters and the chain rule read them as options.
 LITERAL_KINDS = ("dim", "bool", "sizes", "index", "choice")
@@ -102,6 +103,12 @@ class Op:
     function: bool = True  # whether a function form exists (torch has x.view(...), no view(x))
 
     def signature(self) -> str:
+        if self.form == "attribute":
+            return f"{self.params[0].name}.{self.name}"
+        if self.form == "subscript":
+            return f"{self.params[0].name}[{self.params[1].name}]"
+        if not self.function:
+            return f"{self.params[0].name}.{self.name}({format_params(self.params[1:])})"
         return f"{self.name}({format_params(self.params)})"
 
 
@@ -326,7 +333,7 @@ OPS_LIST: tuple[Op, ...] = (
        "pick input[..., index, ...] along dim, index an integer tensor", kind="shape"),
     Op("index_select", (X[0], Param("dim", "dim"), Param("index")), "torch.index_select", S.index_select,
        "the slices at a 1-d integer index along dim", kind="shape"),
-    Op("masked_fill", (X[0], Param("mask", "cond"), Param("value", "number")), "torch.masked_fill", S.masked_fill,
+    Op("masked_fill", (X[0], Param("mask", "mask"), Param("value", "number")), "torch.masked_fill", S.masked_fill,
        "value where the boolean mask holds, else the input", kind="shape"),
     Op("getitem", (X[0], Param("index", "index")), "operator.getitem", S.getitem,
        "x[...]: ints, slices (steps, negatives), None, ..., integer tensors, boolean masks", kind="shape",

@@ -381,7 +381,15 @@ class _Parser:
         if param is not None and param.default is None and isinstance(node, ast.Constant) and node.value is None:
             return n.Special("None", span=self.span(node))  # weight=None, dim=None: the default
         if kind == "cond":
-            # A comparison (where(x > 0, ...)), or a boolean tensor by name (masked_fill(x, mask, 0)).
+            if not isinstance(node, ast.Compare):
+                raise ParseError(
+                    f"the {param.name} of where(...) must be a comparison",  # type: ignore[union-attr]
+                    span=self.span(node),
+                    hint="e.g. where(x > 0, x, 0.1 * x)",
+                )
+            return self.expr(node, condition=True)
+        if kind == "mask":
+            # A comparison (ids == 0), or a boolean tensor by name (masked_fill(x, pad, 0)).
             return self.expr(node, condition=isinstance(node, ast.Compare))
         if kind == "choice":
             return self._choice(node, param)  # type: ignore[arg-type]
@@ -437,7 +445,7 @@ class _Parser:
     # -- attributes and subscripts ---------------------------------------------------------
     def visit_Attribute(self, node: ast.Attribute) -> n.Expr:
         name = node.attr
-        if name.startswith("_"):
+        if name.startswith("_") or name in _TENSOR_ATTRIBUTES:
             raise ParseError("attribute access is not part of the language", span=self.span(node),
                              hint="attributes are a model output's fields (out.logits) and x.T / x.mT")
         op = OPS.get(name)
@@ -475,6 +483,12 @@ class _Parser:
         # An int, an integer tensor, or a boolean mask (a comparison: x[y > 0]).
         return self.expr(item, condition=isinstance(item, ast.Compare))
 
+
+#: A tensor's own attributes: never a model output's field, and not part of the language.
+_TENSOR_ATTRIBUTES = frozenset({
+    "data", "grad", "grad_fn", "real", "imag", "shape", "dtype", "device", "requires_grad", "is_leaf", "ndim",
+    "H", "mH", "layout", "names", "output_nr", "itemsize", "nbytes", "is_cuda", "retains_grad",
+})
 
 #: Python node type -> the method that converts it; any other node type is refused.
 _VISITORS = {

@@ -162,6 +162,8 @@ def booleans(sp: Any, np: Any, value: Any) -> Any:
     out = np.empty(array.shape, dtype=bool)
     for position, item in np.ndenumerate(array):
         truth = sp.sympify(item)
+        if truth in (sp.Integer(0), sp.Integer(1)):  # a bool tensor read as numbers
+            truth = sp.true if truth else sp.false
         if truth not in (sp.true, sp.false):
             raise TypeError("a boolean mask must be known true or false here, not a condition on variables")
         out[position] = bool(truth)
@@ -186,14 +188,16 @@ def index_select(sp: Any, np: Any, x: Any, dim: int, index: Any) -> Any:
 
 
 def masked_fill(sp: Any, np: Any, x: Any, mask: Any, value: Any) -> Any:
-    chosen = booleans(sp, np, mask)
+    chosen = np.asarray(mask, dtype=object)
     fill = np.asarray(value, dtype=object)
     if fill.ndim:
         raise ValueError("masked_fill only supports a 0-dimensional value")
     shape = np.broadcast_shapes(x.shape, chosen.shape)
     if shape != x.shape:
         raise ValueError(f"the mask {list(chosen.shape)} does not broadcast to the input {list(x.shape)}")
-    return np.asarray(np.where(chosen, fill.item(), x), dtype=object)
+    # A mask on variables (x > 0) is a branch, as where's condition is.
+    pick = np.frompyfunc(lambda c, v: sp.Piecewise((fill.item(), c), (v, True)), 2, 1)
+    return np.asarray(pick(np.broadcast_to(chosen, shape), x), dtype=object)
 
 
 def getitem(sp: Any, np: Any, x: Any, index: Any) -> Any:
@@ -206,6 +210,9 @@ def numpy_index(sp: Any, np: Any, index: tuple[Any, ...]) -> tuple[Any, ...]:
     for item in index:
         if item is None or item is Ellipsis or isinstance(item, (int, slice)):
             items.append(item)
+        elif hasattr(item, "tolist") and not isinstance(item, np.ndarray):  # a torch index tensor
+            listed = item.tolist()
+            items.append(np.asarray(listed, dtype=bool if isinstance(listed, bool) or "bool" in str(item.dtype) else np.int64))
         elif isinstance(item, (tuple, list)):
             items.append(np.asarray([int(v) for v in item], dtype=np.int64))
         else:
