@@ -158,8 +158,10 @@ def test_operators_elementwise(text):
 
 def test_every_row_is_tested_here():
     from test_losses import LOSS_CASES
+    from test_shapes import SHAPE_CASES
 
-    tested = {op.name for op in UNARY} | set(MULTI) | (set(ARRAY_CASES) - {"operators"}) | set(LOSS_CASES)
+    tested = ({op.name for op in UNARY} | set(MULTI) | (set(ARRAY_CASES) - {"operators"}) | set(LOSS_CASES)
+              | set(SHAPE_CASES) | {"cosine_similarity"})
     assert tested == set(OPS)
 
 

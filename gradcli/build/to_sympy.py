@@ -160,6 +160,7 @@ class _SympyTranslator(Interpreter):
                 return tuple(_plain_int(self.visit(item)) for item in value.items)
             if kind == "sizes":
                 return _plain_int(self.visit(value))
+            return self._option(kind, self.argument(value))
         if kind in ("sizes", "choice", "index"):
             return value  # a default, as the signature gives it
         return self._option(kind, self.argument(value))
