@@ -65,7 +65,16 @@ def grads(model: torch.nn.Module, *inputs: Any, loss: LossFn | str | None = None
     if unread:
         raise UsageError(f"forward takes no input '{unread[0]}', and the loss does not use it",
                          hint="seed with torch.manual_seed before the call; the options are " + ", ".join(RUN_OPTIONS))
-    return grads_of(model, inputs, kwargs, _ModelLoss(made, for_loss), **options)
+    # The loss reads forward's inputs too (ids for a shifted loss), by forward's names.
+    return grads_of(model, inputs, kwargs, _ModelLoss(made, {**_by_name(model, inputs, kwargs), **for_loss}), **options)
+
+
+def _by_name(model: Any, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    try:
+        bound = inspect.signature(model.forward).bind_partial(*inputs, **kwargs).arguments
+    except (TypeError, ValueError):
+        return {}
+    return {name: value for name, value in bound.items() if isinstance(value, torch.Tensor)}
 
 
 def _takes_all(fn: Any) -> bool:

@@ -54,7 +54,10 @@ class Loss:
         if not self.is_code:
             from ..pipeline import load
 
-            return list(load(self.given, self.library_dirs)[0].variables)
+            try:
+                return list(load(self.given, self.library_dirs)[0].variables)
+            except GradcliError as err:
+                raise _in_loss(err, self.given) from None
         return list(_parameters(self.callable(), self.where)[1:])
 
     def callable(self) -> Any:
@@ -153,7 +156,10 @@ def _expression(text: str, output: Any, outputs: dict[str, Any], inputs: dict[st
     from ..build.to_torch import build
     from ..pipeline import load
 
-    program, library = load(text, library_dirs)
+    try:
+        program, library = load(text, library_dirs)
+    except GradcliError as err:
+        raise _in_loss(err, text) from None
     env = {**inputs, **outputs}
     structured = {"out": output} if is_structure(output) else {}
     missing = [name for name in program.variables if name not in env and name not in structured]
@@ -168,5 +174,12 @@ def _expression(text: str, output: Any, outputs: dict[str, Any], inputs: dict[st
         built = build(program, {name: env[name] for name in program.variables if name in env}, library=library,
                       structured=structured)
     except GradcliError as err:
-        raise err.at(text, "--loss")
+        raise _in_loss(err, text) from None
     return built.output, built.bindings
+
+
+def _in_loss(err: GradcliError, text: str) -> GradcliError:
+    """The error points into the --loss text, and says so."""
+    if err.source is None or err.source == text:
+        err.source, err.what = text, "--loss"
+    return err

@@ -1,6 +1,7 @@
 """From what the user's code returned to the one tensor backward starts from.
 
-A tensor is `out`; a tuple or list gives `out`, `out_1`, `out_2`...; a dict gives its keys.
+A tensor is `out`; a tuple or list gives `out`, `out_1`, `out_2`...; a dict (transformers'
+ModelOutput is one) gives its keys, and a dataclass its fields.
 Tensors nested one level or more deeper (an LSTM's `(output, (h_n, c_n))`) are named by their
 path: `out_1_0`, `out_1_1`, or `state_0` under a dict's key `state`. Those are for `--loss` to
 name; without `--loss` only the top level counts (an LSTM's `out` alone is its output).
@@ -10,6 +11,7 @@ reduced to the loss; an expression also reads the output as returned: `out.logit
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -43,6 +45,8 @@ def name_outputs(output: Any, where: str) -> Outputs:
         top = [("out" if i == 0 else f"out_{i}", f"out_{i}", v) for i, v in enumerate(output)]
     elif isinstance(output, dict):
         top = [(str(k), str(k), v) for k, v in output.items() if str(k).isidentifier()]
+    elif dataclasses.is_dataclass(output) and not isinstance(output, type):
+        top = [(f.name, f.name, getattr(output, f.name)) for f in dataclasses.fields(output)]
     else:
         top = []
     for name, path, value in top:
