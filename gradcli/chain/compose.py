@@ -76,10 +76,10 @@ class _Writer:
         self.symbols: dict[int, Any] = {}
         self.alive: list[Any] = []
         self.definitions: dict[Any, Any] = {}
-        # An integer leaf (token ids, labels, an index) is data, written as its numbers: gather
-        # and x[i] need to know which element they pick.
-        self.leaf_symbols = {name: self.array_of(name, t) if t.is_floating_point() or t.is_complex() else self.value(t)
-                             for name, t in leaves.items()}
+        # With one symbol per element, an integer leaf (token ids, labels, an index) is data,
+        # written as its numbers: gather and x[i] need to know which element they pick.
+        self.leaf_symbols = {name: self.value(t) if elements and not (t.is_floating_point() or t.is_complex())
+                             else self.array_of(name, t) for name, t in leaves.items()}
         for name, t in leaves.items():
             self.symbols[id(t)] = self.leaf_symbols[name]
         self.bound: dict[int, str] = {}
