@@ -100,7 +100,11 @@ def _load(given: Any, init: Sequence[str], where: str) -> Any:
     from .load import load_object
 
     obj = load_object(given)[0] if isinstance(given, str) else given
-    options = parse_init(init)
+    try:
+        options = parse_init(init)
+    except UsageError as err:
+        err.message = err.message.replace("--init", "--loss-init", 1)
+        raise
     if inspect.isclass(obj) and issubclass(obj, torch.nn.Module):
         return _call_user(obj, options, where, "constructing the loss")
     if init:
@@ -130,6 +134,8 @@ def _parameters(fn: Any, where: str) -> list[str]:
 
 
 def _code(fn: Any, where: str, output: Any, inputs: dict[str, Any]) -> Any:
+    import torch
+
     from .load import users_code
     from .record import ForwardRecorder
 
@@ -147,6 +153,9 @@ def _code(fn: Any, where: str, output: Any, inputs: dict[str, Any]) -> Any:
     # Its own recorder: the loss's nodes carry its file and line, as forward's do.
     with users_code(f"the loss {where}"), ForwardRecorder({}):
         value = fn(output, **kwargs)
+    if not isinstance(value, torch.Tensor):
+        raise UsageError(f"the loss {where} returned a {type(value).__name__}, not a tensor",
+                         hint="return the loss tensor (a scalar) that backward starts from")
     return value
 
 
