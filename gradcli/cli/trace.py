@@ -74,6 +74,7 @@ def trace_command(
       gradcli trace "sin(x).sum()" --dot -
       gradcli trace "h = x*x + x; h.sum()" --dot graph.svg
       gradcli trace torch.nn:Linear --init in_features=3 --init out_features=2 --var "input=randn(2,3)" --loss "out.sum()"
+      gradcli trace examples/lm/tiny_lm.py:TinyLM --var "ids=randint(0, 50, (2, 8))" --loss "cross_entropy(out[:, :-1].reshape(-1, 50), ids[:, 1:].reshape(-1))" --depth 0
       gradcli trace "h = x*sigmoid(x); y = h*h + h; y.sum()" --var "x=[0.5, 2.0]" --symbolic
     """
     from ..inspect.trace import trace
