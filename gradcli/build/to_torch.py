@@ -21,6 +21,9 @@ from ..errors import ArgumentError, GradcliError, LimitError, ShapeError, Span, 
 from ..language import nodes as n
 from ..language.ops import Op, resolve_torch
 from . import fields
+from .sizes import check_growth as _check_growth
+from .sizes import check_size as _check_size
+from .sizes import integer as _integer
 from .interpreter import Interpreter
 
 if TYPE_CHECKING:
@@ -334,16 +337,6 @@ def broadcast_shape(shapes: Any) -> tuple[int, ...]:
     return tuple(result)
 
 
-def _check_size(shape: tuple[int, ...], span: Span | None) -> None:
-    size = math.prod(shape)
-    if size > limits.MAX_ELEMENTS:
-        raise LimitError(
-            f"the result would have {size:,} elements (shape {list(shape)}); the limit is "
-            f"{limits.MAX_ELEMENTS:,}",
-            span=span,
-        )
-
-
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 #: Kinds of rows that move or make elements: their arguments are passed as written, never
 #: turned into tensors of the program's dtype (arange(4) is the integers, x[1] an int).
@@ -358,31 +351,6 @@ def _attribute(name: str) -> Callable[[Any], Any]:
     return operator.attrgetter(name)
 
 
-def _integer(value: Any, span: Span | None, what: str) -> int:
-    """A size or index written as any expression (V, n - 1, a 0-d tensor) as a Python int."""
-    if hasattr(value, "numel") and value.numel() == 1 and not value.requires_grad:
-        value = value.item()
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not float(value).is_integer():
-        raise ArgumentError(f"{what} must be an integer, not {value!r}"[:200], span=span)
-    return int(value)
-
-
-def _check_growth(name: str, args: list[Any], kwargs: dict[str, Any], span: Span | None) -> None:
-    """expand, repeat and arange make as many elements as their sizes say: bound them first."""
-    if name == "arange":
-        bound = dict(zip(("start", "end", "step"), args)) | kwargs
-        start, end, step = bound.get("start"), bound.get("end"), bound.get("step", 1)
-        low, high = (0, start) if end is None else (start, end)
-        shape: tuple[int, ...] = (max(0, -(-(high - low) // step)) if step else 0,)
-    elif name in ("expand", "repeat"):
-        sizes = args[1] if isinstance(args[1], tuple) else (args[1],)
-        if name == "repeat":
-            shape = (math.prod(sizes) * args[0].numel(),)
-        else:
-            shape = tuple(abs(s) for s in sizes)
-    else:
-        return
-    _check_size(shape, span)
 
 
 def _constant(op: str, left: Any, right: Any, span: Span | None) -> Any:
