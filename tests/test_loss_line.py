@@ -334,6 +334,9 @@ def test_an_nn_module_loss_in_the_python_api(lm):
         (["--loss", "out.sum()", "--loss-init", "ignore_index=0"], "--loss-init constructs a loss class"),
         (["--loss", "cross_entropy(out[:, :-1].reshape(-1, 50), ids[:, 1:].reshape(-1)"], "in --loss, column"),
         (["--loss", "out.logits.sum()"], "a Tensor has no field 'logits'"),
+        (["--loss", "cross_entropy(out, ids)"], "hint: scores [batch, time, classes] are rows first"),
+        (["--loss", "cross_entropy(out.flatten(0, 1), ids.flatten(), reduction='avg')"],
+         "'reduction' is one of 'none', 'mean', 'sum', not 'avg'"),
     ],
 )
 def test_bad_losses_are_one_clear_error(cli, args, message):

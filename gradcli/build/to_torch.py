@@ -276,7 +276,7 @@ class _TorchBuilder(Interpreter):
             result = fn(*args, **(kwargs or {}))
         except (RuntimeError, IndexError, TypeError, ValueError, OverflowError) as err:
             message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise ShapeError(f"torch refused '{name}': {message}", span=span) from None
+            raise ShapeError(f"torch refused '{name}': {message}", span=span, hint=_hint(name, args)) from None
         grad_fn = getattr(result, "grad_fn", None)
         if grad_fn is not None and span is not None and SPAN_KEY not in grad_fn.metadata:
             grad_fn.metadata[SPAN_KEY] = span
@@ -341,6 +341,15 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 #: Kinds of rows that move or make elements: their arguments are passed as written, never
 #: turned into tensors of the program's dtype (arange(4) is the integers, x[1] an int).
 _MOVING = ("shape", "split", "constructor")
+
+
+def _hint(name: str, args: tuple[Any, ...]) -> str | None:
+    """What would be right, where a refusal has a usual cause."""
+    if name in ("cross_entropy", "nll_loss") and args and getattr(args[0], "ndim", 0) >= 3:
+        # torch reads dim 1 of a 3-d input as the classes: a language model's [batch, time, vocab]
+        # logits must be rows first.
+        return "scores [batch, time, classes] are rows first: cross_entropy(out.flatten(0, 1), y.flatten())"
+    return None
 
 
 def _getitem(value: Any, index: tuple[Any, ...]) -> Any:
