@@ -139,6 +139,12 @@ def test_check_computes_the_exact_derivative_through_shapes():
     assert result.ok
 
 
+def test_a_float_index_says_how_to_give_integers():
+    with pytest.raises(GradcliError) as info:
+        build(parse("x[i].sum()"), {"x": torch.randn(3), "i": torch.tensor([1.0, 0.0])})
+    assert "randint" in info.value.render() and "column 1" in info.value.render()
+
+
 @pytest.mark.parametrize(
     "text, message",
     [

@@ -349,7 +349,19 @@ def _hint(name: str, args: tuple[Any, ...]) -> str | None:
         # torch reads dim 1 of a 3-d input as the classes: a language model's [batch, time, vocab]
         # logits must be rows first.
         return "scores [batch, time, classes] are rows first: cross_entropy(out.flatten(0, 1), y.flatten())"
+    if name in ("getitem", "gather", "index_select") and any(
+        getattr(a, "is_floating_point", lambda: False)() for a in _flat(args[1:])
+    ):
+        # --var i=[1, 0] is a float leaf, as every written list is.
+        return "an index is integer data: --var 'i=randint(0, 5, (3,))', or arange(n) in the expression"
     return None
+
+
+def _flat(values: Any) -> list[Any]:
+    out: list[Any] = []
+    for value in values:
+        out.extend(_flat(value) if isinstance(value, (tuple, list)) else [value])
+    return out
 
 
 def _getitem(value: Any, index: tuple[Any, ...]) -> Any:
