@@ -27,7 +27,7 @@ _RANGES = {
     "pow": {"input": (0.3, 2.0), "exponent": (-1.5, 1.5)},
     "clamp": {"input": (-1.0, 1.0), "min": (-0.6, -0.2), "max": (0.2, 0.6)},
 }
-ELEMENTWISE = [row for row in LOCALS_LIST if not row.coupling]
+ELEMENTWISE = [row for row in LOCALS_LIST if not row.coupling and row.partials]
 COUPLING = [row for row in LOCALS_LIST if row.coupling]
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..interpret.to_sympy import symbolic_number
 from ..language.derivatives import LOCALS, OPERATOR_PARAMS, Local, sum_to
-from ..language.ops import OPS, REQUIRED
+from ..language.ops import LITERAL_KINDS, OPS, REQUIRED
 from . import forms
 from ..interpret.applications import Application
 
@@ -76,7 +76,10 @@ class _Writer:
         self.symbols: dict[int, Any] = {}
         self.alive: list[Any] = []
         self.definitions: dict[Any, Any] = {}
-        self.leaf_symbols = {name: self.array_of(name, t) for name, t in leaves.items()}
+        # With one symbol per element, an integer leaf (token ids, labels, an index) is data,
+        # written as its numbers: gather and x[i] need to know which element they pick.
+        self.leaf_symbols = {name: self.value(t) if elements and not (t.is_floating_point() or t.is_complex())
+                             else self.array_of(name, t) for name, t in leaves.items()}
         for name, t in leaves.items():
             self.symbols[id(t)] = self.leaf_symbols[name]
         self.bound: dict[int, str] = {}
@@ -275,7 +278,7 @@ def _bind(params: list[str], app: Application, key: str) -> dict[str, Any]:
 def _literal(key: str, param: str) -> bool:
     """dim= and keepdim= stay the plain ints and bools numpy's axis/keepdims expect."""
     op = OPS.get(key)
-    return op is not None and any(p.name == param and p.kind in ("dim", "bool") for p in op.params)
+    return op is not None and any(p.name == param and p.kind in LITERAL_KINDS for p in op.params)
 
 
 def _count(values: dict[str, Any]) -> int:

@@ -67,6 +67,8 @@ def reference(prepared: Any, plan: Any, symbols: dict[str, Any], seed: Any, fact
         found = {}
         for name in program.variables:
             array = symbols[name]
+            if not any(isinstance(v, sympy.Symbol) for v in np.asarray(array, dtype=object).flat):
+                continue  # integer data (labels, an index), written as its numbers
             grads = np.empty(array.shape, dtype=object)
             for index in np.ndindex(*array.shape):
                 variable = array[index]

@@ -58,6 +58,10 @@ def chain_rule(
     missing = sorted({a.name for a in applications if a.name in OPS and a.name not in LOCALS})
     if missing:
         raise UsageError(f"--symbolic has no local-derivative row for {', '.join(missing)}")
+    refused = sorted({a.name for a in applications if a.name in LOCALS and LOCALS[a.name].refused})
+    if refused:
+        raise UsageError(f"--symbolic has no formula for {refused[0]}: it {LOCALS[refused[0]].refused}",
+                         hint="gradcli check EXPR gives the exact derivative of the whole expression")
     plan = make_plan(prepared.program, prepared.library)
     elements = plan.mode not in ("elementwise", "reduced")
     tensors = prepared.leaves.tensors
@@ -222,8 +226,9 @@ def _node(
     row = LOCALS[step.key]
     torch_value = seen.grad_outputs[0] if seen is not None and seen.grad_outputs else None
     definition = formula(sp, np, step.definition)
-    if row.coupling and step.args["input"].ndim == 0:  # a whole-tensor sum or mean, read elementwise
-        shown = sp.Function(step.key)(step.args["input"].item())
+    first = step.args.get("input", step.args.get("x1"))
+    if row.coupling and first.ndim == 0:  # a whole-tensor sum or mean, read elementwise
+        shown = sp.Function(step.key)(first.item())
         definition = Formula(str(shown), sp.latex(shown))
     return Node(
         node_id or "?", by_id[node_id].name if node_id else "?", step.app.name, text_of(step.out),

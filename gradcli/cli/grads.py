@@ -16,7 +16,8 @@ from .app import DeviceOption, JsonOption, LibraryOption, SeedOption, VarOption,
 def grads_command(
     target: Annotated[str, typer.Argument(metavar="TARGET", help="Your model: path/to/model.py:NAME or package.module:NAME (importing it runs it, as python would).")],
     var: VarOption = None,
-    loss: Annotated[Optional[str], typer.Option("--loss", metavar="EXPR", help="Reduce the output to the loss: an expression in which out (out_1, ..., or a dict's keys; nested ones by their path, out_1_0) and the --var inputs are bound, e.g. '((out - y)**2).mean()'.")] = None,
+    loss: Annotated[Optional[str], typer.Option("--loss", metavar="LOSS", help="Reduce the output to the loss. An expression in which out is the output as the model returned it (out.logits, out[0], out['loss']; used as a tensor: the output tensor, a tuple's first item), its tensors by name (out_1, a dict's keys) and the --var inputs are bound, e.g. 'cross_entropy(out.flatten(0, 1), y.flatten())'; or your own loss, path/loss.py:NAME or package.module:NAME: a function NAME(out, **vars) or an nn.Module loss class such as torch.nn:CrossEntropyLoss.")] = None,
+    loss_init: Annotated[Optional[List[str]], typer.Option("--loss-init", metavar="KEY=VALUE", help="A keyword argument for the nn.Module loss class --loss names (a Python literal), e.g. ignore_index=0. Repeatable.")] = None,
     init: Annotated[Optional[List[str]], typer.Option("--init", metavar="KEY=VALUE", help="A keyword argument for the nn.Module class or model factory (a Python literal). Repeatable.")] = None,
     depth: Annotated[Optional[int], typer.Option("--depth", metavar="N", help="Summarise every module deeper than N in one row (default: every module its own group).")] = None,
     steps: Annotated[int, typer.Option("--steps", metavar="N", help="Also run N plain SGD steps on the same batch, on a copy of the model, and show each gradient norm across them.")] = 0,
@@ -63,7 +64,7 @@ def grads_command(
         require_matplotlib()
     with user_prints_aside(json):
         result = grads_target(
-            target, var or (), loss=loss, init=init or (), seed=seed, dtype=dtype, device=device,
+            target, var or (), loss=loss, loss_init=loss_init or (), init=init or (), seed=seed, dtype=dtype, device=device,
             library_dirs=library or (), steps=steps, lr=0.01 if lr is None else lr, vanish=vanish, explode=explode, spread=spread, strict=strict,
         )
     if plot is not None:

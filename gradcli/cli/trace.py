@@ -28,7 +28,8 @@ def trace_command(
     expr: Annotated[str, typer.Argument(metavar="EXPR", help="The expression or program; @FILE reads a file, - reads stdin. Or your own code: path/to/model.py:NAME or package.module:NAME (importing it runs it, as python would).")],
     var: VarOption = None,
     init: Annotated[NamesOption, typer.Option("--init", metavar="KEY=VALUE", help="Code: a keyword argument for the nn.Module class or model factory (a Python literal). Repeatable.")] = None,
-    loss: Annotated[Optional[str], typer.Option("--loss", metavar="EXPR", help="Code: reduce the output with EXPR, an expression in which out (out_1, ..., or a dict's keys; nested ones by their path, out_1_0) and the --var inputs are bound, e.g. 'cross_entropy(out, labels)'.")] = None,
+    loss: Annotated[Optional[str], typer.Option("--loss", metavar="LOSS", help="Code: Reduce the output to the loss. An expression in which out is the output as the model returned it (out.logits, out[0], out['loss']; used as a tensor: the output tensor, a tuple's first item), its tensors by name (out_1, a dict's keys) and the --var inputs are bound, e.g. 'cross_entropy(out.flatten(0, 1), y.flatten())'; or your own loss, path/loss.py:NAME or package.module:NAME: a function NAME(out, **vars) or an nn.Module loss class such as torch.nn:CrossEntropyLoss.")] = None,
+    loss_init: Annotated[Optional[List[str]], typer.Option("--loss-init", metavar="KEY=VALUE", help="A keyword argument for the nn.Module loss class --loss names (a Python literal), e.g. ignore_index=0. Repeatable.")] = None,
     depth: Annotated[int, typer.Option("--depth", metavar="N", help="Code: fold every module deeper than N into one line (nodes, parameters, shapes); --json and --dot stay complete.")] = 1,
     mode: Annotated[str, typer.Option("--mode", help="backward (torch.autograd.backward: fills .grad) or grad (torch.autograd.grad: returns gradients).")] = "backward",
     wrt: Annotated[NamesOption, typer.Option("--wrt", metavar="NAME", help="Differentiate with respect to NAME (a variable or an assigned name); default all variables. Repeatable.")] = None,
@@ -73,6 +74,7 @@ def trace_command(
       gradcli trace "sin(x).sum()" --dot -
       gradcli trace "h = x*x + x; h.sum()" --dot graph.svg
       gradcli trace torch.nn:Linear --init in_features=3 --init out_features=2 --var "input=randn(2,3)" --loss "out.sum()"
+      gradcli trace examples/lm/tiny_lm.py:TinyLM --var "ids=randint(0, 50, (2, 8))" --loss "cross_entropy(out[:, :-1].reshape(-1, 50), ids[:, 1:].reshape(-1))" --depth 0
       gradcli trace "h = x*sigmoid(x); y = h*h + h; y.sum()" --var "x=[0.5, 2.0]" --symbolic
     """
     from ..tracing.trace import trace
@@ -101,7 +103,7 @@ def trace_command(
     text = expr if is_code_target(expr) else read_expression(expr)
     with user_prints_aside(json or dot == "-"):
         result = trace(
-            text, var or (), loss=loss, init=init or (), mode=mode, wrt=wrt or (), grad_output=grad_output,
+            text, var or (), loss=loss, loss_init=loss_init or (), init=init or (), mode=mode, wrt=wrt or (), grad_output=grad_output,
             retain_graph=retain_graph, create_graph=create_graph, repeat=repeat, zero_grad=zero_grad,
             retain_grad=retain_grad or (), flow=flow, symbolic=symbolic, dtype=dtype, device=device, seed=seed,
             library_dirs=library or (),

@@ -62,8 +62,30 @@ def find_origin(
         origin.backward_node = node.name()
         tagged = origin_of(node)
         origin.backward_source = _source(tagged)
-        origin.backward_in_loss = tagged is None
+        # A node forward did not make is the loss's (a loss function's own nodes carry its
+        # lines too, so the tag alone no longer tells).
+        made_by_forward = {id(n) for t in _tensors(out) if t.grad_fn is not None for n in _nodes(t.grad_fn)}
+        origin.backward_in_loss = id(node) not in made_by_forward
     return origin
+
+
+def _tensors(value: Any, depth: int = 4) -> list[torch.Tensor]:
+    """The tensors of a model's output: itself, or inside tuples, lists, dicts, dataclasses."""
+    import dataclasses
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if depth <= 0:
+        return []
+    if isinstance(value, dict):
+        items = list(value.values())
+    elif isinstance(value, (tuple, list)):
+        items = list(value)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        items = [getattr(value, f.name) for f in dataclasses.fields(value)]
+    else:
+        return []
+    return [t for item in items for t in _tensors(item, depth - 1)]
 
 
 def _source(origin: Origin | None) -> Origin | None:

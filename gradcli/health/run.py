@@ -35,32 +35,54 @@ MAX_STEPS = 1000
 def grads(model: torch.nn.Module, *inputs: Any, loss: LossFn | str | None = None, **named: Any) -> GradsResult:
     """Gradient health of every parameter of `model` on `inputs`.
 
-    `loss` makes the scalar to differentiate from the output: a callable `loss(output)`, or
-    an expression in gradcli's language in which `out` is the output and `named` values
-    that forward does not take are bound (`loss="cross_entropy(out, labels)",
-    labels=...`); default: the output itself, which must then be a scalar. `named` values
+    `loss` makes the scalar to differentiate from the output: a callable `loss(output,
+    **named values it names)`, an expression in gradcli's language in which `out` is the
+    output (`out.logits`, `out[0]`) and `named` values that forward does not take are bound
+    (`loss="cross_entropy(out, labels)", labels=...`), or your loss as text
+    (`"losses.py:NAME"`, `"torch.nn:CrossEntropyLoss"` with `loss_init=["ignore_index=0"]`);
+    default: the output itself, which must then be a scalar. `named` values
     that forward's signature names are passed to it by keyword, except the run's options,
     which are `grads_of`'s: `steps` > 0 also runs that many SGD steps with `lr` on a copy;
     `vanish`, `explode` and `spread` are the thresholds; `strict` makes ZERO, VANISHING and
     EXPLODING fail `ok` too.
     """
     options = {name: named.pop(name) for name in RUN_OPTIONS if name in named}
+    loss_init = tuple(named.pop("loss_init", ()))
     kwargs, for_loss = _split_named(model, named)
-    if isinstance(loss, str):
-        from ..targets.outputs import loss_variables
+    if loss is None:
+        if for_loss:
+            raise UsageError(f"forward takes no input '{next(iter(for_loss))}'", hint="values for the loss need loss=")
+        return grads_of(model, inputs, kwargs, _output_is_loss, **options)
+    from ..targets.loss import as_loss
 
-        # As --var on the command line: a value neither forward nor the loss reads is refused
-        # (`seed=0` is no option of grads, and was silently bound as an unused loss variable).
-        unread = [name for name in for_loss if name not in loss_variables(loss)]
-        if unread:
-            raise UsageError(f"forward takes no input '{unread[0]}', and the loss does not use it",
-                             hint="seed with torch.manual_seed before the call; the options are " + ", ".join(RUN_OPTIONS))
-        loss_fn: LossFn = _ExpressionLoss(loss, for_loss)
-    elif for_loss:
-        raise UsageError(f"forward takes no input '{next(iter(for_loss))}'", hint="values for the loss need loss= as an expression")
-    else:
-        loss_fn = loss if loss is not None else _output_is_loss
-    return grads_of(model, inputs, kwargs, loss_fn, **options)
+    made = as_loss(loss, loss_init)
+    assert made is not None
+    reads = made.names()
+    takes_all = made.is_code and _takes_all(made.callable())
+    # As --var on the command line: a value neither forward nor the loss reads is refused
+    # (`seed=0` is no option of grads, and was silently bound as an unused loss variable).
+    unread = [name for name in for_loss if name not in reads and not takes_all]
+    if unread:
+        raise UsageError(f"forward takes no input '{unread[0]}', and the loss does not use it",
+                         hint="seed with torch.manual_seed before the call; the options are " + ", ".join(RUN_OPTIONS))
+    # The loss reads forward's inputs too (ids for a shifted loss), by forward's names.
+    return grads_of(model, inputs, kwargs, _ModelLoss(made, {**_by_name(model, inputs, kwargs), **for_loss}), **options)
+
+
+def _by_name(model: Any, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    try:
+        bound = inspect.signature(model.forward).bind_partial(*inputs, **kwargs).arguments
+    except (TypeError, ValueError):
+        return {}
+    return {name: value for name, value in bound.items() if isinstance(value, torch.Tensor)}
+
+
+def _takes_all(fn: Any) -> bool:
+    target = fn.forward if isinstance(fn, torch.nn.Module) else fn
+    try:
+        return any(p.kind == p.VAR_KEYWORD for p in inspect.signature(target).parameters.values())
+    except (TypeError, ValueError):
+        return False
 
 
 def _split_named(model: Any, named: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -74,17 +96,17 @@ def _split_named(model: Any, named: dict[str, Any]) -> tuple[dict[str, Any], dic
     return ({k: v for k, v in named.items() if k in accepted}, {k: v for k, v in named.items() if k not in accepted})
 
 
-class _ExpressionLoss:
-    """A loss written in gradcli's language, as --loss is: `out` and the named values bound."""
+class _ModelLoss:
+    """The loss as --loss gives it (targets/loss.py): an expression with `out` and the named
+    values bound, or the user's callable `loss(out, **values it names)`."""
 
-    def __init__(self, text: str, values: dict[str, Any]) -> None:
-        self.text, self.values = text, values
+    def __init__(self, loss: Any, values: dict[str, Any]) -> None:
+        self.loss, self.values = loss, values
 
     def __call__(self, output: Any) -> Any:
-        from ..targets.outputs import name_outputs, reduce_output
+        from ..targets.outputs import name_outputs
 
-        value, _ = reduce_output(name_outputs(output, "the model"), self.values, self.text)
-        return value
+        return self.loss.apply(output, name_outputs(output, "the model"), self.values)[0]
 
 
 def grads_of(

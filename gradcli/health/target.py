@@ -1,6 +1,6 @@
 """`gradcli grads TARGET`: the user's model from `model.py:NAME` or `package.module:NAME`,
 made and fed the way `trace` makes and feeds it (targets/: the loader, --init, inputs bound
-by forward's signature, --loss in gradcli's language), then judged by `grads`.
+by forward's signature, --loss: an expression or your own loss, targets/loss.py), then judged by `grads`.
 
 Nothing here loads or binds on its own: it only strings the targets/ steps together around
 the watched forward and backward that `grads` needs to run itself.
@@ -17,7 +17,8 @@ from ..errors import UsageError
 from ..targets.code import parse_init, resolve
 from ..targets.inputs import bind_inputs
 from ..targets.load import load_object, users_code
-from ..targets.outputs import loss_variables, name_outputs, reduce_output
+from ..targets.loss import as_loss
+from ..targets.outputs import name_outputs, reduce_output
 from .result import GradsResult
 from .run import grads_of
 
@@ -26,8 +27,9 @@ def grads_target(
     where: str,
     variables: Sequence[str] = (),
     *,
-    loss: str | None = None,
+    loss: Any = None,
     init: Sequence[str] = (),
+    loss_init: Sequence[str] = (),
     seed: int | None = None,
     dtype: str | None = None,
     device: str = "cpu",
@@ -36,6 +38,7 @@ def grads_target(
 ) -> GradsResult:
     """Load, construct, bind and judge; `options` are grads' (steps, lr, vanish, ...)."""
     obj, where = load_object(where)
+    made = as_loss(loss, loss_init, library_dirs)
     if seed is None:
         seed = int(torch.randint(0, 2**31 - 1, ()).item())
     # One seed drives the initialisation, the random inputs and forward's own randomness
@@ -58,12 +61,14 @@ def grads_target(
             model.to(resolve_dtype(dtype))
         inputs = bind_inputs(
             callee.signature_of, where, variables, (), {}, dtype=dtype or _model_dtype(model),
-            device=device, seed=seed, data_inputs=True, loss_names=loss_variables(loss, library_dirs),
+            device=device, seed=seed, data_inputs=True, loss_names=made.names() if made else (),
         )
 
         def loss_fn(output: Any) -> Any:
-            value, _ = reduce_output(name_outputs(output, where), inputs.tensors, loss, library_dirs)
-            return value
+            outputs = name_outputs(output, where)
+            if made is None:
+                return reduce_output(outputs, inputs.tensors, None)[0]
+            return made.apply(output, outputs, inputs.tensors)[0]
 
         with users_code(where):
             result = grads_of(model, tuple(inputs.args), inputs.kwargs, loss_fn, **options)

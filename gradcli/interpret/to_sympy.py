@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from .. import limits
 from .._deep import run_deep
-from ..errors import ArgumentError, DomainError, GradcliError, LimitError, ShapeError, UnknownNameError
+from ..errors import ArgumentError, DomainError, GradcliError, LimitError, ShapeError, UnknownNameError, UsageError
 from ..language import nodes as n
 from ..language.ops import OPS, Op
 from ..language.signatures import bind
@@ -129,9 +129,57 @@ class _SympyTranslator(Interpreter):
         return self._array(self._numpy(node, compare, left, right))
 
     # -- calls -------------------------------------------------------------------------------
+    def visit_Str(self, node: n.Str) -> str:
+        return node.value
+
+    def visit_Special(self, node: n.Special) -> Any:
+        return None if node.name == "None" else Ellipsis
+
+    def visit_Slice(self, node: n.Slice) -> slice:
+        parts = [None if p is None else _plain_int(self.visit(p)) for p in (node.start, node.stop, node.step)]
+        if parts[2] is not None and parts[2] <= 0:
+            raise ArgumentError("a slice step must be positive (torch has no negative steps)", span=node.span)
+        return slice(*parts)
+
+    def visit_Field(self, node: n.Field) -> Any:
+        raise UsageError(
+            "a model output's fields (out.logits) have no symbolic meaning", span=node.span,
+            hint="--loss reads them from the model's output; check and --symbolic work on tensors",
+        )
+
+    def _value(self, kind: str, value: Any) -> Any:
+        """A bound argument by its parameter's kind: sizes and indices as Python ints and
+        slices, a list of tensors as a list of arrays, the rest translated."""
+        if isinstance(value, n.EXPR_TYPES):
+            if kind == "tensors":
+                return [self.visit(item) for item in value.items]  # type: ignore[union-attr]
+            if kind == "index":
+                items = value.items if isinstance(value, n.Tuple) else (value,)
+                return tuple(self._index_item(item) for item in items)
+            if kind == "sizes" and isinstance(value, n.Tuple):
+                return tuple(_plain_int(self.visit(item)) for item in value.items)
+            if kind == "sizes":
+                return _plain_int(self.visit(value))
+            return self._option(kind, self.argument(value))
+        if kind in ("sizes", "choice", "index"):
+            return value  # a default, as the signature gives it
+        return self._option(kind, self.argument(value))
+
+    def _index_item(self, item: n.Expr) -> Any:
+        if isinstance(item, n.Tuple):
+            return [_plain_int(self.visit(v)) for v in item.items]
+        value = self.visit(item)
+        if isinstance(value, self.np.ndarray) and value.ndim == 0 and getattr(value.item(), "is_Integer", False):
+            return int(value.item())
+        return value
+
     def _call_op(self, op: Op, node: n.Call) -> Any:
         bound = bind(op, node)
-        values = [self._option(p.kind, self.argument(bound[p.name])) for p in op.params]
+        values = [self._value(p.kind, bound[p.name]) for p in op.params]
+        if op.kind == "split":  # a tuple of arrays, to be subscripted
+            return self._numpy(node, op.sympy, self.sp, self.np, *values)
+        if op.form == "subscript" and isinstance(values[0], tuple):
+            return values[0][_plain_int(values[1][0])]
         if op.name == "pow":
             self._check_power(values[0], values[1], node)
         if op.kind != "elementwise":
@@ -164,7 +212,7 @@ class _SympyTranslator(Interpreter):
 
     def _option(self, kind: str, value: Any) -> Any:
         """dim= and keepdim= as the plain ints and bools numpy's axis/keepdims expect."""
-        if value is None or kind not in ("dim", "bool"):
+        if value is None or kind not in ("dim", "bool") or isinstance(value, str):
             return value
         if isinstance(value, tuple):
             return tuple(_plain_int(v) for v in value)

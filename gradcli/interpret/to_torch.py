@@ -20,6 +20,10 @@ from .._quiet_gc import paused_gc
 from ..errors import ArgumentError, GradcliError, LimitError, ShapeError, Span, UnknownNameError
 from ..language import nodes as n
 from ..language.ops import Op, resolve_torch
+from . import fields
+from .sizes import check_growth as _check_growth
+from .sizes import check_size as _check_size
+from .sizes import integer as _integer
 from .interpreter import Interpreter
 
 if TYPE_CHECKING:
@@ -61,21 +65,26 @@ def build(
     library: "Library | None" = None,
     observe: Observer | None = None,
     applied: Applied | None = None,
+    structured: Mapping[str, Any] | None = None,
 ) -> Built:
     """Evaluate `program` with torch, the variables bound to `leaves` (tensors).
 
     `observe`, when given, sees every operation's arguments before it is applied (the
     checker measures from them how close points are to a branch boundary or a kink);
     `applied` sees each operation with its result (trace --symbolic pairs torch's nodes with
-    the formulas of the operations that made them)."""
+    the formulas of the operations that made them). `structured` binds names to a model's
+    output as it was returned (a tuple, a dict, a ModelOutput): `out.logits`, `out[0]` read
+    it, while the plain name means the tensor `leaves` binds (a tuple's first item)."""
     if library is None:
         from ..language.library import default_library
 
         library = default_library()
-    missing = [v for v in program.variables if v not in leaves]
+    structured = dict(structured or {})
+    missing = [v for v in program.variables if v not in leaves and v not in structured]
     if missing:
         raise UnknownNameError(f"no value for the variable '{missing[0]}'", hint=f"give one with --var {missing[0]}=...")
     builder = _TorchBuilder(dict(leaves), library, observe, applied)
+    builder.structured = structured
     try:
         with paused_gc():  # a long program allocates many objects and no cycles
             return run_deep(builder.program, program)
@@ -102,11 +111,14 @@ class _TorchBuilder(Interpreter):
         self.dtype = sample.dtype if sample is not None else torch.get_default_dtype()
         self.device = sample.device if sample is not None else torch.device("cpu")
         self.bindings: list[tuple[str, Any]] = []
+        self.structured: dict[str, Any] = {}
+        self.bound: set[str] = set()
 
     def program(self, program: n.Program) -> Built:
         for statement in program.statements:
             value = self.visit(statement.value)
             self.env[statement.name] = value
+            self.bound.add(statement.name)
             self.bindings.append((statement.name, value))
         output = self.visit(program.output)
         return Built(output, self.leaves, self.bindings)
@@ -121,6 +133,12 @@ class _TorchBuilder(Interpreter):
         try:
             return self.env[node.id]
         except KeyError:
+            if node.id in self.structured:
+                whole = self.structured[node.id]
+                raise ShapeError(
+                    f"'{node.id}' is {fields.describe(whole)}, not a tensor: pick one part", span=node.span,
+                    hint=f"e.g. {node.id}.{fields.names_in(whole)[0]}" if fields.names_in(whole) else f"e.g. {node.id}[0]",
+                ) from None
             raise UnknownNameError(
                 f"no value for the variable '{node.id}'", span=node.span,
                 hint=f"give one with --var {node.id}=...",
@@ -128,6 +146,30 @@ class _TorchBuilder(Interpreter):
 
     def visit_Tuple(self, node: n.Tuple) -> tuple[Any, ...]:
         return tuple(self.visit(item) for item in node.items)
+
+    def visit_Str(self, node: n.Str) -> str:
+        return node.value
+
+    def visit_Special(self, node: n.Special) -> Any:
+        return None if node.name == "None" else Ellipsis
+
+    def visit_Slice(self, node: n.Slice) -> slice:
+        parts = [None if p is None else _integer(self.visit(p), p.span, "a slice bound") for p in (node.start, node.stop, node.step)]
+        if parts[2] is not None and parts[2] <= 0:
+            raise ArgumentError("a slice step must be positive (torch has no negative steps: use flip)", span=node.step.span)  # type: ignore[union-attr]
+        return slice(*parts)
+
+    def visit_Field(self, node: n.Field) -> Any:
+        value = self._whole(node.value)
+        from ..language.source import to_source
+
+        return fields.field(value, node.name, key=node.key, span=node.span, written=to_source(node))
+
+    def _whole(self, node: n.Expr) -> Any:
+        """A value as the model returned it: `out` is the structured output, for out.logits."""
+        if isinstance(node, n.Name) and node.id in self.structured and node.id not in self.bound:
+            return self.structured[node.id]
+        return self.visit(node)
 
     def visit_UnaryOp(self, node: n.UnaryOp) -> Any:
         value = self.visit(node.operand)
@@ -153,12 +195,21 @@ class _TorchBuilder(Interpreter):
     # -- calls -------------------------------------------------------------------------------
     def _call_op(self, op: Op, node: n.Call) -> Any:
         tensor = self.torch.Tensor
+        if op.form == "subscript":
+            return self._subscript(node)
         # The parser bound the call to op.params: positional arguments are the first params.
-        args = [self._argument(p.kind, self.visit(a)) for p, a in zip(op.params, node.args)]
+        args = [self._argument(p.kind, self.visit(a), a.span) for p, a in zip(op.params, node.args)]
         kwargs: dict[str, Any] = {}
         if node.kwargs:
             kinds = {p.name: p.kind for p in op.params}
-            kwargs = {key: self._argument(kinds[key], self.visit(value)) for key, value in node.kwargs}
+            kwargs = {key: self._argument(kinds[key], self.visit(value), value.span) for key, value in node.kwargs}
+        if op.kind in _MOVING:
+            if op.kind != "constructor" and not isinstance(args[0], tensor) and op.params[0].kind != "tensors":
+                args[0] = self._argument("tensor", args[0])
+            _check_growth(op.name, args, kwargs, node.span)
+            fn = _attribute(op.name) if op.form == "attribute" else (
+                getattr(type(args[0]), op.name) if node.method else resolve_torch(op.torch))
+            return self._apply(fn, tuple(args), node.span, op.name, kwargs)
         if node.method and not isinstance(args[0], tensor):
             args[0] = self._argument("tensor", args[0])  # (2).pow(x): a method is a tensor's
         tensors = [v for v in (*args, *kwargs.values()) if isinstance(v, tensor)]
@@ -178,9 +229,37 @@ class _TorchBuilder(Interpreter):
         fn = getattr(type(args[0]), op.name) if node.method else resolve_torch(op.torch)
         return self._apply(fn, tuple(args), node.span, op.name, kwargs)
 
-    def _argument(self, kind: str, value: Any) -> Any:
+    def _argument(self, kind: str, value: Any, span: Span | None = None) -> Any:
         if kind == "tensor" and isinstance(value, (int, float)) and not isinstance(value, bool):
             return self.torch.tensor(value, dtype=self.dtype, device=self.device)
+        if kind == "sizes" and value is not None:
+            if isinstance(value, tuple):
+                return tuple(_integer(v, span, "a size") for v in value)
+            return _integer(value, span, "a size")
+        if kind == "tensors":
+            return [self._argument("tensor", v) for v in value]
+        if kind in ("tensor", "scalar", "cond", "mask") and fields.is_structure(value):
+            raise ShapeError(f"{fields.describe(value)} is not a tensor: pick one part", span=span,
+                             hint="out[0], out.logits or out[\"logits\"]")
+        return value
+
+    def _subscript(self, node: n.Call) -> Any:
+        value = self._whole(node.args[0])
+        items = node.args[1].items if isinstance(node.args[1], n.Tuple) else (node.args[1],)
+        index = tuple(self._index_item(item) for item in items)
+        if fields.is_structure(value):
+            return fields.item(value, index, node.span)
+        if not isinstance(value, self.torch.Tensor):
+            raise ShapeError("only a tensor or a model's output can be subscripted", span=node.span)
+        return self._apply(_getitem, (value, index), node.span, "getitem")
+
+    def _index_item(self, item: n.Expr) -> Any:
+        if isinstance(item, n.Tuple):  # x[[0, 2]]: an integer list
+            values = [_integer(self.visit(v), v.span, "an index") for v in item.items]
+            return self.torch.tensor(values, dtype=self.torch.long, device=self.device)
+        value = self.visit(item)
+        if isinstance(value, float):
+            raise ArgumentError(f"an index must be an integer, not {value!r}", span=item.span)
         return value
 
     # -- applying torch ----------------------------------------------------------------------
@@ -197,7 +276,7 @@ class _TorchBuilder(Interpreter):
             result = fn(*args, **(kwargs or {}))
         except (RuntimeError, IndexError, TypeError, ValueError, OverflowError) as err:
             message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise ShapeError(f"torch refused '{name}': {message}", span=span) from None
+            raise ShapeError(f"torch refused '{name}': {message}", span=span, hint=_hint(name, args)) from None
         grad_fn = getattr(result, "grad_fn", None)
         if grad_fn is not None and span is not None and SPAN_KEY not in grad_fn.metadata:
             grad_fn.metadata[SPAN_KEY] = span
@@ -258,17 +337,41 @@ def broadcast_shape(shapes: Any) -> tuple[int, ...]:
     return tuple(result)
 
 
-def _check_size(shape: tuple[int, ...], span: Span | None) -> None:
-    size = math.prod(shape)
-    if size > limits.MAX_ELEMENTS:
-        raise LimitError(
-            f"the result would have {size:,} elements (shape {list(shape)}); the limit is "
-            f"{limits.MAX_ELEMENTS:,}",
-            span=span,
-        )
-
-
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+#: Kinds of rows that move or make elements: their arguments are passed as written, never
+#: turned into tensors of the program's dtype (arange(4) is the integers, x[1] an int).
+_MOVING = ("shape", "split", "constructor")
+
+
+def _hint(name: str, args: tuple[Any, ...]) -> str | None:
+    """What would be right, where a refusal has a usual cause."""
+    if name in ("cross_entropy", "nll_loss") and args and getattr(args[0], "ndim", 0) >= 3:
+        # torch reads dim 1 of a 3-d input as the classes: a language model's [batch, time, vocab]
+        # logits must be rows first.
+        return "scores [batch, time, classes] are rows first: cross_entropy(out.flatten(0, 1), y.flatten())"
+    if name in ("getitem", "gather", "index_select") and any(
+        getattr(a, "is_floating_point", lambda: False)() for a in _flat(args[1:])
+    ):
+        # --var i=[1, 0] is a float leaf, as every written list is.
+        return "an index is integer data: --var 'i=randint(0, 5, (3,))', or arange(n) in the expression"
+    return None
+
+
+def _flat(values: Any) -> list[Any]:
+    out: list[Any] = []
+    for value in values:
+        out.extend(_flat(value) if isinstance(value, (tuple, list)) else [value])
+    return out
+
+
+def _getitem(value: Any, index: tuple[Any, ...]) -> Any:
+    return value[index]
+
+
+def _attribute(name: str) -> Callable[[Any], Any]:
+    return operator.attrgetter(name)
+
+
 
 
 def _constant(op: str, left: Any, right: Any, span: Span | None) -> Any:

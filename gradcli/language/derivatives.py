@@ -43,6 +43,8 @@ class Local:
     uses: tuple[str, ...] = ()
     # A whole-tensor sum or mean read elementwise: ∂out/∂u_i as a formula of the count.
     per_element: Callable[[Any, int], Any] | None = None
+    # Why `trace --symbolic` has no formula for this operation (it names it and stops).
+    refused: str = ""
 
     @property
     def coupling(self) -> bool:
@@ -185,6 +187,76 @@ def _matmul_vjp(sp: Any, np: Any, g: Any, args: dict[str, Any], out: Any) -> dic
             "other": sum_to(np, np.asarray(grad_b, dtype=object), b.shape)}
 
 
+def _moved(key: str) -> Callable[..., dict[str, Any]]:
+    """The vjp of a row that only moves elements (reshape, transpose, x[...], expand, gather):
+    the forward applied to the input's element positions says where each output element came
+    from, and the gradient goes back there, summed where one element was copied (expand,
+    repeat, a repeated index): what ViewBackward, IndexBackward and ExpandBackward do."""
+
+    def vjp(sp: Any, np: Any, g: Any, args: dict[str, Any], out: Any, **options: Any) -> dict[str, Any]:
+        from .ops import OPS
+
+        op = OPS[key]
+        x = np.asarray(args["input"], dtype=object)
+        positions = np.empty(x.shape, dtype=object)
+        for number, index in enumerate(np.ndindex(*x.shape)):
+            positions[index] = number
+        moved = np.asarray(op.sympy(sp, np, positions, *(args.get(p.name, p.default) for p in op.params[1:])), dtype=object)
+        grad = [sp.Integer(0)] * x.size
+        g = np.broadcast_to(np.asarray(g, dtype=object), moved.shape)
+        for source, flowing in zip(moved.flat, g.flat):
+            grad[source] = grad[source] + flowing
+        return {"input": np.asarray(grad, dtype=object).reshape(x.shape)}
+
+    return vjp
+
+
+def _masked_fill_vjp(sp: Any, np: Any, g: Any, args: dict[str, Any], out: Any, **options: Any) -> dict[str, Any]:
+    x = np.asarray(args["input"], dtype=object)
+    mask = np.broadcast_to(np.asarray(args["mask"], dtype=object), x.shape)
+    keep = np.frompyfunc(lambda c, v: sp.Piecewise((0, c), (v, True)), 2, 1)
+    return {"input": np.asarray(keep(mask, np.broadcast_to(g, x.shape)), dtype=object)}
+
+
+def _differentiated(key: str) -> Callable[..., dict[str, Any]]:
+    """The vjp as sympy differentiates the row's own meaning (cosine_similarity: torch's
+    backward is that formula, written out by hand)."""
+
+    def vjp(sp: Any, np: Any, g: Any, args: dict[str, Any], out: Any, **options: Any) -> dict[str, Any]:
+        from .ops import OPS
+
+        op = OPS[key]
+        values = [args.get(p.name, p.default) for p in op.params]
+        forward = np.asarray(op.sympy(sp, np, *values), dtype=object)
+        g = np.broadcast_to(np.asarray(g, dtype=object), forward.shape)
+        grads = {}
+        for p in op.params:
+            value = args.get(p.name)
+            if p.kind != "tensor" or not isinstance(value, np.ndarray):
+                continue
+            grads[p.name] = np.asarray(
+                [sum((gj * sp.diff(fj, v) for gj, fj in zip(g.flat, forward.flat)), sp.Integer(0)) for v in value.flat],
+                dtype=object).reshape(value.shape)
+        return grads
+
+    return vjp
+
+
+_MOVES = "∂out_j/∂u_i = 1 where output element j is input element i, else 0: the gradient goes back to where each element came from"
+
+
+def _move(op: str) -> Local:
+    return Local(op, vjp=_moved(op), words=_MOVES)
+
+
+def _refused(op: str, why: str) -> Local:
+    return Local(op, refused=why)
+
+
+_LIST = "takes a list of tensors; --symbolic follows one tensor per edge (check computes its exact derivative)"
+_TUPLE = "returns a tuple of tensors; --symbolic follows one tensor per node (check computes its exact derivative)"
+_LOSS = "couples scores with integer labels (test_losses.py checks it against torch); write it out, e.g. ((out - y)**2).mean()"
+
 LOCALS_LIST: tuple[Local, ...] = (
     # -- operators ---------------------------------------------------------------------------
     Local("+", {"self": _p(lambda sp, a, b, out: sp.Integer(1)), "other": _p(lambda sp, a, b, out: sp.Integer(1))}),
@@ -257,6 +329,18 @@ LOCALS_LIST: tuple[Local, ...] = (
           uses=("_saved_result",)),
     Local("matmul", vjp=_matmul_vjp, words="∂(A@B)/∂A: grad @ Bᵀ;  ∂(A@B)/∂B: Aᵀ @ grad",
           uses=("_saved_self", "_saved_other")),
+    Local("cosine_similarity", vjp=_differentiated("cosine_similarity"),
+          words="∂cos/∂a_i = b_i/(|a||b|) − cos·a_i/|a|² (and alike for b)", uses=("_saved_x1", "_saved_x2")),
+    # -- shapes and indexing: every element goes back where it came from -------------------------
+    *(_move(op) for op in ("reshape", "view", "flatten", "unflatten", "transpose", "permute", "T", "mT", "squeeze",
+                           "unsqueeze", "expand", "repeat", "gather", "index_select", "getitem")),
+    Local("masked_fill", vjp=_masked_fill_vjp, words="∂out/∂u_i = 0 where the mask holds, else 1",
+          uses=("_saved_mask",)),
+    Local("arange"),  # makes integers from numbers: nothing flows back
+    _refused("cat", _LIST), _refused("stack", _LIST), _refused("chunk", _TUPLE), _refused("split", _TUPLE),
+    # -- losses ----------------------------------------------------------------------------------
+    *(_refused(op, _LOSS) for op in ("cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
+                                     "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div")),
 )
 
 LOCALS: dict[str, Local] = {row.op: row for row in LOCALS_LIST}

@@ -88,7 +88,45 @@ class Call:
     span: Span | None = _span()
 
 
-Expr = Union[Num, Const, Name, Tuple, UnaryOp, BinOp, Compare, Call]
+@dataclass(frozen=True, slots=True)
+class Str:
+    """A string literal: only a listed choice of an option (`reduction="sum"`) or a key of a
+    model output (`out["logits"]`)."""
+
+    value: str
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class Slice:
+    """`start:stop:step` inside a subscript; a missing part is None."""
+
+    start: "Expr | None"
+    stop: "Expr | None"
+    step: "Expr | None"
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class Special:
+    """`None` (a new axis) or `...` (every other axis) inside a subscript."""
+
+    name: str  # "None" or "..."
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """`out.logits` (or `out["logits"]`, then `key` is true): a named part of a model's output
+    (a dict, a dataclass, transformers' ModelOutput). Only the torch builder gives it a value."""
+
+    value: "Expr"
+    name: str
+    key: bool = False
+    span: Span | None = _span()
+
+
+Expr = Union[Num, Const, Name, Tuple, UnaryOp, BinOp, Compare, Call, Str, Slice, Special, Field]
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +152,7 @@ BINARY_OPS = {"+", "-", "*", "/", "**", "@"}
 COMPARISONS = {">", ">=", "<", "<=", "==", "!="}
 CONSTANTS = {"pi", "e"}
 #: Every expression node class, for isinstance checks.
-EXPR_TYPES = (Num, Const, Name, Tuple, UnaryOp, BinOp, Compare, Call)
+EXPR_TYPES = (Num, Const, Name, Tuple, UnaryOp, BinOp, Compare, Call, Str, Slice, Special, Field)
 
 
 def children(node: Expr) -> tuple[Expr, ...]:
@@ -127,6 +165,10 @@ def children(node: Expr) -> tuple[Expr, ...]:
         return (node.operand,)
     if isinstance(node, Tuple):
         return node.items
+    if isinstance(node, Slice):
+        return tuple(part for part in (node.start, node.stop, node.step) if part is not None)
+    if isinstance(node, Field):
+        return (node.value,)
     return ()
 
 

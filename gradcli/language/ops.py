@@ -25,6 +25,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
+from . import losses as L
+from . import shapes as S
+
 INF = math.inf
 
 
@@ -43,13 +46,27 @@ REQUIRED: Any = _Required()
 #:   dim     an integer or a tuple of integers, written literally
 #:   bool    True or False, written literally
 #:   number  a constant expression (no variables), passed as a Python number
-ParamKind = Literal["tensor", "scalar", "cond", "dim", "bool", "number"]
+#:   sizes   an integer or a tuple of integers, any expression that is one (reshape(-1, V):
+#:           V a --var); `variadic` rows take them as torch does, reshape(2, 3) or ((2, 3))
+#:   tensors a list or tuple of tensor expressions (cat([a, b]))
+#:   index   the subscript of x[...]: ints, slices, None, ..., integer tensors, boolean masks
+#:   choice  a string, one of the row's `choices` (reduction="sum")
+#:   mask    a comparison, or any expression that is a boolean tensor (masked_fill(x, pad, 0))
+ParamKind = Literal["tensor", "scalar", "cond", "dim", "bool", "number", "sizes", "tensors", "index", "choice", "mask"]
+#: Parameters whose value is passed as written (ints, tuples, strings), never as a tensor of
+#: symbols: the interpreters and the chain rule read them as options.
+LITERAL_KINDS = ("dim", "bool", "sizes", "index", "choice")
 
 #: How an operation treats elements, which decides how `check` compares it (exact/plan.py):
 #: elementwise rows are differentiated with one symbol per variable; the others couple
 #: elements and are compared with one symbol per element.
 #: loss rows reduce an input against a target (labels, class indices) to their mean.
-OpKind = Literal["elementwise", "reduction", "softmax", "matmul", "loss"]
+#: shape rows move, copy or pick elements (reshape, transpose, x[...], cat, gather); split rows
+#: return a tuple of tensors (chunk, split), to be indexed; constructor rows make a tensor
+#: from numbers (arange: the labels of a contrastive loss).
+OpKind = Literal["elementwise", "reduction", "softmax", "matmul", "loss", "shape", "split", "constructor"]
+#: How a row is written: `f(x)` / `x.f()`, the attribute `x.T`, or the subscript `x[...]`.
+OpForm = Literal["call", "attribute", "subscript"]
 
 
 @dataclass(frozen=True)
@@ -59,6 +76,8 @@ class Param:
     name: str
     kind: ParamKind = "tensor"
     default: Any = REQUIRED
+    choices: tuple[str, ...] = ()  # the strings a choice parameter takes
+    variadic: bool = False  # sizes given as separate arguments, reshape(2, 3)
 
     @property
     def required(self) -> bool:
@@ -80,15 +99,26 @@ class Op:
     kinks: tuple[float, ...] = ()
     meets: tuple[str, ...] = ()  # parameters whose value, met by the input, is a branch boundary
     aliases: tuple[str, ...] = field(default=())
+    form: OpForm = "call"
+    function: bool = True  # whether a function form exists (torch has x.view(...), no view(x))
 
     def signature(self) -> str:
+        if self.form == "attribute":
+            return f"{self.params[0].name}.{self.name}"
+        if self.form == "subscript":
+            return f"{self.params[0].name}[{self.params[1].name}]"
+        if not self.function:
+            return f"{self.params[0].name}.{self.name}({format_params(self.params[1:])})"
         return f"{self.name}({format_params(self.params)})"
 
 
 def format_params(params: tuple[Param, ...]) -> str:
     parts = []
     for p in params:
-        parts.append(p.name if p.required else f"{p.name}={p.default!r}")
+        if p.variadic:
+            parts.append(f"*{p.name}")
+        else:
+            parts.append(p.name if p.required else f"{p.name}={p.default!r}")
     return ", ".join(parts)
 
 
@@ -186,56 +216,11 @@ def _matmul(sp: Any, np: Any, a: Any, b: Any) -> Any:
     return np.asarray(np.matmul(a, b), dtype=object)
 
 
-def _plain(value: Any) -> Any:
-    """A 0-d object array (how the translator passes a number parameter) as its element."""
-    return value.item() if hasattr(value, "ndim") and value.ndim == 0 else value
-
-
-def _mean_of(sp: Any, np: Any, terms: Any) -> Any:
-    return np.asarray(np.sum(terms) / sp.Integer(terms.size), dtype=object)
-
-
-def _pairwise_loss(term: Callable[..., Any]) -> Callable[..., Any]:
-    """The mean over elements of term(input, target), broadcast as torch's losses do."""
-
-    def loss(sp: Any, np: Any, input: Any, target: Any, *extra: Any) -> Any:
-        a, b = np.broadcast_arrays(np.asarray(input, dtype=object), np.asarray(target, dtype=object))
-        fixed = [_plain(v) for v in extra]
-        terms = np.frompyfunc(lambda x, y: term(sp, x, y, *fixed), 2, 1)(a, b)
-        return _mean_of(sp, np, np.asarray(terms, dtype=object))
-
-    return loss
-
-
-def _class_index(sp: Any, value: Any) -> int:
-    number = sp.sympify(value)
-    if not number.is_Integer:
-        raise TypeError("the target holds class indices: it must be known integers (randint), not variables")
-    return int(number)
-
-
-def _indexed_loss(row_loss: Callable[..., Any]) -> Callable[..., Any]:
-    """cross_entropy / nll_loss: input [N, C] (or [C]) of scores, target [N] (or []) of classes."""
-
-    def loss(sp: Any, np: Any, input: Any, target: Any) -> Any:
-        if input.ndim not in (1, 2):
-            raise ValueError(f"the input must be [N, C] or [C], not {input.ndim}-d")
-        rows = input.reshape(1, -1) if input.ndim == 1 else input
-        classes = np.asarray(target, dtype=object).reshape(-1)
-        if len(classes) != rows.shape[0]:
-            raise ValueError(f"{rows.shape[0]} rows of scores but {len(classes)} targets")
-        terms = np.asarray([row_loss(sp, row, _class_index(sp, t)) for row, t in zip(rows, classes)], dtype=object)
-        return _mean_of(sp, np, terms)
-
-    return loss
-
-
-def _smooth_l1(sp: Any, x: Any, y: Any, beta: Any = 1.0) -> Any:
-    d = sp.Abs(x - y)
-    return sp.Piecewise((sp.Rational(1, 2) * (x - y) ** 2 / beta, d < beta), (d - sp.Rational(1, 2) * beta, True))
-
-
 LOSS = (Param("input"), Param("target"))
+WEIGHT = Param("weight", "tensor", None)
+IGNORE = Param("ignore_index", "number", -100)
+REDUCTION = Param("reduction", "choice", "mean", choices=L.REDUCTIONS)
+SIZES = Param("shape", "sizes", variadic=True)
 
 POS = (0.0, INF)
 UNIT = (-1.0, 1.0)
@@ -311,25 +296,82 @@ OPS_LIST: tuple[Op, ...] = (
        _softmax(log=True), "log(softmax(x)) over dim, computed stably", kind="softmax"),
     Op("matmul", (Param("input"), Param("other")), "torch.matmul", _matmul,
        "matrix product (the @ operator)", kind="matmul"),
-    # Losses, mean-reduced as torch's defaults are (for --loss on a model's output `out`).
-    Op("cross_entropy", LOSS, "torch.nn.functional.cross_entropy",
-       _indexed_loss(lambda sp, row, t: sp.log(sum(sp.exp(v) for v in row)) - row[t]),
-       "mean of logsumexp(input) - input[target] over rows; target: class indices (randint)",
+    # -- shapes and indexing: each output element is one input element (language/shapes.py) --
+    Op("reshape", (X[0], SIZES), "torch.reshape", S.reshape, "the same elements in another shape (-1: inferred)",
+       kind="shape"),
+    Op("view", (X[0], SIZES), "torch.Tensor.view", S.reshape, "reshape without a copy (method only: x.view(...))",
+       kind="shape", function=False),
+    Op("flatten", (X[0], Param("start_dim", "dim", 0), Param("end_dim", "dim", -1)), "torch.flatten", S.flatten,
+       "merge dimensions start_dim..end_dim into one", kind="shape"),
+    Op("unflatten", (X[0], Param("dim", "dim"), Param("sizes", "sizes")), "torch.unflatten", S.unflatten,
+       "split dimension dim into sizes", kind="shape"),
+    Op("transpose", (X[0], Param("dim0", "dim"), Param("dim1", "dim")), "torch.transpose", S.transpose,
+       "swap two dimensions", kind="shape"),
+    Op("permute", (X[0], Param("dims", "sizes", variadic=True)), "torch.permute", S.permute,
+       "reorder the dimensions", kind="shape"),
+    Op("T", X, "torch.Tensor.T", S.t_attribute, "x.T: the transpose (all dimensions reversed)", kind="shape",
+       form="attribute", function=False),
+    Op("mT", X, "torch.Tensor.mT", S.mt_attribute, "x.mT: the last two dimensions swapped", kind="shape",
+       form="attribute", function=False),
+    Op("squeeze", (X[0], Param("dim", "dim", None)), "torch.squeeze", S.squeeze,
+       "drop dimensions of size 1 (only dim, when given)", kind="shape"),
+    Op("unsqueeze", (X[0], Param("dim", "dim")), "torch.unsqueeze", S.unsqueeze, "insert a dimension of size 1",
+       kind="shape"),
+    Op("expand", (X[0], SIZES), "torch.Tensor.expand", S.expand,
+       "broadcast to a larger shape without copying (-1 keeps a size)", kind="shape", function=False),
+    Op("repeat", (X[0], Param("repeats", "sizes", variadic=True)), "torch.Tensor.repeat", S.repeat,
+       "tile the tensor, repeats times along each dimension", kind="shape", function=False),
+    Op("cat", (Param("tensors", "tensors"), Param("dim", "dim", 0)), "torch.cat", S.cat,
+       "join a list of tensors along an existing dimension", kind="shape", method=False),
+    Op("stack", (Param("tensors", "tensors"), Param("dim", "dim", 0)), "torch.stack", S.stack,
+       "join a list of tensors along a new dimension", kind="shape", method=False),
+    Op("chunk", (X[0], Param("chunks", "sizes"), Param("dim", "dim", 0)), "torch.chunk", S.chunk,
+       "split into chunks pieces (a tuple: index it, x.chunk(2)[0])", kind="split"),
+    Op("split", (X[0], Param("split_size_or_sections", "sizes"), Param("dim", "dim", 0)), "torch.split", S.split,
+       "split into pieces of a size, or of listed sizes (a tuple: index it)", kind="split"),
+    Op("gather", (X[0], Param("dim", "dim"), Param("index")), "torch.gather", S.gather,
+       "pick input[..., index, ...] along dim, index an integer tensor", kind="shape"),
+    Op("index_select", (X[0], Param("dim", "dim"), Param("index")), "torch.index_select", S.index_select,
+       "the slices at a 1-d integer index along dim", kind="shape"),
+    Op("masked_fill", (X[0], Param("mask", "mask"), Param("value", "number")), "torch.masked_fill", S.masked_fill,
+       "value where the boolean mask holds, else the input", kind="shape"),
+    Op("getitem", (X[0], Param("index", "index")), "operator.getitem", S.getitem,
+       "x[...]: ints, slices (steps, negatives), None, ..., integer tensors, boolean masks", kind="shape",
+       form="subscript", method=False, function=False),
+    Op("arange", (Param("start", "sizes"), Param("end", "sizes", None), Param("step", "sizes", 1)), "torch.arange",
+       S.arange, "the integers start, start+step, ... below end (labels: arange(n))", kind="constructor",
+       method=False),
+    # -- losses, with their options as torch.nn.functional names them (language/losses.py) --------
+    Op("cross_entropy", (*LOSS, WEIGHT, IGNORE, REDUCTION, Param("label_smoothing", "number", 0.0)),
+       "torch.nn.functional.cross_entropy", L.cross_entropy,
+       "logsumexp(input) - input[target] over rows [N, C]; target: class indices; ignore_index rows count for nothing",
        kind="loss", method=False),
-    Op("nll_loss", LOSS, "torch.nn.functional.nll_loss", _indexed_loss(lambda sp, row, t: -row[t]),
-       "mean of -input[target] over rows (input: log-probabilities); target: class indices",
+    Op("nll_loss", (*LOSS, WEIGHT, IGNORE, REDUCTION), "torch.nn.functional.nll_loss", L.nll_loss,
+       "-input[target] over rows (input: log-probabilities); target: class indices", kind="loss", method=False),
+    Op("mse_loss", (*LOSS, REDUCTION), "torch.nn.functional.mse_loss", L.pairwise(lambda sp, x, y: (x - y) ** 2),
+       "(input - target)**2, reduced", kind="loss", method=False),
+    Op("l1_loss", (*LOSS, REDUCTION), "torch.nn.functional.l1_loss", L.pairwise(lambda sp, x, y: sp.Abs(x - y)),
+       "|input - target|, reduced", kind="loss", method=False),
+    Op("smooth_l1_loss", (*LOSS, REDUCTION, Param("beta", "number", 1.0)), "torch.nn.functional.smooth_l1_loss",
+       L.pairwise(L.smooth_l1), "0.5*d**2/beta where |d| < beta, else |d| - beta/2 (d = input - target)",
        kind="loss", method=False),
-    Op("mse_loss", LOSS, "torch.nn.functional.mse_loss", _pairwise_loss(lambda sp, x, y: (x - y) ** 2),
-       "mean of (input - target)**2", kind="loss", method=False),
-    Op("l1_loss", LOSS, "torch.nn.functional.l1_loss", _pairwise_loss(lambda sp, x, y: sp.Abs(x - y)),
-       "mean of |input - target|", kind="loss", method=False),
-    Op("smooth_l1_loss", (*LOSS, Param("beta", "number", 1.0)), "torch.nn.functional.smooth_l1_loss",
-       _pairwise_loss(_smooth_l1), "mean of 0.5*d**2/beta where |d| < beta, else |d| - beta/2 (d = input - target)",
+    Op("huber_loss", (*LOSS, REDUCTION, Param("delta", "number", 1.0)), "torch.nn.functional.huber_loss",
+       L.pairwise(L.huber), "0.5*d**2 where |d| < delta, else delta*(|d| - delta/2)", kind="loss", method=False),
+    Op("binary_cross_entropy", (*LOSS, WEIGHT, REDUCTION), "torch.nn.functional.binary_cross_entropy",
+       L.binary_cross_entropy, "-(target*log(input) + (1 - target)*log(1 - input)); input: probabilities",
        kind="loss", method=False),
-    Op("binary_cross_entropy_with_logits", LOSS, "torch.nn.functional.binary_cross_entropy_with_logits",
-       _pairwise_loss(lambda sp, x, y: sp.log(1 + sp.exp(x)) - x * y),
-       "mean of log(1 + exp(input)) - input*target (target: probabilities in [0, 1])",
+    Op("binary_cross_entropy_with_logits", (*LOSS, WEIGHT, REDUCTION, Param("pos_weight", "tensor", None)),
+       "torch.nn.functional.binary_cross_entropy_with_logits", L.binary_cross_entropy_with_logits,
+       "binary_cross_entropy(sigmoid(input), target), computed stably (target: probabilities in [0, 1])",
        kind="loss", method=False),
+    Op("kl_div", (*LOSS, Param("reduction", "choice", "mean", choices=(*L.REDUCTIONS, "batchmean")),
+                  Param("log_target", "bool", False)),
+       "torch.nn.functional.kl_div", L.kl_div,
+       "target*(log(target) - input), input: log-probabilities (reduction='batchmean' as the maths)",
+       kind="loss", method=False),
+    Op("cosine_similarity", (Param("x1"), Param("x2"), Param("dim", "dim", 1), Param("eps", "number", 1e-8)),
+       "torch.nn.functional.cosine_similarity", L.cosine_similarity,
+       "x1·x2 / (max(|x1|, eps)·max(|x2|, eps)) along dim", kind="reduction", method=False),
 )
 
 OPS: dict[str, Op] = {op.name: op for op in OPS_LIST}
@@ -344,4 +386,6 @@ def resolve_torch(path: str) -> Callable[..., Any]:
     import importlib
 
     module_name, _, attr = path.rpartition(".")
+    if module_name == "torch.Tensor":  # a method or property of Tensor (x.view, x.T)
+        return getattr(importlib.import_module("torch").Tensor, attr)
     return getattr(importlib.import_module(module_name), attr)

@@ -28,6 +28,7 @@ from ..errors import (
     split_lines,
 )
 from . import nodes as n
+from .access import AccessParser
 from .ops import OPS, Param
 from .refusals import BINOP_HINTS, MODULE_PREFIXES, did_you_mean, op_text, python_parse, refusal
 from .signatures import Signature, bind, is_constant, is_dim, signature_text
@@ -62,7 +63,7 @@ def parse(
         raise err.at(source, what)
 
 
-class _Parser:
+class _Parser(AccessParser):
     def __init__(
         self,
         source: str,
@@ -243,7 +244,7 @@ class _Parser:
                     hint=did_you_mean(name, self.allowed_variables)
                     or f"the names here are: {', '.join(self.allowed_variables)}",
                 )
-            if name in OPS or name in self.functions:
+            if (name in OPS and OPS[name].function and OPS[name].form == "call") or name in self.functions:
                 raise ParseError(
                     f"'{name}' is a function; call it", span=self.span(node), hint=f"{name}(x)"
                 )
@@ -310,9 +311,18 @@ class _Parser:
         args: list[n.Expr] = []
         if method:
             args.append(self.expr(receiver))
-        for arg in node.args:
+        for index, arg in enumerate(node.args):
             position = len(args)
             param = params[position] if position < len(params) else None
+            if param is not None and param.variadic:
+                # reshape(2, 3) and reshape((2, 3)) are the same call, as in torch.
+                rest = node.args[index:]
+                if len(rest) == 1 and isinstance(rest[0], (ast.Tuple, ast.List)):
+                    args.append(self._argument(rest[0], param))
+                else:
+                    items = tuple(self._size(item) for item in rest)
+                    args.append(n.Tuple(items, span=self._join(rest)))
+                break
             args.append(self._argument(arg, param))
         kwargs: list[tuple[str, n.Expr]] = []
         by_name = {p.name: p for p in params} if node.keywords else {}
@@ -332,6 +342,12 @@ class _Parser:
 
     def _lookup(self, name: str, method: bool, func: ast.AST) -> Signature:
         op = OPS.get(name)
+        if op is not None and op.form != "call":
+            written = "x[...]" if op.form == "subscript" else f"x.{name}"
+            raise ParseError(f"'{name}' is not called: write {written}", span=self.span(func))
+        if op is not None and not method and not op.function:
+            raise ParseError(f"'{name}' has only a method form", span=self.span(func),
+                             hint=f"write x.{name}(...), as torch does")
         if method:
             if op is not None and op.method:
                 return op
@@ -363,6 +379,8 @@ class _Parser:
 
     def _argument(self, node: ast.AST, param: Param | None) -> n.Expr:
         kind = param.kind if param is not None else "tensor"
+        if param is not None and param.default is None and isinstance(node, ast.Constant) and node.value is None:
+            return n.Special("None", span=self.span(node))  # weight=None, dim=None: the default
         if kind == "cond":
             if not isinstance(node, ast.Compare):
                 raise ParseError(
@@ -371,6 +389,20 @@ class _Parser:
                     hint="e.g. where(x > 0, x, 0.1 * x)",
                 )
             return self.expr(node, condition=True)
+        if kind == "mask":
+            # A comparison (ids == 0), or a boolean tensor by name (masked_fill(x, pad, 0)).
+            return self.expr(node, condition=isinstance(node, ast.Compare))
+        if kind == "choice":
+            return self._choice(node, param)  # type: ignore[arg-type]
+        if kind == "tensors":
+            if not isinstance(node, (ast.List, ast.Tuple)) or not node.elts:
+                raise ArgumentError(f"'{param.name}' must be a list of tensors, e.g. [a, b]",  # type: ignore[union-attr]
+                                    span=self.span(node))
+            return n.Tuple(tuple(self.expr(item) for item in node.elts), span=self.span(node))
+        if kind == "sizes":
+            if isinstance(node, (ast.List, ast.Tuple)):
+                return n.Tuple(tuple(self._size(item) for item in node.elts), span=self.span(node))
+            return self._size(node)
         if kind == "bool" and isinstance(node, ast.Constant) and isinstance(node.value, bool):
             return n.Num(node.value, span=self.span(node))
         if kind == "dim" and isinstance(node, (ast.Tuple, ast.List)):
@@ -392,6 +424,26 @@ class _Parser:
         return value
 
 
+    def _size(self, node: ast.AST) -> n.Expr:
+        """One size of reshape(-1, V): any expression, which the builders read as an integer."""
+        if isinstance(node, (ast.List, ast.Tuple)):
+            raise ArgumentError("sizes are integers, not nested lists", span=self.span(node))
+        return self.expr(node)
+
+    def _join(self, nodes: list[ast.AST]) -> Span:
+        first, last = self.span(nodes[0]), self.span(nodes[-1])
+        return Span(first.line, first.col, last.end_line, last.end_col)
+
+    def _choice(self, node: ast.AST, param: Param) -> n.Expr:
+        listed = ", ".join(repr(c) for c in param.choices)
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+            raise ArgumentError(f"'{param.name}' is one of {listed}", span=self.span(node))
+        if node.value not in param.choices:
+            raise ArgumentError(f"'{param.name}' is one of {listed}, not {node.value!r}", span=self.span(node),
+                                hint=did_you_mean(node.value, param.choices))
+        return n.Str(node.value, span=self.span(node))
+
+
 #: Python node type -> the method that converts it; any other node type is refused.
 _VISITORS = {
     ast.Constant: _Parser.visit_Constant,
@@ -400,4 +452,6 @@ _VISITORS = {
     ast.BinOp: _Parser.visit_BinOp,
     ast.Compare: _Parser.visit_Compare,
     ast.Call: _Parser.visit_Call,
+    ast.Attribute: _Parser.visit_Attribute,
+    ast.Subscript: _Parser.visit_Subscript,
 }

@@ -57,7 +57,7 @@ def listing_lines(data: Listing) -> list[Line]:
         source = f["source"] + (f"\n{f['link']}" if f["link"] else "")
         table.add_row(f["signature"], doc, source)
     ops = Table(title="Operations (also as methods: x.exp(), x.pow(2).sum())", title_justify="left")
-    ops.add_column("operation", no_wrap=True)
+    ops.add_column("operation", overflow="fold")
     ops.add_column("what it is")
     ops.add_column("method", justify="center")
     for op in data.operations:

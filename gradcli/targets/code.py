@@ -21,7 +21,8 @@ from .diagnose import CodeExplainer
 from .base import BuildSettings, Computation, LeafSource, Origin
 from .inputs import bind_inputs
 from .load import load_object, user_error, users_code
-from .outputs import loss_variables, name_outputs, reduce_output
+from .loss import as_loss
+from .outputs import name_outputs, reduce_output
 from .record import ORIGIN_KEY, ForwardRecorder, Recording, origin_of
 
 
@@ -45,13 +46,15 @@ class CodeTarget:
     values: Sequence[Any] = ()  # positional inputs given from Python
     named_values: dict[str, Any] = field(default_factory=dict)
     init: Sequence[str] = ()  # --init KEY=VALUE texts
-    loss: str | None = None
+    loss: Any = None  # --loss: an expression, FILE:NAME, a callable (targets/loss.py)
     library_dirs: Sequence[str | Path] = ()
+    loss_init: Sequence[str] = ()  # --loss-init KEY=VALUE texts
 
     def build(self, settings: BuildSettings) -> Computation:
         import torch
 
         obj, where = (self.obj, self.where or _describe(self.obj)) if self.obj is not None else load_object(self.where)
+        loss = as_loss(self.loss, self.loss_init, self.library_dirs)
         seed = settings.seed if settings.seed is not None else int(torch.randint(0, 2**31 - 1, ()).item())
         # The seed also drives the model's initialisation and forward's randomness (dropout),
         # on a copy of torch's RNG state, so --seed repeats the whole run.
@@ -66,7 +69,7 @@ class CodeTarget:
             inputs = bind_inputs(
                 callee.signature_of, where, self.variables, self.values, self.named_values,
                 dtype=_input_dtype(model, settings), device=settings.device, seed=seed,
-                wrt=settings.wrt, data_inputs=model is not None, loss_names=loss_variables(self.loss, self.library_dirs),
+                wrt=settings.wrt, data_inputs=model is not None, loss_names=loss.names() if loss else (),
             )
             names = {id(m): path for path, m in model.named_modules()} if model is not None else {}
             recorder = ForwardRecorder(names, watch_nonfinite=settings.watch_forward)
@@ -74,9 +77,12 @@ class CodeTarget:
                 output = callee.run(*inputs.args, **inputs.kwargs)
         outputs = name_outputs(output, where)
         loss_inputs = {name: t for name, t in inputs.tensors.items()}
-        loss_value, loss_bindings = reduce_output(outputs, loss_inputs, self.loss, self.library_dirs)
-        if self.loss is not None and getattr(loss_value, "grad_fn", None) is not None:
-            tag_loss(loss_value.grad_fn, self.loss, forward=[t.grad_fn for t in outputs.values()])
+        if loss is None:
+            loss_value, loss_bindings = reduce_output(outputs, loss_inputs, None)
+        else:
+            loss_value, loss_bindings = loss.apply(output, outputs, loss_inputs)
+        if loss is not None and not loss.is_code and getattr(loss_value, "grad_fn", None) is not None:
+            tag_loss(loss_value.grad_fn, loss.given, forward=[t.grad_fn for t in outputs.values()])
         parameters = dict(model.named_parameters()) if model is not None else {}
         clash = set(parameters) & set(inputs.tensors)
         if clash:
@@ -93,7 +99,7 @@ class CodeTarget:
             output=loss_value,
             bindings=[*outputs.items(), *loss_bindings],
             seed=inputs.seed,
-            origin_of=_CodeOrigins(parameters, owners, self.loss),
+            origin_of=_CodeOrigins(parameters, owners),
             found=callee.found,
             strict_output=False,
             explain=CodeExplainer(recorder.recording, list(getattr(loss_value, "shape", [])), list(outputs)),
@@ -101,7 +107,7 @@ class CodeTarget:
                 "recording": recorder.recording,
                 "modules": _module_table(model, recorder.recording),
                 "outputs": list(outputs),
-                "loss": self.loss,
+                "loss": None if loss is None else loss.where,
             },
             keep_alive=[model, output],
         )
@@ -268,7 +274,7 @@ def tag_loss(root: Any, loss: str, forward: Sequence[Any] = ()) -> None:
 class _CodeOrigins:
     """origin_of for code: the tag the recorder or tag_loss wrote, or a parameter's module."""
 
-    def __init__(self, parameters: dict[str, Any], owners: dict[str, tuple[str, str]], loss: str | None) -> None:
+    def __init__(self, parameters: dict[str, Any], owners: dict[str, tuple[str, str]]) -> None:
         self.by_leaf = {
             id(tensor): Origin(module=owners[name][0], module_class=owners[name][1])
             for name, tensor in parameters.items() if name in owners

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ..errors import UsageError, VariableError
+from ..interpret.constructors import Values
 from ..interpret.variables import VarSpec, check_total, make_tensor, parse_var, resolve_device, resolve_dtype
 
 
@@ -109,6 +110,8 @@ def bind_inputs(
     for name, spec in specs.items():
         if name not in names:  # for --loss only
             tensor = make_tensor(spec, dtype=torch_dtype, device=torch_device, generator=generator)
+            if spec.kind == "list" and spec.written is Values.INTEGER:
+                tensor = tensor.long()  # labels written [0, 2, 1] are class indices, as torch wants them
             bound.tensors[name] = _leaf(tensor, wants_grad=name in wrt, given=False)
             bound.specs[name] = spec.text
     return bound

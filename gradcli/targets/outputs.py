@@ -1,19 +1,21 @@
 """From what the user's code returned to the one tensor backward starts from.
 
-A tensor is `out`; a tuple or list gives `out`, `out_1`, `out_2`...; a dict gives its keys.
+A tensor is `out`; a tuple or list gives `out`, `out_1`, `out_2`...; a dict (transformers'
+ModelOutput is one) gives its keys, and a dataclass its fields.
 Tensors nested one level or more deeper (an LSTM's `(output, (h_n, c_n))`) are named by their
 path: `out_1_0`, `out_1_1`, or `state_0` under a dict's key `state`. Those are for `--loss` to
 name; without `--loss` only the top level counts (an LSTM's `out` alone is its output).
-With `--loss EXPR` (gradcli's expression language) the output is reduced by that expression,
-in which those names and the tensor inputs are bound: `--loss "cross_entropy(out, labels)"`.
+With `--loss` (targets/loss.py: an expression, or the user's own loss function) the output is
+reduced to the loss; an expression also reads the output as returned: `out.logits`, `out[0]`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..errors import GradcliError, UsageError
+from ..errors import UsageError
 
 
 #: How deep nested tuples, lists and dicts are named (an LSTM's state is one level down).
@@ -43,6 +45,8 @@ def name_outputs(output: Any, where: str) -> Outputs:
         top = [("out" if i == 0 else f"out_{i}", f"out_{i}", v) for i, v in enumerate(output)]
     elif isinstance(output, dict):
         top = [(str(k), str(k), v) for k, v in output.items() if str(k).isidentifier()]
+    elif dataclasses.is_dataclass(output) and not isinstance(output, type):
+        top = [(f.name, f.name, getattr(output, f.name)) for f in dataclasses.fields(output)]
     else:
         top = []
     for name, path, value in top:
@@ -77,20 +81,20 @@ def _name_nested(value: Any, path: str, named: Outputs, depth: int) -> None:
             _name_nested(item, name, named, depth - 1)
 
 
-def loss_variables(loss: str | None, library_dirs: Sequence[str | Path] = ()) -> list[str]:
-    """The names --loss reads (parsed only; a bad --loss is refused here, before forward runs)."""
-    if loss is None:
-        return []
-    from ..pipeline import load
+def loss_variables(loss: Any, library_dirs: Sequence[str | Path] = (), init: Sequence[str] = ()) -> list[str]:
+    """The names --loss reads (a bad --loss is refused here, before forward runs)."""
+    from .loss import as_loss
 
-    program, _ = load(loss, library_dirs)
-    return list(program.variables)
+    made = as_loss(loss, init, library_dirs)
+    return [] if made is None else made.names()
 
 
 def reduce_output(
-    outputs: dict[str, Any], inputs: dict[str, Any], loss: str | None, library_dirs: Sequence[str | Path] = ()
+    outputs: dict[str, Any], inputs: dict[str, Any], loss: Any, library_dirs: Sequence[str | Path] = (),
+    output: Any = None, init: Sequence[str] = (),
 ) -> tuple[Any, list[tuple[str, Any]]]:
-    """(the tensor to differentiate, the loss program's own bindings)."""
+    """(the tensor to differentiate, the loss's own bindings); `output` is the model's output
+    as it returned it (for out.logits, out[0]; default: the named tensors)."""
     if loss is None:
         # Nested tensors (an LSTM's state) are for --loss to name, not candidates by default.
         outputs = outputs.top_level() if isinstance(outputs, Outputs) else outputs
@@ -104,19 +108,8 @@ def reduce_output(
             f"the output holds {len(outputs)} tensors ({names}): say which to differentiate",
             hint=f"e.g. --loss '{floating[0]}.sum()'" + (combined if len(floating) > 1 else ""),
         )
-    from ..interpret.to_torch import build
-    from ..pipeline import load
+    from .loss import as_loss
 
-    program, library = load(loss, library_dirs)
-    env = {**inputs, **outputs}
-    missing = [name for name in program.variables if name not in env]
-    if missing:
-        raise UsageError(
-            f"--loss uses '{missing[0]}', which is neither an output nor an input",
-            hint="names here: " + ", ".join(env),
-        )
-    try:
-        built = build(program, {name: env[name] for name in program.variables}, library=library)
-    except GradcliError as err:
-        raise err.at(loss, "--loss")
-    return built.output, built.bindings
+    made = as_loss(loss, init, library_dirs)
+    assert made is not None
+    return made.apply(outputs if output is None else output, outputs, inputs)

@@ -12,8 +12,8 @@ from .load import is_code_target
 
 
 def as_target(
-    target: Any, inputs: Sequence[Any], named: dict[str, Any] | None = None, *, loss: str | None = None, init: Sequence[str] = (),
-    library_dirs: Sequence[str | Path] = (),
+    target: Any, inputs: Sequence[Any], named: dict[str, Any] | None = None, *, loss: Any = None, init: Sequence[str] = (),
+    library_dirs: Sequence[str | Path] = (), loss_init: Sequence[str] = (),
 ) -> Any:
     """A Target for `target`; `inputs` are --var texts (text targets) or values (objects)."""
     named = named or {}
@@ -26,13 +26,14 @@ def as_target(
         if not all(isinstance(text, str) for text in texts):
             raise UsageError("a target given as text takes its inputs as --var texts ('x=randn(3)')")
         if is_code_target(target):
-            return CodeTarget(where=target.strip(), variables=texts, init=tuple(init), loss=loss, library_dirs=library_dirs)
-        if loss is not None or init:
-            raise UsageError("--loss and --init apply to code (model.py:NAME), not to an expression")
+            return CodeTarget(where=target.strip(), variables=texts, init=tuple(init), loss=loss, library_dirs=library_dirs,
+                              loss_init=tuple(loss_init))
+        if loss is not None or init or loss_init:
+            raise UsageError("--loss, --loss-init and --init apply to code (model.py:NAME), not to an expression")
         return ExpressionTarget(target, texts, library_dirs)
     if callable(target):
         return CodeTarget(
             obj=target, values=tuple(inputs), named_values=dict(named), init=tuple(init), loss=loss,
-            library_dirs=library_dirs,
+            library_dirs=library_dirs, loss_init=tuple(loss_init),
         )
     raise UsageError(f"cannot trace a {type(target).__name__}", hint="give an expression, model.py:NAME, an nn.Module or a function")

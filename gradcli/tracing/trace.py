@@ -37,10 +37,11 @@ from ..graph.values import described, full_value
 def trace(
     target: Any,
     *inputs: Any,
-    loss: str | None = None,
+    loss: Any = None,
     init: Sequence[str] = (),
     seed: int | None = None,
     library_dirs: Sequence[str | Path] = (),
+    loss_init: Sequence[str] = (),
     **options: Any,
 ) -> TraceResult:
     """Trace `target` and return what `gradcli trace` renders.
@@ -50,7 +51,9 @@ def trace(
     (inputs: `--var` texts; `init`: `--init KEY=VALUE` texts); an nn.Module, a function or an
     autograd.Function called with `inputs` (tensors; other keywords are inputs by name, for
     forward or for `loss`); or a `Target`. `loss` reduces a code
-    target's output (`"cross_entropy(out, labels)"`). Keyword options as in TraceOptions
+    target's output: an expression (`"cross_entropy(out.logits.flatten(0, 1), y.flatten())"`),
+    your own loss as `"losses.py:NAME"` / `"torch.nn:CrossEntropyLoss"` (with `loss_init`:
+    `--loss-init KEY=VALUE` texts), or a callable `loss(out, **inputs it names)`. Keyword options as in TraceOptions
     (mode, wrt, grad_output, retain_graph, create_graph, repeat, zero_grad, retain_grad, flow,
     dtype, device, symbolic); see `gradcli trace --help`."""
     for key in ("wrt", "retain_grad"):
@@ -60,7 +63,7 @@ def trace(
     named = {key: options.pop(key) for key in list(options) if key not in _OPTION_NAMES}
     chosen = TraceOptions(**options)
     check_options(chosen.mode, chosen.repeat)
-    target = as_target(target, inputs, named, loss=loss, init=init, library_dirs=library_dirs)
+    target = as_target(target, inputs, named, loss=loss, init=init, library_dirs=library_dirs, loss_init=loss_init)
     if chosen.symbolic and not isinstance(target, ExpressionTarget):
         raise UsageError(
             "--symbolic writes each node's local derivative from the expression's own operations, so it "
