@@ -1,0 +1,240 @@
+"""Checkpoint advice that is proven: predict from the saves, then rerun and measure.
+
+Checkpointing a module (torch.utils.checkpoint, use_reentrant=False) drops what the nodes
+inside it saved and recomputes it in backward; what it keeps instead is the module's inputs.
+So, from the plain run's saves, a storage is freed when every node that saved it ran inside
+the module, it is an activation or an autocast copy (parameters stay alive anyway), and it
+is not one of the module's inputs; a module input nobody saved before becomes saved.
+
+The modules are ranked by bytes freed per second of their own forward (the work
+recomputation repeats), measured with forward hooks in a plain run. Modules whose forward is
+more than 80% of the model's are left out (recomputing them is most of a second forward,
+and their recomputation in backward needs about what they freed), and so are modules nested
+in or around one already chosen. For the best few, the run is repeated with the checkpoint
+applied: saved bytes, peak, time and every gradient measured again, and the gradients
+compared bit for bit with the plain run's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import TYPE_CHECKING, Any, Iterator
+
+import torch
+
+from .peak import PeakMeter
+from .result import KEPT_FOR_BACKWARD, CheckpointTrial
+from .saved import SavedCounter
+
+if TYPE_CHECKING:
+    from .result import MemoryResult
+    from .run import Run
+
+#: A module whose forward takes more than this share of the model's is not advised.
+MOST_OF_FORWARD = 0.8
+
+
+class ModuleInputs:
+    """Context manager: the storages of the tensors each module is called with, by path."""
+
+    def __init__(self, model: Any) -> None:
+        self.names = {id(m): path for path, m in model.named_modules()}
+        self.storages: dict[str, dict[int, int]] = {}  # path -> storage -> bytes
+        self._handle: Any = None
+
+    def __enter__(self) -> "ModuleInputs":
+        from torch.nn.modules import module as nn_module
+
+        self._handle = nn_module.register_module_forward_pre_hook(self._called)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._handle.remove()
+
+    def _called(self, module: Any, args: Any) -> None:
+        path = self.names.get(id(module))
+        if path is None:
+            return
+        found = self.storages.setdefault(path, {})
+        for value in args if isinstance(args, tuple) else (args,):
+            if isinstance(value, torch.Tensor):
+                try:
+                    storage = value.untyped_storage()
+                    found[storage.data_ptr()] = storage.nbytes()
+                except (RuntimeError, NotImplementedError):
+                    pass
+
+
+def predicted_freed(result: MemoryResult, path: str, inputs: dict[int, int], numbers: dict[int, int]) -> int:
+    """The saved bytes checkpointing `path` frees, less the inputs it must save instead."""
+    inside = {n.order for n in result.nodes if n.module is not None and (n.module == path or n.module.startswith(path + "."))}
+    if not inside:
+        return 0
+    input_numbers = {numbers[ptr] for ptr in inputs if ptr in numbers}
+    savers: dict[int, set[int]] = {}
+    size: dict[int, int] = {}
+    kept: dict[int, bool] = {}
+    for node in result.nodes:
+        for t in node.tensors:
+            savers.setdefault(t.storage, set()).add(node.order)
+            size[t.storage] = t.bytes
+            kept[t.storage] = t.kind in KEPT_FOR_BACKWARD
+    freed = sum(size[s] for s, who in savers.items() if kept[s] and who <= inside and s not in input_numbers)
+    added = sum(nbytes for ptr, nbytes in inputs.items() if ptr not in numbers)
+    return freed - added
+
+
+def forward_seconds(run: Run) -> tuple[dict[str, float], float]:
+    """Each module's own forward time (summed over its calls), and the whole forward's."""
+    from torch.nn.modules import module as nn_module
+
+    names = {id(m): path for path, m in run.model.named_modules()}
+    started: list[float] = []
+    spent: dict[str, float] = {}
+
+    def enter(module: Any, args: Any) -> None:
+        started.append(time.perf_counter())
+
+    def leave(module: Any, args: Any, output: Any) -> None:
+        if started:
+            path = names.get(id(module))
+            seconds = time.perf_counter() - started.pop()
+            if path is not None:
+                spent[path] = spent.get(path, 0.0) + seconds
+
+    handles = [nn_module.register_module_forward_pre_hook(enter), nn_module.register_module_forward_hook(leave, always_call=True)]
+    try:
+        with torch.no_grad():
+            begun = time.perf_counter()
+            with run.forward_context():
+                run.forward()
+            whole = time.perf_counter() - begun
+    finally:
+        for handle in handles:
+            handle.remove()
+        run.forget()
+    return spent, whole
+
+
+def choose(result: MemoryResult, run: Run, inputs: ModuleInputs, numbers: dict[int, int], count: int) -> list[tuple[str, int, float]]:
+    """The best `count` modules to checkpoint: (path, predicted freed bytes, forward seconds)."""
+    spent, whole = forward_seconds(run)
+    ranked = []
+    for path, seconds in spent.items():
+        if not path or seconds > MOST_OF_FORWARD * whole:
+            continue
+        freed = predicted_freed(result, path, inputs.storages.get(path, {}), numbers)
+        if freed > 0:
+            ranked.append((freed / max(seconds, 1e-9), path, freed, seconds))
+    ranked.sort(key=lambda row: (-row[0], row[1]))
+    chosen: list[tuple[str, int, float]] = []
+    for _, path, freed, seconds in ranked:
+        if len(chosen) == count:
+            break
+        if any(_nested(path, other) for other, _, _ in chosen):
+            continue
+        chosen.append((path, freed, seconds))
+    return chosen
+
+
+def _nested(a: str, b: str) -> bool:
+    return a == b or a.startswith(b + ".") or b.startswith(a + ".")
+
+
+class Measured:
+    """One configuration's forward + backward: saved bytes, peak, gradients, best time."""
+
+    def __init__(self, run: Run, trainable: list[Any], repeats: int, own: set[int]) -> None:
+        counter = SavedCounter()
+        with PeakMeter(run.device) as meter:
+            with counter:
+                value = run.loss()
+            # What backward alone keeps alive: a checkpointed module's parameters are not saved
+            # (recomputation saves them in backward), but they take the same memory either way.
+            self.saved_bytes = counter.alive_bytes(own)
+            self.gradients = _grads(value, trainable)
+            del value
+            run.forget()
+        self.peak = meter.peak
+        self.seconds = min(_timed(run, trainable) for _ in range(repeats))
+
+
+def _timed(run: Run, trainable: list[Any]) -> float:
+    begun = time.perf_counter()
+    value = run.loss()
+    _grads(value, trainable)
+    del value
+    run.forget()
+    return time.perf_counter() - begun
+
+
+def _grads(value: Any, trainable: list[Any]) -> list[Any]:
+    return list(torch.autograd.grad(value, trainable, allow_unused=True))
+
+
+@contextlib.contextmanager
+def checkpointed(module: Any) -> Iterator[None]:
+    """`module`'s forward run through torch.utils.checkpoint (use_reentrant=False) meanwhile."""
+    from torch.utils.checkpoint import checkpoint
+
+    own = module.__dict__.get("forward")
+    original = module.forward
+
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        return checkpoint(original, *args, use_reentrant=False, **kwargs)
+
+    module.forward = forward
+    try:
+        yield
+    finally:
+        if own is None:
+            del module.forward
+        else:
+            module.forward = own
+
+
+def advise(result: MemoryResult, run: Run, named: list[tuple[str, Any]], count: int, repeats: int,
+           inputs: ModuleInputs, numbers: dict[int, int], own: set[int]) -> list[CheckpointTrial]:
+    """Choose the best `count` modules and prove each by a rerun; `own` are the storages of
+    the parameters, buffers and inputs (not counted as kept for backward)."""
+    chosen = choose(result, run, inputs, numbers, count)
+    if not chosen:
+        return []
+    trainable = [(name, p) for name, p in named if p.requires_grad]
+    params = [p for _, p in trainable]
+    plain = Measured(run, params, repeats, own)
+    trials = []
+    for path, freed, seconds in chosen:
+        module = run.model.get_submodule(path)
+        with checkpointed(module):
+            tried = Measured(run, params, repeats, own)
+        equal, diff, agrees = _same_gradients(trainable, plain.gradients, tried.gradients, run.amp)
+        trials.append(CheckpointTrial(
+            module=path, module_class=type(module).__name__, forward_seconds=seconds, predicted_freed=freed,
+            saved_bytes_before=plain.saved_bytes, saved_bytes_after=tried.saved_bytes,
+            seconds_before=plain.seconds, seconds_after=tried.seconds, gradients_equal=equal,
+            max_abs_diff=diff, agrees=agrees, peak_before=plain.peak, peak_after=tried.peak,
+        ))
+    return trials
+
+
+def _same_gradients(named: list[tuple[str, Any]], plain: list[Any], tried: list[Any], amp: str | None) -> tuple[bool, float, bool]:
+    """Bit for bit equal; else the largest difference and whether compare's tolerance holds."""
+    from ..compare.gradients import Flag, Tolerance, compare_gradient
+
+    equal, diff, agrees = True, 0.0, True
+    for (name, param), a, b in zip(named, plain, tried):
+        if a is None or b is None:
+            if (a is None) != (b is None):
+                equal = agrees = False
+            continue
+        if torch.equal(a, b):
+            continue
+        equal = False
+        diff = max(diff, float((a.double() - b.double()).abs().max()))
+        dtype = getattr(torch, amp) if amp else a.dtype
+        tolerance = Tolerance(dtype if dtype in (torch.float64, torch.float32, torch.bfloat16, torch.float16) else torch.float32)
+        if compare_gradient(name, a, b, tolerance.value).flags != [Flag.AGREES]:
+            agrees = False
+    return equal, diff, agrees

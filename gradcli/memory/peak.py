@@ -1,0 +1,80 @@
+"""The measured peak of tensor memory during one forward + backward.
+
+What "measured" means here, honestly:
+
+- On CPU, torch's CPU allocator reports every allocation and free to the autograd profiler
+  when memory profiling is on (c10's ProfiledCPUMemoryReporter). The legacy profiler is used
+  because it is quiet (Kineto logs to stderr on a machine without a GPU) and cheap: it only
+  collects the events, and nothing here parses them into a table. The running sum of those
+  events is the tensor bytes allocated during the run and still live; its highest point is
+  the peak *above* what was live when forward began (the parameters, buffers and inputs,
+  which `baseline` adds back). This is exact for tensors; it does not see the Python heap,
+  or the memory the C allocator keeps after a free (both show in the process's RSS, whose
+  high-water mark `ru_maxrss` only ever grows and so cannot show a single run's peak once
+  the process has been larger before).
+- On CUDA, the caching allocator's own `max_memory_allocated`, reset before the run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class PeakMeter:
+    """Context manager around forward + backward; afterwards `.peak` (bytes above the start)
+    and `.end` (bytes still live at the end, above the start); `.how` says which measure."""
+
+    def __init__(self, device: Any) -> None:
+        self.device = device
+        self.peak: int | None = None
+        self.end: int | None = None
+        self.how = "none"
+        self._start = 0
+
+    def __enter__(self) -> "PeakMeter":
+        import torch
+
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self._start = torch.cuda.memory_allocated(self.device)
+            self.how = "cuda"
+        elif self.device.type == "cpu":
+            from torch.autograd import profiler_legacy
+
+            if not torch._C._autograd._profiler_enabled():  # a profiler of the user's own is running
+                config = profiler_legacy.profile(profile_memory=True).config()
+                torch._C._autograd._enable_profiler_legacy(config)
+                self.how = "cpu"
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        import torch
+
+        if self.how == "cuda":
+            torch.cuda.synchronize(self.device)
+            self.peak = torch.cuda.max_memory_allocated(self.device) - self._start
+            self.end = torch.cuda.memory_allocated(self.device) - self._start
+        elif self.how == "cpu":
+            threads = torch._C._autograd._disable_profiler_legacy()
+            events = sorted(
+                ((e.start_us(), e.cpu_memory_usage()) for thread in threads for e in thread if e.kind() == "memory_alloc"),
+                key=lambda pair: pair[0],
+            )
+            live = peak = 0
+            for _, change in events:
+                live += change
+                peak = max(peak, live)
+            self.peak, self.end = peak, live
+
+
+def tensor_bytes(tensors: Any) -> int:
+    """The bytes of the distinct storages behind `tensors`."""
+    seen: dict[int, int] = {}
+    for tensor in tensors:
+        try:
+            storage = tensor.untyped_storage()
+            seen[storage.data_ptr()] = storage.nbytes()
+        except (RuntimeError, NotImplementedError):
+            seen[id(tensor)] = tensor.numel() * tensor.element_size()
+    return sum(seen.values())

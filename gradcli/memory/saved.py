@@ -1,0 +1,140 @@
+"""Counting what autograd saves for backward, as it is saved, and which node saved it.
+
+`torch.autograd.graph.saved_tensors_hooks(pack, unpack)` sees every tensor an operation saves
+for its backward (the tensors behind `grad_fn._saved_*`, and a custom Function's
+`ctx.save_for_backward`). `pack` notes the tensor's storage, size, shape and dtype, and
+returns a small `_Held` box with the tensor in it, so the graph keeps exactly what it would
+have kept: when backward frees a node's saved tensors, the box and the tensor go with it.
+
+The pack hook is not told which node is saving. The graph is: after forward, `saved_by`
+reads every `_saved_*` attribute of every node reachable from the loss, which calls `unpack`
+with that node's boxes. That pairs each box with its node exactly, whatever operation (or
+several, as cross_entropy's) one torch call made.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+
+@dataclass
+class Packed:
+    """One tensor as it was saved: where its storage is and how big it is (no tensor kept)."""
+
+    index: int  # in pack order, which is forward order
+    storage: int  # the storage's data_ptr: tensors sharing memory share it
+    storage_bytes: int  # what keeping the storage alive costs
+    shape: tuple[int, ...]
+    dtype: str
+    cast_of: int | None = None  # id() of the parameter this is a dtype copy of (autocast)
+
+
+class _Held:
+    """The box a saved tensor lives in while the graph holds it."""
+
+    __slots__ = ("tensor", "index", "__weakref__")
+
+    def __init__(self, tensor: Any, index: int) -> None:
+        self.tensor, self.index = tensor, index
+
+
+class SavedCounter:
+    """Context manager: while active, every saved tensor is noted in `packed` (in order)."""
+
+    def __init__(self) -> None:
+        self.packed: list[Packed] = []
+        self._alive: list[weakref.ref] = []
+        self._unpacked: list[int] = []
+        self._hooks: Any = None
+
+    def __enter__(self) -> "SavedCounter":
+        import torch
+
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
+        self._hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._hooks.__exit__(*exc)
+
+    def _pack(self, tensor: Any) -> _Held:
+        index = len(self.packed)
+        try:
+            storage = tensor.untyped_storage()
+            where, size = storage.data_ptr(), storage.nbytes()
+        except (RuntimeError, NotImplementedError):  # sparse or a subclass without one storage
+            where, size = -1 - index, tensor.numel() * tensor.element_size()
+        grad_fn = tensor.grad_fn
+        cast_of = None
+        if grad_fn is not None and type(grad_fn).__name__ == "ToCopyBackward0":
+            source = grad_fn.next_functions[0][0]
+            cast_of = id(source.variable) if source is not None and hasattr(source, "variable") else None
+        self.packed.append(Packed(index, where, size, tuple(tensor.shape), str(tensor.dtype).removeprefix("torch."), cast_of))
+        # A tensor with a node would hold that node, which may be the very node saving it (a
+        # saved output): the box keeps its data only, as autograd itself stores outputs.
+        held = _Held(tensor.detach() if grad_fn is not None else tensor, index)
+        self._alive.append(weakref.ref(held))
+        return held
+
+    def _unpack(self, held: _Held) -> Any:
+        self._unpacked.append(held.index)
+        return held.tensor
+
+    def alive(self) -> list[int]:
+        """The boxes some graph still holds (by index)."""
+        return [k for k, ref in enumerate(self._alive) if ref() is not None]
+
+    def alive_bytes(self, leaving_out: set[int] = frozenset()) -> int:  # type: ignore[assignment]
+        """The bytes of the distinct storages the boxes still held keep alive, leaving out the
+        storages `leaving_out` names (the parameters and inputs: alive without backward)."""
+        alive = (self.packed[k] for k in self.alive())
+        return sum({p.storage: p.storage_bytes for p in alive if p.storage not in leaving_out}.values())
+
+    def storage_refs(self, indices: Any) -> dict[int, tuple[Any, int]]:
+        """storage -> (a weak reference to it, its bytes), for the boxes `indices` still held:
+        whether backward let them go, without keeping them alive meanwhile."""
+        from torch.multiprocessing.reductions import StorageWeakRef
+
+        refs: dict[int, tuple[Any, int]] = {}
+        for k in indices:
+            held = self._alive[k]()
+            packed = self.packed[k]
+            if held is not None and packed.storage not in refs and packed.storage >= 0:
+                refs[packed.storage] = (StorageWeakRef(held.tensor.untyped_storage()), packed.storage_bytes)
+        return refs
+
+    def saved_by(self, root: Any) -> Iterator[tuple[Any, list[int]]]:
+        """Each node reachable from `root` (depth first, each once) with the boxes it holds."""
+        seen: set[int] = set()
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            self._unpacked.clear()
+            for name in _saved_names(type(node)):
+                try:
+                    getattr(node, name)
+                except RuntimeError:  # freed already, or a saved value autograd will not show
+                    pass
+            if self._unpacked:
+                yield node, sorted(set(self._unpacked))
+            stack.extend(fn for fn, _ in node.next_functions if fn is not None)
+
+
+_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _saved_names(cls: type) -> tuple[str, ...]:
+    """The attributes of a node type that unpack saved values (`_saved_self`, ...; a custom
+    Function's `saved_tensors`)."""
+    names = _NAMES.get(cls)
+    if names is None:
+        names = tuple(n for n in dir(cls) if n.startswith("_saved_"))
+        if hasattr(cls, "_forward_cls"):  # a custom autograd.Function's node is its ctx
+            names += ("saved_tensors",)
+        _NAMES[cls] = names
+    return names
