@@ -3,7 +3,7 @@ plus what a Python user or a notebook asks of them (`.to_json()`, `.to_dot()`, `
 `str()`, `_repr_html_`).
 
 Those conveniences need the renderers, and the library folders never import the upper half
-(only data flows up: tests/test_layers.py). So the public `gradcli.trace`, `gradcli.grads`,
+(only data flows up: tests/test_layers.py). So the public `gradcli.trace`, `gradcli.grads`, `gradcli.memory`,
 `gradcli.check` and `gradcli.check_function` live here, one layer up, and return a `Trace`, a
 `Grads`, a `Check` and a `FunctionCheck`: the same data, the same fields, with the renderers
 at hand.
@@ -15,6 +15,7 @@ from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
 from .health.result import GradsResult
+from .memory.result import MemoryResult
 from .inspect.trace import TraceResult
 from .inspect.trace import trace as _trace
 from .verify.result import CheckResult
@@ -144,3 +145,37 @@ def check(expression: str, var: Any = (), **options: Any) -> Check:
     from .verify.check import check as _check
 
     return _as(Check, _check(expression, var, **options))
+
+
+@dataclass
+class Memory(MemoryResult):
+    """A MemoryResult that renders itself (as `gradcli memory` prints and draws it)."""
+
+    def to_json(self) -> str:
+        """The JSON document `gradcli memory --json` prints (docs/json.md)."""
+        from .render.json import document_json
+
+        return document_json(self.as_dict())
+
+    def plot(self, path: str, depth: int | None = None) -> str:
+        """Draw the `--plot` picture to `path` (.png, .svg or .pdf; needs matplotlib)."""
+        from .plot.memory import save_memory
+
+        return str(save_memory(self, path, depth))
+
+    def _repr_html_(self) -> str:
+        from .render.notebook import text_html
+
+        return text_html(str(self))
+
+    def __str__(self) -> str:
+        from .render.memory import memory_text
+
+        return memory_text(self)
+
+
+def memory(model: Any, *inputs: Any, **options: Any) -> Memory:
+    """`memory.run.memory` (see its docstring for the model, inputs, loss and options), as a Memory."""
+    from .memory.run import memory as _memory
+
+    return _as(Memory, _memory(model, *inputs, **options))

@@ -36,11 +36,15 @@ MOST_OF_FORWARD = 0.8
 
 
 class ModuleInputs:
-    """Context manager: the storages of the tensors each module is called with, by path."""
+    """Context manager: the storages of the tensors each module is called with, by path;
+    `settle` (right after forward) says which of them were saved and how many bytes of them
+    a checkpoint would newly save."""
 
     def __init__(self, model: Any) -> None:
         self.names = {id(m): path for path, m in model.named_modules()}
-        self.storages: dict[str, dict[int, int]] = {}  # path -> storage -> bytes
+        self._found: dict[str, dict[int, tuple[int, Any]]] = {}  # path -> storage -> (bytes, weak ref)
+        self.saved: dict[str, set[int]] = {}  # path -> numbers of its saved input storages
+        self.added: dict[str, int] = {}  # path -> bytes of its inputs nobody saved
         self._handle: Any = None
 
     def __enter__(self) -> "ModuleInputs":
@@ -53,25 +57,40 @@ class ModuleInputs:
         self._handle.remove()
 
     def _called(self, module: Any, args: Any) -> None:
+        from torch.multiprocessing.reductions import StorageWeakRef
+
         path = self.names.get(id(module))
         if path is None:
             return
-        found = self.storages.setdefault(path, {})
+        found = self._found.setdefault(path, {})
         for value in args if isinstance(args, tuple) else (args,):
             if isinstance(value, torch.Tensor):
                 try:
                     storage = value.untyped_storage()
-                    found[storage.data_ptr()] = storage.nbytes()
+                    if storage.data_ptr() not in found:
+                        found[storage.data_ptr()] = (storage.nbytes(), StorageWeakRef(storage))
                 except (RuntimeError, NotImplementedError):
                     pass
 
+    def settle(self, numbers: dict[int, int], own: set[int]) -> None:
+        """While forward's saves are alive: an input whose storage died since was saved by
+        nobody (a saved storage is alive), and one alive at a saved address is that storage."""
+        for path, found in self._found.items():
+            saved, added = set(), 0
+            for ptr, (nbytes, ref) in found.items():
+                if not ref.expired() and ptr in numbers:
+                    saved.add(numbers[ptr])
+                elif ptr not in own:
+                    added += nbytes
+            self.saved[path], self.added[path] = saved, added
+        self._found.clear()
 
-def predicted_freed(result: MemoryResult, path: str, inputs: dict[int, int], numbers: dict[int, int]) -> int:
+
+def predicted_freed(result: MemoryResult, path: str, saved_inputs: set[int], added: int) -> int:
     """The saved bytes checkpointing `path` frees, less the inputs it must save instead."""
     inside = {n.order for n in result.nodes if n.module is not None and (n.module == path or n.module.startswith(path + "."))}
     if not inside:
         return 0
-    input_numbers = {numbers[ptr] for ptr in inputs if ptr in numbers}
     savers: dict[int, set[int]] = {}
     size: dict[int, int] = {}
     kept: dict[int, bool] = {}
@@ -80,8 +99,7 @@ def predicted_freed(result: MemoryResult, path: str, inputs: dict[int, int], num
             savers.setdefault(t.storage, set()).add(node.order)
             size[t.storage] = t.bytes
             kept[t.storage] = t.kind in KEPT_FOR_BACKWARD
-    freed = sum(size[s] for s, who in savers.items() if kept[s] and who <= inside and s not in input_numbers)
-    added = sum(nbytes for ptr, nbytes in inputs.items() if ptr not in numbers)
+    freed = sum(size[s] for s, who in savers.items() if kept[s] and who <= inside and s not in saved_inputs)
     return freed - added
 
 
@@ -117,14 +135,14 @@ def forward_seconds(run: Run) -> tuple[dict[str, float], float]:
     return spent, whole
 
 
-def choose(result: MemoryResult, run: Run, inputs: ModuleInputs, numbers: dict[int, int], count: int) -> list[tuple[str, int, float]]:
+def choose(result: MemoryResult, run: Run, inputs: ModuleInputs, count: int) -> list[tuple[str, int, float]]:
     """The best `count` modules to checkpoint: (path, predicted freed bytes, forward seconds)."""
     spent, whole = forward_seconds(run)
     ranked = []
     for path, seconds in spent.items():
         if not path or seconds > MOST_OF_FORWARD * whole:
             continue
-        freed = predicted_freed(result, path, inputs.storages.get(path, {}), numbers)
+        freed = predicted_freed(result, path, inputs.saved.get(path, set()), inputs.added.get(path, 0))
         if freed > 0:
             ranked.append((freed / max(seconds, 1e-9), path, freed, seconds))
     ranked.sort(key=lambda row: (-row[0], row[1]))
@@ -143,9 +161,9 @@ def _nested(a: str, b: str) -> bool:
 
 
 class Measured:
-    """One configuration's forward + backward: saved bytes, peak, gradients, best time."""
+    """One configuration's forward + backward: saved bytes, peak above the start, gradients."""
 
-    def __init__(self, run: Run, trainable: list[Any], repeats: int, own: set[int]) -> None:
+    def __init__(self, run: Run, trainable: list[Any], own: set[int]) -> None:
         counter = SavedCounter()
         with PeakMeter(run.device) as meter:
             with counter:
@@ -157,7 +175,17 @@ class Measured:
             del value
             run.forget()
         self.peak = meter.peak
-        self.seconds = min(_timed(run, trainable) for _ in range(repeats))
+
+
+def timed_pair(run: Run, trainable: list[Any], module: Any, repeats: int) -> tuple[float, float]:
+    """The best forward + backward time, plain and with `module` checkpointed, the two runs
+    alternating so that both see the same load on a busy machine."""
+    plain, tried = [], []
+    for _ in range(repeats):
+        plain.append(_timed(run, trainable))
+        with checkpointed(module):
+            tried.append(_timed(run, trainable))
+    return min(plain), min(tried)
 
 
 def _timed(run: Run, trainable: list[Any]) -> float:
@@ -195,25 +223,26 @@ def checkpointed(module: Any) -> Iterator[None]:
 
 
 def advise(result: MemoryResult, run: Run, named: list[tuple[str, Any]], count: int, repeats: int,
-           inputs: ModuleInputs, numbers: dict[int, int], own: set[int]) -> list[CheckpointTrial]:
+           inputs: ModuleInputs, own: set[int]) -> list[CheckpointTrial]:
     """Choose the best `count` modules and prove each by a rerun; `own` are the storages of
     the parameters, buffers and inputs (not counted as kept for backward)."""
-    chosen = choose(result, run, inputs, numbers, count)
+    chosen = choose(result, run, inputs, count)
     if not chosen:
         return []
     trainable = [(name, p) for name, p in named if p.requires_grad]
     params = [p for _, p in trainable]
-    plain = Measured(run, params, repeats, own)
+    plain = Measured(run, params, own)
     trials = []
     for path, freed, seconds in chosen:
         module = run.model.get_submodule(path)
         with checkpointed(module):
-            tried = Measured(run, params, repeats, own)
+            tried = Measured(run, params, own)
+        before, after = timed_pair(run, params, module, repeats)
         equal, diff, agrees = _same_gradients(trainable, plain.gradients, tried.gradients, run.amp)
         trials.append(CheckpointTrial(
             module=path, module_class=type(module).__name__, forward_seconds=seconds, predicted_freed=freed,
             saved_bytes_before=plain.saved_bytes, saved_bytes_after=tried.saved_bytes,
-            seconds_before=plain.seconds, seconds_after=tried.seconds, gradients_equal=equal,
+            seconds_before=before, seconds_after=after, gradients_equal=equal,
             max_abs_diff=diff, agrees=agrees, peak_before=plain.peak, peak_after=tried.peak,
         ))
     return trials

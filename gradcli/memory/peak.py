@@ -17,7 +17,14 @@ What "measured" means here, honestly:
 
 from __future__ import annotations
 
+import os
+import sys
+import tempfile
 from typing import Any
+
+#: c10's CPU allocator logs this (to fd 2, once per 1,000) when a tensor made before the
+#: profiler started is freed while it runs: expected here, and no news to the user.
+_ALLOCATOR_NOISE = b"Memory block of unknown size was allocated before the profiling started"
 
 
 class PeakMeter:
@@ -44,6 +51,7 @@ class PeakMeter:
 
             if not torch._C._autograd._profiler_enabled():  # a profiler of the user's own is running
                 config = profiler_legacy.profile(profile_memory=True).config()
+                self._stderr = _FilteredStderr()
                 torch._C._autograd._enable_profiler_legacy(config)
                 self.how = "cpu"
         return self
@@ -57,6 +65,7 @@ class PeakMeter:
             self.end = torch.cuda.memory_allocated(self.device) - self._start
         elif self.how == "cpu":
             threads = torch._C._autograd._disable_profiler_legacy()
+            self._stderr.close()
             events = sorted(
                 ((e.start_us(), e.cpu_memory_usage()) for thread in threads for e in thread if e.kind() == "memory_alloc"),
                 key=lambda pair: pair[0],
@@ -78,3 +87,24 @@ def tensor_bytes(tensors: Any) -> int:
         except (RuntimeError, NotImplementedError):
             seen[id(tensor)] = tensor.numel() * tensor.element_size()
     return sum(seen.values())
+
+
+class _FilteredStderr:
+    """File descriptor 2 into a temporary file meanwhile; on close, what was written there goes
+    to the real stderr, less c10's allocator notice (a C++ log line Python cannot silence)."""
+
+    def __init__(self) -> None:
+        sys.stderr.flush()
+        self._file = tempfile.TemporaryFile()
+        self._saved = os.dup(2)
+        os.dup2(self._file.fileno(), 2)
+
+    def close(self) -> None:
+        sys.stderr.flush()
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
+        self._file.seek(0)
+        kept = b"".join(line for line in self._file.read().splitlines(keepends=True) if _ALLOCATOR_NOISE not in line)
+        self._file.close()
+        if kept:
+            os.write(2, kept)

@@ -116,6 +116,7 @@ def memory_of(
             result.loss = float(value.detach())
             identities = _Identities(model, args, kwargs)
             reached, numbers = _nodes(result, counter, value, identities)
+            module_inputs.settle(numbers, set(identities.names))
             result.module_order = list(recorder.recording.modules)
             unreached = set(counter.alive()) - reached
             result.unreached_bytes = sum({counter.packed[k].storage: counter.packed[k].storage_bytes for k in unreached}.values())
@@ -132,7 +133,7 @@ def memory_of(
         if result.error is None and create_graph:
             result.create_graph_bytes = _create_graph_adds(run, trainable)
         if result.error is None and checkpoint:
-            result.checkpoint = advise(result, run, named, checkpoint, repeats, module_inputs, numbers, set(identities.names))
+            result.checkpoint = advise(result, run, named, checkpoint, repeats, module_inputs, set(identities.names))
     _explain(result)
     return result
 

@@ -68,9 +68,11 @@ class SavedCounter:
             where, size = -1 - index, tensor.numel() * tensor.element_size()
         grad_fn = tensor.grad_fn
         cast_of = None
-        if grad_fn is not None and type(grad_fn).__name__ == "ToCopyBackward0":
-            source = grad_fn.next_functions[0][0]
-            cast_of = id(source.variable) if source is not None and hasattr(source, "variable") else None
+        if grad_fn is not None:  # autocast's copy of a weight is saved as itself or a view (w.t())
+            base_fn = tensor._base.grad_fn if tensor._is_view() and tensor._base is not None else grad_fn
+            if base_fn is not None and type(base_fn).__name__ == "ToCopyBackward0":
+                source = base_fn.next_functions[0][0]
+                cast_of = id(source.variable) if source is not None and hasattr(source, "variable") else None
         self.packed.append(Packed(index, where, size, tuple(tensor.shape), str(tensor.dtype).removeprefix("torch."), cast_of))
         # A tensor with a node would hold that node, which may be the very node saving it (a
         # saved output): the box keeps its data only, as autograd itself stores outputs.
