@@ -31,10 +31,14 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    try:
-        module, attr = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module 'gradcli' has no attribute {name!r}") from None
+    if name not in _LAZY:
+        raise AttributeError(f"module 'gradcli' has no attribute {name!r}")
+    return public(name)
+
+
+def public(name: str) -> Any:
+    """The public function `name`, imported now (gradcli/memory/ is also a package's name)."""
+    module, attr = _LAZY[name]
     return getattr(import_module(module), attr)
 
 

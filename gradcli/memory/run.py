@@ -115,12 +115,13 @@ def memory_of(
                 value = _scalar(loss_fn(run.forward()))
             result.loss = float(value.detach())
             identities = _Identities(model, args, kwargs)
-            reached, numbers = _nodes(result, counter, value, identities)
+            reached, numbers = _nodes(result, counter, value, run.output, identities)
             module_inputs.settle(numbers, set(identities.names))
             result.module_order = list(recorder.recording.modules)
             unreached = set(counter.alive()) - reached
             result.unreached_bytes = sum({counter.packed[k].storage: counter.packed[k].storage_bytes for k in unreached}.values())
             storages = counter.storage_refs(sorted(reached))
+            counter.release()
             grads, result.error = _gradients(value, trainable, create_graph=False)
             del value
             run.forget()
@@ -208,12 +209,28 @@ def _named_inputs(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
     return found
 
 
-def _nodes(result: MemoryResult, counter: SavedCounter, value: Any, identify: _Identities) -> tuple[set[int], dict[int, int]]:
+def _loss_nodes(value: Any, output: Any) -> set[int]:
+    """The nodes the loss made from forward's output (ids): those between the two."""
+    from ..targets.record import _flat
+
+    stop = {id(t.grad_fn) for t in _flat(output) if isinstance(t, torch.Tensor) and t.grad_fn is not None}
+    found: set[int] = set()
+    stack = [value.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in found or id(node) in stop or hasattr(node, "variable"):
+            continue
+        found.add(id(node))
+        stack.extend(fn for fn, _ in node.next_functions)
+    return found
+
+
+def _nodes(result: MemoryResult, counter: SavedCounter, value: Any, output: Any, identify: _Identities) -> tuple[set[int], dict[int, int]]:
     """Fill result.nodes (forward order) and by_kind from the graph behind `value`; return the
     saved tensors (by index) the loss reaches, and each saved storage's number."""
     if value.grad_fn is None:
         return set(), {}
-    found = sorted(counter.saved_by(value.grad_fn), key=lambda pair: min(pair[1]))
+    found = sorted(counter.saved_by(value.grad_fn, loss=_loss_nodes(value, output)), key=lambda pair: min(pair[1]))
     numbers: dict[int, int] = {}  # storage -> its number, in the order first saved
     first_saver: dict[int, int] = {}
     for k in sorted(k for _, indices in found for k in indices):
@@ -279,8 +296,8 @@ def _explain(result: MemoryResult) -> None:
         result.notes.append("peak: not measured (another profiler was running, or the device has no allocator statistics)")
     if result.unreached_bytes:
         result.notes.append(
-            f"{result.unreached_bytes:,} bytes were saved by a part of the graph the loss does not reach "
-            "(an output forward returned but the loss did not use); they stay alive while that output does")
+            f"{result.unreached_bytes:,} more bytes were saved where the walk from the loss does not reach: by an "
+            "output the loss did not use, or a torch.utils.checkpoint's saved inputs; they stay alive as long as those")
 
 
 def _scalar(value: Any) -> Any:

@@ -6,10 +6,12 @@ for its backward (the tensors behind `grad_fn._saved_*`, and a custom Function's
 returns a small `_Held` box with the tensor in it, so the graph keeps exactly what it would
 have kept: when backward frees a node's saved tensors, the box and the tensor go with it.
 
-The pack hook is not told which node is saving. The graph is: after forward, `saved_by`
-reads every `_saved_*` attribute of every node reachable from the loss, which calls `unpack`
-with that node's boxes. That pairs each box with its node exactly, whatever operation (or
-several, as cross_entropy's) one torch call made.
+The pack hook is not told which node is saving, but an operation makes its node before it
+saves anything, and each new node takes the thread's next sequence number: a tensor packed
+when the counter reads n was saved by the node whose `_sequence_nr()` is n - 1 (checked on
+torch 2.14: addmm, relu, log_softmax, nll_loss, custom Functions). So nodes and saves pair up
+without reading any saved tensor back, which matters: reading one back through another
+hook's unpack (a model's own torch.utils.checkpoint) would recompute its region.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class Packed:
     shape: tuple[int, ...]
     dtype: str
     cast_of: int | None = None  # id() of the parameter this is a dtype copy of (autocast)
+    node: int = -1  # the sequence number of the node that saved it
 
 
 class _Held:
@@ -47,11 +50,13 @@ class SavedCounter:
         self.packed: list[Packed] = []
         self._alive: list[weakref.ref] = []
         self._unpacked: list[int] = []
+        self._keep: list[_Held] = []
         self._hooks: Any = None
 
     def __enter__(self) -> "SavedCounter":
         import torch
 
+        self._sequence_nr = torch._C._autograd._get_sequence_nr
         self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
         self._hooks.__enter__()
         return self
@@ -73,7 +78,8 @@ class SavedCounter:
             if base_fn is not None and type(base_fn).__name__ == "ToCopyBackward0":
                 source = base_fn.next_functions[0][0]
                 cast_of = id(source.variable) if source is not None and hasattr(source, "variable") else None
-        self.packed.append(Packed(index, where, size, tuple(tensor.shape), str(tensor.dtype).removeprefix("torch."), cast_of))
+        self.packed.append(Packed(index, where, size, tuple(tensor.shape), str(tensor.dtype).removeprefix("torch."), cast_of,
+                                  self._sequence_nr() - 1))
         # A tensor with a node would hold that node, which may be the very node saving it (a
         # saved output): the box keeps its data only, as autograd itself stores outputs.
         held = _Held(tensor.detach() if grad_fn is not None else tensor, index)
@@ -83,6 +89,10 @@ class SavedCounter:
     def _unpack(self, held: _Held) -> Any:
         self._unpacked.append(held.index)
         return held.tensor
+
+    def release(self) -> None:
+        """Let go of the tensors read back from nodes (the nodes keep them, until backward)."""
+        self._keep.clear()
 
     def alive(self) -> list[int]:
         """The boxes some graph still holds (by index)."""
@@ -107,8 +117,16 @@ class SavedCounter:
                 refs[packed.storage] = (StorageWeakRef(held.tensor.untyped_storage()), packed.storage_bytes)
         return refs
 
-    def saved_by(self, root: Any) -> Iterator[tuple[Any, list[int]]]:
-        """Each node reachable from `root` (depth first, each once) with the boxes it holds."""
+    def saved_by(self, root: Any, loss: set[int] = frozenset()) -> Iterator[tuple[Any, list[int]]]:  # type: ignore[assignment]
+        """Each node reachable from `root` (each once) with the saves it holds (by index).
+
+        The nodes whose id is in `loss` (what the loss built from forward's output) are paired
+        by reading their saved tensors back instead: the --loss is built in gradcli's own
+        thread, where these thread-local hooks do not reach and sequence numbers count from
+        their own start; no other hook can be in the way there."""
+        by_node: dict[int, list[int]] = {}
+        for packed in self.packed:
+            by_node.setdefault(packed.node, []).append(packed.index)
         seen: set[int] = set()
         stack = [root]
         while stack:
@@ -116,15 +134,30 @@ class SavedCounter:
             if id(node) in seen:
                 continue
             seen.add(id(node))
-            self._unpacked.clear()
-            for name in _saved_names(type(node)):
-                try:
-                    getattr(node, name)
-                except RuntimeError:  # freed already, or a saved value autograd will not show
-                    pass
-            if self._unpacked:
-                yield node, sorted(set(self._unpacked))
+            indices = self._read(node) if id(node) in loss else by_node.get(node._sequence_nr())
+            if indices:
+                yield node, indices
             stack.extend(fn for fn, _ in node.next_functions if fn is not None)
+
+    def _read(self, node: Any) -> list[int]:
+        """The saves of `node`, read back: ours by their box, others noted as if packed now."""
+        indices = []
+        for name in _saved_names(type(node)):
+            try:
+                self._unpacked.clear()
+                values = getattr(node, name)
+            except RuntimeError:  # freed already
+                continue
+            if self._unpacked:  # saved through the hooks: the box says which
+                indices += self._unpacked
+                continue
+            for value in values if isinstance(values, (tuple, list)) else (values,):
+                if hasattr(value, "untyped_storage") and hasattr(value, "grad_fn"):
+                    held = self._pack(value)
+                    self.packed[held.index].node = node._sequence_nr()
+                    self._keep.append(held)  # the node holds the tensor itself; this box is ours
+                    indices.append(held.index)
+        return sorted(set(indices))
 
 
 _NAMES: dict[type, tuple[str, ...]] = {}

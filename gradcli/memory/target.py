@@ -11,7 +11,7 @@ from typing import Any, Sequence
 import torch
 
 from ..errors import UsageError
-from ..targets.code import parse_init, resolve
+from ..targets.code import parse_init, resolve, tag_loss
 from ..targets.inputs import bind_inputs
 from ..targets.load import load_object, users_code
 from ..targets.outputs import loss_variables, name_outputs, reduce_output
@@ -59,7 +59,10 @@ def memory_target(
         )
 
         def loss_fn(output: Any) -> Any:
-            value, _ = reduce_output(name_outputs(output, where), inputs.tensors, loss, library_dirs)
+            outputs = name_outputs(output, where)
+            value, _ = reduce_output(outputs, inputs.tensors, loss, library_dirs)
+            if loss is not None and getattr(value, "grad_fn", None) is not None:  # its nodes' line: the --loss text
+                tag_loss(value.grad_fn, loss, forward=[t.grad_fn for t in outputs.values()])
             return value
 
         with users_code(where):
