@@ -25,7 +25,7 @@ import torch
 
 from .peak import PeakMeter
 from .result import KEPT_FOR_BACKWARD, CheckpointTrial
-from .saved import SavedCounter
+from .saved import SavedCounter, loss_nodes
 
 if TYPE_CHECKING:
     from .result import MemoryResult
@@ -168,9 +168,12 @@ class Measured:
         with PeakMeter(run.device) as meter:
             with counter:
                 value = run.loss()
+            for _ in counter.saved_by(value.grad_fn, loss=loss_nodes(value, run.output)):
+                pass  # the --loss's saves, made where the hooks do not reach, are read back
             # What backward alone keeps alive: a checkpointed module's parameters are not saved
             # (recomputation saves them in backward), but they take the same memory either way.
             self.saved_bytes = counter.alive_bytes(own)
+            counter.release()
             self.gradients = _grads(value, trainable)
             del value
             run.forget()

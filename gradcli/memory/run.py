@@ -26,7 +26,7 @@ from ..targets.record import ForwardRecorder, origin_of
 from .checkpoint import ModuleInputs, advise
 from .peak import PeakMeter, tensor_bytes
 from .result import MemoryResult, NodeSaved, SavedTensor
-from .saved import SavedCounter
+from .saved import SavedCounter, loss_nodes
 
 LossFn = Callable[[Any], Any]
 #: --amp takes the dtypes autocast computes in.
@@ -209,28 +209,12 @@ def _named_inputs(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
     return found
 
 
-def _loss_nodes(value: Any, output: Any) -> set[int]:
-    """The nodes the loss made from forward's output (ids): those between the two."""
-    from ..targets.record import _flat
-
-    stop = {id(t.grad_fn) for t in _flat(output) if isinstance(t, torch.Tensor) and t.grad_fn is not None}
-    found: set[int] = set()
-    stack = [value.grad_fn]
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in found or id(node) in stop or hasattr(node, "variable"):
-            continue
-        found.add(id(node))
-        stack.extend(fn for fn, _ in node.next_functions)
-    return found
-
-
 def _nodes(result: MemoryResult, counter: SavedCounter, value: Any, output: Any, identify: _Identities) -> tuple[set[int], dict[int, int]]:
     """Fill result.nodes (forward order) and by_kind from the graph behind `value`; return the
     saved tensors (by index) the loss reaches, and each saved storage's number."""
     if value.grad_fn is None:
         return set(), {}
-    found = sorted(counter.saved_by(value.grad_fn, loss=_loss_nodes(value, output)), key=lambda pair: min(pair[1]))
+    found = sorted(counter.saved_by(value.grad_fn, loss=loss_nodes(value, output)), key=lambda pair: min(pair[1]))
     numbers: dict[int, int] = {}  # storage -> its number, in the order first saved
     first_saver: dict[int, int] = {}
     for k in sorted(k for _, indices in found for k in indices):

@@ -160,6 +160,28 @@ class SavedCounter:
         return sorted(set(indices))
 
 
+def loss_nodes(value: Any, output: Any) -> set[int]:
+    """The nodes the loss made from forward's output (ids): those between the two."""
+    stop = {id(t.grad_fn) for t in _flat(output) if hasattr(t, "grad_fn") and t.grad_fn is not None}
+    found: set[int] = set()
+    stack = [value.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in found or id(node) in stop or hasattr(node, "variable"):
+            continue
+        found.add(id(node))
+        stack.extend(fn for fn, _ in node.next_functions)
+    return found
+
+
+def _flat(value: Any) -> list[Any]:
+    if isinstance(value, (tuple, list)):
+        return [item for part in value for item in _flat(part)]
+    if isinstance(value, dict):
+        return [item for part in value.values() for item in _flat(part)]
+    return [value]
+
+
 _NAMES: dict[type, tuple[str, ...]] = {}
 
 
