@@ -296,3 +296,54 @@ def test_bad_options_are_usage_errors():
         library_memory(model, torch.randn(2, 8), loss=square, amp="float64")
     with pytest.raises(gradcli.GradcliError, match="floating-point scalar"):
         library_memory(model, torch.randn(2, 8))
+
+
+# -- what must not change the model's own behaviour ------------------------------------------------
+class SigmoidScaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 2)
+
+    def forward(self, x):
+        p = torch.sigmoid(self.fc(x))
+        p.mul_(2)  # sigmoid saved its output: backward must raise, hooks or not
+        return p.sum()
+
+
+def test_an_inplace_change_of_a_saved_tensor_still_raises():
+    model, x = SigmoidScaled(), torch.randn(2, 3)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        model(x).backward()  # torch's own answer
+    result = gradcli.memory(model, x)
+    assert not result.ok and result.problems[0].kind == "autograd-error"
+    assert "modified by an inplace operation" in result.error
+
+
+class SelfCheckpointed(nn.Module):
+    """A model that checkpoints its first block itself."""
+
+    def __init__(self):
+        super().__init__()
+        self.first, self.second = Block(), Block()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return self.second(torch.utils.checkpoint.checkpoint(self.first, x, use_reentrant=False))
+
+
+def test_a_model_that_checkpoints_itself_is_not_recomputed_by_the_count():
+    torch.manual_seed(0)
+    model, x = SelfCheckpointed(), torch.randn(4, 32)
+    counts = []
+    handle = model.first.register_forward_pre_hook(lambda *args: counts.append(1))
+    result = gradcli.memory(model, x, loss=square, checkpoint=0, create_graph=False)
+    handle.remove()
+    assert len(counts) == 2  # forward, and the recomputation in backward: nothing more
+    counter = HandCounter()
+    with counter.hooks():
+        loss = square(model(x))
+    # What the checkpoint keeps (its input) is saved outside the graph's walk: reported apart.
+    assert result.saved_bytes + result.unreached_bytes == counter.total()
+    assert not any(n.module and n.module.startswith("first") for n in result.nodes)
+    del loss

@@ -37,10 +37,10 @@ class Packed:
 class _Held:
     """The box a saved tensor lives in while the graph holds it."""
 
-    __slots__ = ("tensor", "index", "__weakref__")
+    __slots__ = ("tensor", "index", "version", "__weakref__")
 
     def __init__(self, tensor: Any, index: int) -> None:
-        self.tensor, self.index = tensor, index
+        self.tensor, self.index, self.version = tensor, index, tensor._version
 
 
 class SavedCounter:
@@ -88,7 +88,16 @@ class SavedCounter:
 
     def _unpack(self, held: _Held) -> Any:
         self._unpacked.append(held.index)
-        return held.tensor
+        tensor = held.tensor
+        if tensor._version != held.version:
+            # Autograd checks a saved tensor's version itself only when no hook packed it: with
+            # hooks the modified value would silently be used. Raise what torch raises.
+            shape = "x".join(map(str, tensor.shape)) or "()"
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by an inplace "
+                f"operation: a {str(tensor.dtype).removeprefix('torch.')} tensor of shape {shape} is at version "
+                f"{tensor._version}; expected version {held.version} instead.")
+        return tensor
 
     def release(self) -> None:
         """Let go of the tensors read back from nodes (the nodes keep them, until backward)."""
