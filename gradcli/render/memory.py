@@ -115,7 +115,7 @@ def tensor_lines(result: MemoryResult, top: int) -> list[str]:
         shared = sum(1 for other in result.nodes for u in other.tensors if u.storage == t.storage) - 1
         kind = t.kind + (f" {t.name}" if t.name else "")
         rows.append([node.node, _module(node.module, node.module_class), "x".join(map(str, t.shape)) or "()", t.dtype,
-                     size(t.bytes), kind + (f" (+{shared} nodes)" if shared else ""), _place(node.file, node.line)])
+                     size(t.bytes), kind + (f" (+{shared} node{'s' if shared > 1 else ''})" if shared else ""), _place(node.file, node.line)])
     more = len(saved) - top
     tail = [f"  … and {more} more (--top, or --json for every node)"] if more > 0 else []
     return ["Largest saved activations (each storage once, at the node that saved it first):",
