@@ -35,34 +35,39 @@ def memory_figure(result: MemoryResult, depth: int | None = None) -> Any:
     require_matplotlib()
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
-    from matplotlib.ticker import FuncFormatter
 
     totals = result.modules_in_forward_order(depth)
     width = min(max(6.0, 0.32 * len(totals) + 2.5), 24.0)
     fig = Figure(figsize=(width, 4.8), dpi=DPI)
     ax = fig.subplots(1, 1)
     tried = {c.module: c for c in result.checkpoint}
+    # One binary unit for the axis, chosen by the largest bar, so that its ticks are round.
+    scale, unit = 1, "B"
+    for power, name in enumerate(("KiB", "MiB", "GiB"), start=1):
+        if max((t.bytes for t in totals), default=0) >= 1024**power:
+            scale, unit = 1024**power, name
     for k, total in enumerate(totals):
-        ax.bar(k, total.bytes, color=PALE, width=0.8)
-        ax.bar(k, total.kept, color=DARK, width=0.4)
+        ax.bar(k, total.bytes / scale, color=PALE, width=0.8)
+        ax.bar(k, total.kept / scale, color=DARK, width=0.4)
         trial = tried.get(total.key)
         if trial is not None:
             freed = trial.saved_bytes_before - trial.saved_bytes_after
-            ax.annotate(f"checkpoint: -{size(freed)}, {trial.time_ratio:.2f}x time", (k, total.bytes), xytext=(0, 4),
-                        textcoords="offset points", rotation=90, ha="center", va="bottom", fontsize=7, color=TRIED)
+            ax.annotate(f"checkpoint\n-{size(freed)}\n{trial.time_ratio:.2f}x time", (k, total.bytes / scale), xytext=(0, 3),
+                        textcoords="offset points", ha="center", va="bottom", fontsize=6.5, color=TRIED)
     labels = [t.key or "(model)" for t in totals]
     ax.set_xticks(list(range(len(totals))), labels, rotation=90, fontsize=7)
     ax.set_xlim(-0.6, len(totals) - 0.4)
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: size(int(value))))
-    ax.set_ylabel("saved for backward")
+    ax.set_ylabel(f"saved for backward ({unit})")
     ax.grid(True, axis="y", linewidth=0.4, alpha=0.5)
     if totals:
-        ax.set_ylim(0, max(t.bytes for t in totals) * (1.6 if tried else 1.1) or 1)
+        ax.set_ylim(0, max(t.bytes for t in totals) / scale * (1.45 if tried else 1.1) or 1)
     legend = [Patch(color=PALE, label="all saved (parameters, inputs too)"), Patch(color=DARK, label="activations")]
-    ax.legend(handles=legend, fontsize=7, loc="lower left", bbox_to_anchor=(0, 1.0), ncol=2, frameon=False)
+    if tried:
+        legend.append(Patch(color=TRIED, label="checkpoint trial"))
+    ax.legend(handles=legend, fontsize=7, loc="lower left", bbox_to_anchor=(0, 1.0), ncol=3, frameon=False)
     peak = f", peak {size(result.peak_bytes)}" if result.peak_bytes is not None else ""
-    fig.suptitle(f"{result.model}: saved for backward by module, in forward order "
-                 f"({size(result.kept_bytes)} activations{peak})", fontsize=10)
+    fig.suptitle(f"{result.model}: saved for backward by module, in forward order\n"
+                 f"{size(result.kept_bytes)} of activations{peak}", fontsize=10)
     longest = max((len(label) for label in labels), default=8)
-    fig.subplots_adjust(left=0.11, right=0.98, top=0.86, bottom=min(0.6, (0.3 + 0.075 * longest) / fig.get_figheight()))
+    fig.subplots_adjust(left=0.11, right=0.98, top=0.82, bottom=min(0.6, (0.3 + 0.075 * longest) / fig.get_figheight()))
     return fig
