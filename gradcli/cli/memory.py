@@ -44,7 +44,7 @@ def memory_command(
 
     \b
       gradcli memory examples/memory/mlp.py:MLP --var "x=randn(64, 256)" --loss "out.pow(2).mean()"
-      gradcli memory examples/memory/mlp.py:DeepMLP --var "x=randn(64, 128)" --loss "out.pow(2).mean()" --depth 2 --json
+      gradcli memory examples/memory/mlp.py:DeepMLP --init depth=4 --var "x=randn(16, 128)" --loss "out.pow(2).mean()" --depth 2 --checkpoint 1 --json
       gradcli memory examples/memory/mlp.py:MLP --var "x=randn(64, 256)" --loss "out.pow(2).mean()" --amp bfloat16 --checkpoint 0
     """
     from ..memory.target import memory_target

@@ -185,10 +185,10 @@ def timed_pair(run: Run, trainable: list[Any], module: Any, repeats: int) -> tup
     """The best forward + backward time, plain and with `module` checkpointed, the two runs
     alternating so that both see the same load. A small model's run lasts milliseconds, where
     one disturbance is most of it: pairs are repeated at least `repeats` times and until both
-    sides have run for a second (at most 25 times); the medians count, not the fastest, which
+    sides have run for 0.3 s (at most 15 times); the medians count, not the fastest, which
     on a shared machine is as much luck as the slowest."""
     plain, tried = [], []
-    while len(plain) < repeats or (sum(plain) + sum(tried) < 1.0 and len(plain) < 25):
+    while len(plain) < repeats or (sum(plain) + sum(tried) < 0.3 and len(plain) < 15):
         plain.append(_timed(run, trainable))
         with checkpointed(module):
             tried.append(_timed(run, trainable))
