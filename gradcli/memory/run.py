@@ -25,6 +25,7 @@ from ..errors import UsageError
 from ..targets.record import ForwardRecorder, origin_of
 from .checkpoint import ModuleInputs, advise
 from .peak import PeakMeter, tensor_bytes
+from .kinds import Identities
 from .result import MemoryResult, NodeSaved, SavedTensor
 from .saved import SavedCounter, loss_nodes
 
@@ -114,7 +115,7 @@ def memory_of(
             with run.forward_context(), counter, recorder, module_inputs:
                 value = _scalar(loss_fn(run.forward()))
             result.loss = float(value.detach())
-            identities = _Identities(model, args, kwargs)
+            identities = Identities(model, args, kwargs)
             reached, numbers = _nodes(result, counter, value, run.output, identities)
             module_inputs.settle(numbers, set(identities.names))
             result.module_order = list(recorder.recording.modules)
@@ -133,7 +134,7 @@ def memory_of(
         del storages
         if result.error is None and create_graph:
             result.create_graph_bytes = _create_graph_adds(run, trainable)
-        if result.error is None and checkpoint:
+        if result.error is None and checkpoint and trainable and result.nodes:  # something to differentiate
             result.checkpoint = advise(result, run, named, checkpoint, repeats, module_inputs, set(identities.names))
     _explain(result)
     return result
@@ -174,42 +175,7 @@ class Run:
         self.output = None
 
 
-class _Identities:
-    """Which storages are the model's parameters and buffers and forward's inputs."""
-
-    def __init__(self, model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        self.names: dict[int, tuple[str, str]] = {}  # storage -> (kind, name)
-        self.params: dict[int, str] = {id(p): name for name, p in model.named_parameters()}
-        for label, values in (("input", _named_inputs(model, args, kwargs)),
-                              ("buffer", dict(model.named_buffers())), ("parameter", dict(model.named_parameters()))):
-            for name, tensor in values.items():
-                try:
-                    self.names[tensor.untyped_storage().data_ptr()] = (label, name)
-                except (RuntimeError, NotImplementedError):
-                    pass
-
-    def of(self, storage: int, cast_of: int | None) -> tuple[str, str | None]:
-        if storage in self.names:
-            return self.names[storage]
-        if cast_of is not None and cast_of in self.params:
-            return "cast", self.params[cast_of]
-        return "activation", None
-
-
-def _named_inputs(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-    try:
-        names = [p for p in inspect.signature(model.forward).parameters]
-    except (TypeError, ValueError):
-        names = []
-    found = {}
-    for k, value in enumerate(args):
-        if isinstance(value, torch.Tensor):
-            found[names[k] if k < len(names) else f"input {k}"] = value
-    found.update({k: v for k, v in kwargs.items() if isinstance(v, torch.Tensor)})
-    return found
-
-
-def _nodes(result: MemoryResult, counter: SavedCounter, value: Any, output: Any, identify: _Identities) -> tuple[set[int], dict[int, int]]:
+def _nodes(result: MemoryResult, counter: SavedCounter, value: Any, output: Any, identify: Identities) -> tuple[set[int], dict[int, int]]:
     """Fill result.nodes (forward order) and by_kind from the graph behind `value`; return the
     saved tensors (by index) the loss reaches, and each saved storage's number."""
     if value.grad_fn is None:
