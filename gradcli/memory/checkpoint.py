@@ -109,26 +109,27 @@ def forward_seconds(run: Run) -> tuple[dict[str, float], float]:
     from torch.nn.modules import module as nn_module
 
     names = {id(m): path for path, m in run.model.named_modules()}
+    clock = _clock(run.device)
     started: list[float] = []
     spent: dict[str, float] = {}
 
     def enter(module: Any, args: Any) -> None:
-        started.append(time.perf_counter())
+        started.append(clock())
 
     def leave(module: Any, args: Any, output: Any) -> None:
         if started:
             path = names.get(id(module))
-            seconds = time.perf_counter() - started.pop()
+            seconds = clock() - started.pop()
             if path is not None:
                 spent[path] = spent.get(path, 0.0) + seconds
 
     handles = [nn_module.register_module_forward_pre_hook(enter), nn_module.register_module_forward_hook(leave, always_call=True)]
     try:
-        with torch.no_grad():
-            begun = time.perf_counter()
+        with torch.no_grad(), one_thread(run.device):
+            begun = clock()
             with run.forward_context():
                 run.forward()
-            whole = time.perf_counter() - begun
+            whole = clock() - begun
     finally:
         for handle in handles:
             handle.remove()
@@ -182,17 +183,33 @@ class Measured:
 
 
 def timed_pair(run: Run, trainable: list[Any], module: Any, repeats: int) -> tuple[float, float]:
-    """The best forward + backward time, plain and with `module` checkpointed, the two runs
-    alternating so that both see the same load. A small model's run lasts milliseconds, where
-    one disturbance is most of it: pairs are repeated at least `repeats` times and until both
-    sides have run for 0.3 s (at most 15 times); the medians count, not the fastest, which
-    on a shared machine is as much luck as the slowest."""
-    plain, tried = [], []
-    while len(plain) < repeats or (sum(plain) + sum(tried) < 0.3 and len(plain) < 15):
-        plain.append(_timed(run, trainable))
-        with checkpointed(module):
-            tried.append(_timed(run, trainable))
+    """The median forward + backward time, plain and with `module` checkpointed, the two runs
+    alternating so that both see the same load. On CPU they run on one intra-op thread: the
+    ratio is then the recomputation's work, not the machine's contention (measured here at a
+    load of 12 on 2 cores: two threads gave the same plain run 35-95 ms from one repeat to the
+    next, one thread 3.5-4.7 ms). A small model's run lasts milliseconds, where one disturbance
+    is most of it: pairs repeat at least `repeats` times and until both sides have run for
+    0.3 s (at most 15 times)."""
+    plain: list[float] = []
+    tried: list[float] = []
+    with one_thread(run.device):
+        while len(plain) < repeats or (sum(plain) + sum(tried) < 0.3 and len(plain) < 15):
+            plain.append(_timed(run, trainable))
+            with checkpointed(module):
+                tried.append(_timed(run, trainable))
     return statistics.median(plain), statistics.median(tried)
+
+
+@contextlib.contextmanager
+def one_thread(device: Any) -> Iterator[None]:
+    """On CPU, torch's intra-op threads set to one meanwhile (timing: see timed_pair)."""
+    threads = torch.get_num_threads()
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _timed(run: Run, trainable: list[Any]) -> float:
@@ -207,9 +224,8 @@ def _timed(run: Run, trainable: list[Any]) -> float:
 
 def _clock(device: Any) -> Any:
     """On CPU the process's CPU time: the work done, which other processes on a shared machine
-    do not inflate as they do wall-clock time (measured here at a load of 11 on 2 cores: wall
-    ratios of one run against itself from 0.35x to 3.1x). On a GPU, wall-clock time after a
-    synchronize, since the work is the device's."""
+    do not inflate as they do wall-clock time. On a GPU, wall-clock time after a synchronize,
+    since the work is the device's."""
     if device.type == "cuda":
         import torch
 
