@@ -159,6 +159,15 @@ def commands(work: Path) -> dict[str, Command]:
             "bench/handwritten_grads.py (same model: forward, backward, print each grad norm)",
         ),
         Command(
+            "memory_mlp", [gradcli, "memory", f"{HERE / 'mlp24.py'}:MLP24", "--var", "x=randn(64, 1024)", "--loss",
+                           "out.pow(2).mean()", "--checkpoint", "0", "--no-create-graph"],
+            "gradcli memory --checkpoint 0 --no-create-graph, 24-layer MLP (the measurement itself)",
+        ),
+        Command(
+            "handwritten_memory", [PYTHON, str(HERE / "memory_handwritten.py")],
+            "bench/memory_handwritten.py (same model: forward under a saved_tensors_hooks counter, backward)",
+        ),
+        Command(
             "function", [gradcli, "check-function", str(EXAMPLES / "swish.py") + ":Swish", "--ref", "x*sigmoid(x)",
                          "--order", "2"],
             'gradcli check-function examples/swish.py:Swish --ref "x*sigmoid(x)" --order 2',
@@ -200,6 +209,9 @@ COMPARISONS = [
     Comparison("model_json", "trace --json on a ~5,000-node model", "model_json", "torchviz_model", 1.0),
     Comparison("model_flow", "trace --flow on it vs forward+backward", "model_flow", "plain_model", 2.0),
     Comparison("grads", "grads, 24-layer MLP", "grads_mlp", "handwritten_grads", 1.2, 1.3),
+    # issue 28: the measurement (saved tensors by node, module and line, the peak, what backward
+    # frees) against a bare hook counter; bench/memory_inprocess.py times it without start-up.
+    Comparison("memory", "memory, 24-layer MLP", "memory_mlp", "handwritten_memory", 1.5),
     # --symbolic imports sympy and writes ~4 formulas a node; linear means doubling the
     # levels (and nodes) at most doubles the time beyond start-up, where 2^levels would not.
     Comparison("dag_symbolic", f"--symbolic vs plain trace, {DAG_LEVELS}-level DAG", "dag_symbolic", "dag", 3.0),

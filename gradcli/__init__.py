@@ -15,7 +15,7 @@ from importlib import import_module
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["parse", "build", "to_sympy", "trace", "check", "check_function", "grads", "GradcliError"]
+__all__ = ["parse", "build", "to_sympy", "trace", "check", "check_function", "grads", "memory", "GradcliError"]
 
 _LAZY = {
     "parse": ("gradcli.pipeline", "parse"),
@@ -25,15 +25,20 @@ _LAZY = {
     "check": ("gradcli.api", "check"),
     "check_function": ("gradcli.api", "check_function"),
     "grads": ("gradcli.api", "grads"),
+    "memory": ("gradcli.api", "memory"),
     "GradcliError": ("gradcli.errors", "GradcliError"),
 }
 
 
 def __getattr__(name: str) -> Any:
-    try:
-        module, attr = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module 'gradcli' has no attribute {name!r}") from None
+    if name not in _LAZY:
+        raise AttributeError(f"module 'gradcli' has no attribute {name!r}")
+    return public(name)
+
+
+def public(name: str) -> Any:
+    """The public function `name`, imported now (gradcli/memory/ is also a package's name)."""
+    module, attr = _LAZY[name]
     return getattr(import_module(module), attr)
 
 

@@ -3,7 +3,7 @@ plus what a Python user or a notebook asks of them (`.to_json()`, `.to_dot()`, `
 `str()`, `_repr_html_`).
 
 Those conveniences need the renderers, and the library folders never import the upper half
-(only data flows up: tests/test_layers.py). So the public `gradcli.trace`, `gradcli.grads`,
+(only data flows up: tests/test_layers.py). So the public `gradcli.trace`, `gradcli.grads`, `gradcli.memory`,
 `gradcli.check` and `gradcli.check_function` live here, one layer up, and return a `Trace`, a
 `Grads`, a `Check` and a `FunctionCheck`: the same data, the same fields, with the renderers
 at hand.
@@ -19,6 +19,7 @@ from .tracing.trace import TraceResult
 from .tracing.trace import trace as _trace
 from .verify.expression.result import CheckResult
 from .verify.function.result import FunctionResult
+from .memory.result import MemoryResult
 
 R = TypeVar("R")
 
@@ -124,3 +125,21 @@ def check(expression: str, var: Any = (), **options: Any) -> Check:
     from .verify.expression.check import check as _check
 
     return _as(Check, _check(expression, var, **options))
+
+
+@dataclass
+class Memory(_RenderedByFormat, MemoryResult):
+    """A MemoryResult that renders itself: `str()` is what `gradcli memory` prints on a pipe."""
+
+    def plot(self, path: str, depth: int | None = None) -> str:
+        """Draw the `--plot` picture to `path` (.png, .svg or .pdf; needs matplotlib)."""
+        from .plot.memory import save_memory
+
+        return str(save_memory(self, path, depth))
+
+
+def memory(model: Any, *inputs: Any, **options: Any) -> Memory:
+    """`memory.run.memory` (see its docstring for the model, inputs, loss and options), as a Memory."""
+    from .memory.run import memory as _memory
+
+    return _as(Memory, _memory(model, *inputs, **options))

@@ -23,7 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 class Problem:
     """One thing that makes a result not ok: its kind, what it is about, and the numbers."""
 
-    kind: str  # a short machine name, e.g. "differs", "nonfinite", "autograd-error"
+    kind: str  # a short machine name, e.g. "differs", "nonfinite-gradient", "backward-raised"
     subject: str = ""  # what it is about: a parameter, a node, a variable ("" for the whole run)
     detail: dict[str, Any] = field(default_factory=dict)  # the evidence, JSON-ready values
 

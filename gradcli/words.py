@@ -337,6 +337,8 @@ def problem_sentence(problem: Any) -> str:
         return f"{subject} failed: {d['message']}"
     if kind == "backward-raised":
         return f"backward raised: {d['message']}"
+    if kind == "checkpoint-changes-gradients":
+        return f"checkpointing {subject} changes the gradients (max |difference| {d['max_abs_diff']:.3g})"
     if kind == "finding":
         return f"{subject}: {d['flag']}: {d['reason']}"
     if kind == "forward-differs":
@@ -365,3 +367,17 @@ class _Fields:
 
     def __init__(self, **fields: Any) -> None:
         self.__dict__.update(fields)
+
+
+def byte_size(nbytes: int | None) -> str:
+    """Bytes in binary units, 3 significant digits: 512 B, 1.5 KiB, 12.0 MiB."""
+    if nbytes is None:
+        return "-"
+    value, unit = float(nbytes), "B"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            break
+        value /= 1024
+    if unit == "B":
+        return f"{int(value)} B"
+    return f"{value:.3g} {unit}"

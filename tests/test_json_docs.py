@@ -86,6 +86,11 @@ RUNS = [
     ("grads", ["grads", "examples/grads/faults.py:LogOfSoftmax", "--var", "x=randn(4, 8)", "--seed", "0"], 1),
     ("grads", ["grads", "examples/grads/faults.py:FrozenBackbone", "--var", "x=randn(4, 8)", "--loss", "out.pow(2).mean()",
                "--depth", "0"], 0),
+    # memory (issue 28): a proven checkpoint; a backward that raises (its error and problem).
+    ("memory", ["memory", "examples/memory/mlp.py:DeepMLP", "--init", "depth=2", "--var", "x=randn(8, 128)", "--loss",
+                "out.pow(2).mean()", "--checkpoint", "1", "--depth", "1", "--seed", "0"], 0),
+    ("memory", ["memory", "tests/fixtures/models/broken.py:SigmoidScaled", "--var", "x=randn(2,3)", "--loss", "out.sum()",
+                "--seed", "0"], 1),
 ]
 
 

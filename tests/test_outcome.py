@@ -29,6 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 FUNCTIONS = "tests/fixtures/functions.py"
 FAULTS = ROOT / "examples" / "grads" / "faults.py"
 HEALTHY = ROOT / "examples" / "grads" / "healthy.py"
+MEMORY_MLP = ROOT / "examples" / "memory" / "mlp.py"
+BROKEN = ROOT / "tests" / "fixtures" / "models" / "broken.py"
 SQUARE = ["--loss", "out.pow(2).mean()"]
 
 
@@ -46,6 +48,16 @@ def _grads(path: Path, name: str, *shape: int):
     torch.manual_seed(0)
     model = getattr(module, name)()
     return gradcli.grads(model, torch.randn(*shape), loss=lambda out: out.pow(2).mean())
+
+
+def _memory(path: Path, name: str, *shape: int):
+    sys.path.insert(0, str(path.parent))
+    try:
+        module = __import__(path.stem)
+    finally:
+        sys.path.remove(str(path.parent))
+    torch.manual_seed(0)
+    return gradcli.memory(getattr(module, name)(), torch.randn(*shape), loss=lambda out: out.pow(2).mean(), checkpoint=0)
 
 
 def _library_check(*entries: tuple[str, list[str]]):
@@ -81,6 +93,11 @@ CASES = [
      ["grads", f"{HEALTHY}:MLP", "--var", "x=randn(64, 32)", *SQUARE, "--seed", "0"], True),
     ("grads-detached", lambda: _grads(FAULTS, "DetachedBranch", 16, 8),
      ["grads", f"{FAULTS}:DetachedBranch", "--var", "x=randn(16, 8)", *SQUARE, "--seed", "0"], False),
+    ("memory-ok", lambda: _memory(MEMORY_MLP, "MLP", 4, 256),
+     ["memory", f"{MEMORY_MLP}:MLP", "--var", "x=randn(4, 256)", *SQUARE, "--seed", "0", "--checkpoint", "0"], True),
+    # an in-place write to the output sigmoid saved: backward raises
+    ("memory-raises", lambda: _memory(BROKEN, "SigmoidScaled", 2, 3),
+     ["memory", f"{BROKEN}:SigmoidScaled", "--var", "x=randn(2, 3)", "--seed", "0", "--checkpoint", "0"], False),
 ]
 
 
@@ -105,7 +122,8 @@ def result_classes() -> set[str]:
 
 
 #: The result classes the cases below run; a new command's result adds its cases here.
-COVERED = {"TraceResult", "CheckResult", "LibraryCheck", "FunctionResult", "DiscoveryResult", "GradsResult"}
+COVERED = {"TraceResult", "CheckResult", "LibraryCheck", "FunctionResult", "DiscoveryResult", "GradsResult",
+           "MemoryResult"}
 
 
 def test_every_result_class_is_covered_by_a_case_here():

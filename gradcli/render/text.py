@@ -50,6 +50,13 @@ class TextFormat(Format):
         head = [Line(f"{result.target}: {result.found}; seed {result.seed}", soft_wrap=True)] if result.target else []
         return [*head, *(Line(r, soft_wrap=isinstance(r, Text)) for r in grads_renderables(result, self.options.get("depth")))]
 
+    def _render_MemoryResult(self, result: Any) -> list[Line]:
+        from .memory import DEFAULT_TOP, memory_lines
+
+        head = [Line(f"{result.target}: {result.found}; seed {result.seed}", soft_wrap=True)] if result.target else []
+        lines = memory_lines(result, self.options.get("depth"), self.options.get("top", DEFAULT_TOP))
+        return head + [Line(line, soft_wrap=True) for line in lines]
+
     def _render_Listing(self, result: Any) -> list[Line]:
         from .listing import listing_lines
 

@@ -1,0 +1,76 @@
+"""`gradcli memory`: what backward keeps alive, by node, module and line, and which checkpoint
+would pay."""
+
+from __future__ import annotations
+
+from typing import Annotated, List, Optional
+
+import typer
+
+from ..errors import UsageError
+from .app import DeviceOption, JsonOption, LibraryOption, SeedOption, VarOption, app, reports_errors
+
+
+@app.command("memory")
+@reports_errors
+def memory_command(
+    target: Annotated[str, typer.Argument(metavar="TARGET", help="Your model: path/to/model.py:NAME or package.module:NAME (importing it runs it, as python would).")],
+    var: VarOption = None,
+    loss: Annotated[Optional[str], typer.Option("--loss", metavar="EXPR", help="Reduce the output to the loss: an expression in which out (out_1, ..., or a dict's keys) and the --var inputs are bound, e.g. '((out - y)**2).mean()'.")] = None,
+    init: Annotated[Optional[List[str]], typer.Option("--init", metavar="KEY=VALUE", help="A keyword argument for the nn.Module class or model factory (a Python literal). Repeatable.")] = None,
+    depth: Annotated[Optional[int], typer.Option("--depth", metavar="N", help="Total every module deeper than N under its ancestor at depth N (default: every module its own row).")] = None,
+    amp: Annotated[Optional[str], typer.Option("--amp", metavar="DTYPE", help="Run forward under torch.autocast in this dtype: bfloat16 or float16.")] = None,
+    checkpoint: Annotated[int, typer.Option("--checkpoint", metavar="N", help="Prove checkpoint advice on the best N modules by rerunning with torch.utils.checkpoint (0: none).")] = 3,
+    create_graph: Annotated[bool, typer.Option("--create-graph/--no-create-graph", help="Also run backward with create_graph=True and count what it saves (one more forward and backward).")] = True,
+    top: Annotated[int, typer.Option("--top", metavar="N", help="List the N largest saved tensors in the text (the JSON has every one).")] = 12,
+    plot: Annotated[Optional[str], typer.Option("--plot", metavar="PATH", help="Draw saved bytes by module, in forward order, to PATH: .png, .svg or .pdf (needs matplotlib).")] = None,
+    json: JsonOption = False,
+    seed: SeedOption = None,
+    dtype: Annotated[Optional[str], typer.Option("--dtype", help="Convert model and inputs: float32, float64, ... (default: the model's own).")] = None,
+    device: DeviceOption = "cpu",
+    library: LibraryOption = None,
+) -> None:
+    """What backward keeps alive: every tensor autograd saves, by node, module and line of
+    your code, against the measured peak; what retain_graph=True and create_graph=True would
+    keep; and checkpoint advice proven by rerunning.
+
+    One forward and backward on the --var inputs, watched with saved_tensors_hooks (your
+    weights and .grad are not touched); then one with create_graph=True, and for the best
+    --checkpoint modules a rerun with torch.utils.checkpoint, measured again, with the
+    gradients compared bit for bit. Exit status 1 when backward raises or a checkpoint
+    changes the gradients; 0 otherwise; 2 for bad input.
+
+    Examples:
+
+    \b
+      gradcli memory examples/memory/mlp.py:MLP --var "x=randn(64, 256)" --loss "out.pow(2).mean()"
+      gradcli memory examples/memory/mlp.py:DeepMLP --init depth=4 --var "x=randn(16, 128)" --loss "out.pow(2).mean()" --depth 2 --checkpoint 1 --json
+      gradcli memory examples/memory/mlp.py:MLP --var "x=randn(64, 256)" --loss "out.pow(2).mean()" --amp bfloat16 --checkpoint 0
+    """
+    from ..memory.target import memory_target
+    from .output import exit_status, say, show, user_prints_aside
+
+    if depth is not None and depth < 0:
+        raise UsageError("--depth must be 0 or more")
+    if checkpoint < 0:
+        raise UsageError("--checkpoint must be 0 or more")
+    if top < 0:
+        raise UsageError("--top must be 0 or more")
+    if plot is not None:
+        from ..plot.mpl import picture_format, require_matplotlib
+
+        picture_format(plot)  # a wrong suffix or missing matplotlib is a usage error before any work
+        require_matplotlib()
+    with user_prints_aside(json):
+        result = memory_target(
+            target, var or (), loss=loss, init=init or (), seed=seed, dtype=dtype, device=device,
+            library_dirs=library or (), depth=depth, amp=amp, checkpoint=checkpoint, create_graph=create_graph,
+        )
+    if plot is not None:
+        from ..plot.memory import save_memory
+
+        save_memory(result, plot, depth)
+    show(result, "json" if json else "text", depth=depth, top=top)
+    if plot is not None and not json:
+        say(f"\nPlot written to {plot}")
+    raise typer.Exit(exit_status(result.ok))

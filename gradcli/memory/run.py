@@ -1,0 +1,286 @@
+"""`memory(model, *inputs, loss=...)`: one watched forward + backward, and what backward kept.
+
+The run, in order (the model is used as given; its `.grad` is not touched, and buffers that
+forward updates in place are put back):
+
+1. forward under targets/record.py's ForwardRecorder (each node's module and user line) and a
+   SavedCounter (every saved tensor), inside a PeakMeter that lasts until backward is done;
+2. the graph walked from the loss to pair each saved tensor with its node (saved.py);
+3. a plain backward (`torch.autograd.grad`, no retain_graph): afterwards the storages that
+   died are what `retain_graph=True` would have kept;
+4. another forward, and backward with `create_graph=True` counted too: what the gradient's
+   own graph saves on top;
+5. checkpoint advice, proven by rerunning (checkpoint.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from typing import Any, Callable, Iterator
+
+import torch
+
+from ..errors import UsageError
+from ..targets.record import ForwardRecorder, origin_of
+from .checkpoint import ModuleInputs, advise
+from .peak import PeakMeter, tensor_bytes
+from .kinds import Identities
+from .result import MemoryResult, NodeSaved, SavedTensor
+from .saved import SavedCounter, loss_nodes
+
+LossFn = Callable[[Any], Any]
+#: --amp takes the dtypes autocast computes in.
+AMP_DTYPES = ("bfloat16", "float16")
+
+
+def memory(model: torch.nn.Module, *inputs: Any, loss: LossFn | str | None = None, **named: Any) -> MemoryResult:
+    """What backward keeps alive when `model` runs on `inputs`.
+
+    `loss` makes the scalar to differentiate from the output: a callable `loss(output)`, or an
+    expression in gradcli's language in which `out` is the output and `named` values forward
+    does not take are bound; default: the output itself. The run's options (`depth`, `amp`,
+    `checkpoint`, `create_graph`, `repeats`) are memory_of's; other `named` values that
+    forward's signature names go to forward by keyword.
+    """
+    options = {name: named.pop(name) for name in RUN_OPTIONS if name in named}
+    try:
+        accepted = set(inspect.signature(model.forward).parameters)
+    except (TypeError, ValueError, AttributeError):
+        accepted = set()
+    kwargs = {k: v for k, v in named.items() if k in accepted}
+    for_loss = {k: v for k, v in named.items() if k not in accepted}
+    if isinstance(loss, str):
+        loss_fn: LossFn = _ExpressionLoss(loss, for_loss)
+    elif for_loss:
+        raise UsageError(f"forward takes no input '{next(iter(for_loss))}'",
+                         hint="values for the loss need loss= as an expression; the options are " + ", ".join(RUN_OPTIONS))
+    else:
+        loss_fn = loss if loss is not None else (lambda output: output)
+    return memory_of(model, inputs, kwargs, loss_fn, **options)
+
+
+class _ExpressionLoss:
+    """A loss written in gradcli's language, as --loss is: `out` and the named values bound."""
+
+    def __init__(self, text: str, values: dict[str, Any]) -> None:
+        self.text, self.values = text, values
+
+    def __call__(self, output: Any) -> Any:
+        from ..targets.outputs import name_outputs, reduce_output
+
+        value, _ = reduce_output(name_outputs(output, "the model"), self.values, self.text)
+        return value
+
+
+def memory_of(
+    model: torch.nn.Module,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    loss_fn: LossFn,
+    *,
+    depth: int | None = None,
+    amp: str | None = None,
+    checkpoint: int = 3,
+    create_graph: bool = True,
+    repeats: int = 2,
+) -> MemoryResult:
+    """memory with forward's arguments given as args and kwargs (the CLI binds them by name).
+
+    `checkpoint` is how many modules to prove checkpoint advice on (0: none); `repeats` how
+    many times each timed run is repeated (the fastest counts)."""
+    if not isinstance(model, torch.nn.Module):
+        raise UsageError(f"memory needs a torch.nn.Module, not {type(model).__name__}")
+    if depth is not None and depth < 0:
+        raise UsageError("--depth must be 0 or more")
+    if checkpoint < 0 or repeats < 1:
+        raise UsageError("checkpoint must be 0 or more and repeats 1 or more")
+    if amp is not None and amp not in AMP_DTYPES:
+        raise UsageError(f"--amp {amp}: autocast computes in {' or '.join(AMP_DTYPES)}")
+    named = list(model.named_parameters())
+    trainable = [p for _, p in named if p.requires_grad]
+    inputs = [t for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor)]
+    device = _device_of(model, inputs)
+    run = Run(model, args, kwargs, loss_fn, amp, device)
+    result = MemoryResult(
+        model=type(model).__name__, device=str(device), dtype=_dtype_of(model), amp=amp, nodes=[], by_kind={},
+        baseline_bytes=tensor_bytes([*model.parameters(), *model.buffers(), *inputs]), peak_bytes=None,
+        peak_how="none", end_bytes=None, freed_by_backward=0, create_graph_bytes=None, depth=depth,
+        module_types={path: type(m).__name__ for path, m in model.named_modules()},
+    )
+    with _restored_buffers(model):
+        names = {id(m): path for path, m in model.named_modules()}
+        recorder, counter, module_inputs = ForwardRecorder(names), SavedCounter(), ModuleInputs(model)
+        with PeakMeter(device) as meter:
+            with run.forward_context(), counter, recorder, module_inputs:
+                value = _scalar(loss_fn(run.forward()))
+            result.loss = float(value.detach())
+            identities = Identities(model, args, kwargs)
+            reached, numbers = _nodes(result, counter, value, run.output, identities)
+            module_inputs.settle(numbers, set(identities.names))
+            result.module_order = list(recorder.recording.modules)
+            unreached = set(counter.alive()) - reached
+            result.unreached_bytes = sum({counter.packed[k].storage: counter.packed[k].storage_bytes for k in unreached}.values())
+            storages = counter.storage_refs(sorted(reached))
+            counter.release()
+            grads, result.error = _gradients(value, trainable, create_graph=False)
+            del value
+            run.forget()
+        del grads
+        result.peak_how, result.end_bytes = meter.how, meter.end
+        if meter.peak is not None:
+            result.peak_bytes = result.baseline_bytes + meter.peak
+        result.freed_by_backward = sum(size for ref, size in storages.values() if ref.expired())
+        del storages
+        if result.error is None and create_graph:
+            result.create_graph_bytes = _create_graph_adds(run, trainable)
+        if result.error is None and checkpoint and trainable and result.nodes:  # something to differentiate
+            result.checkpoint = advise(result, run, named, checkpoint, repeats, module_inputs, set(identities.names))
+    _explain(result)
+    return result
+
+
+#: memory_of's options, defined once by its keyword-only parameters.
+RUN_OPTIONS = tuple(
+    name for name, p in inspect.signature(memory_of).parameters.items() if p.kind is inspect.Parameter.KEYWORD_ONLY
+)
+
+
+class Run:
+    """How to run the user's forward and loss again, from the same random state each time."""
+
+    def __init__(self, model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], loss_fn: LossFn,
+                 amp: str | None, device: Any) -> None:
+        self.model, self.args, self.kwargs, self.loss_fn, self.amp, self.device = model, args, kwargs, loss_fn, amp, device
+        self.rng = torch.random.get_rng_state()
+        self.output: Any = None
+
+    def forward_context(self) -> Any:
+        """Autocast when --amp asks for it, and the random state the first run started from."""
+        torch.random.set_rng_state(self.rng)
+        if self.amp is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=getattr(torch, self.amp))
+
+    def forward(self) -> Any:
+        self.output = self.model(*self.args, **self.kwargs)
+        return self.output
+
+    def loss(self) -> Any:
+        """A whole forward and loss (under the forward context)."""
+        with self.forward_context():
+            return _scalar(self.loss_fn(self.forward()))
+
+    def forget(self) -> None:
+        self.output = None
+
+
+def _nodes(result: MemoryResult, counter: SavedCounter, value: Any, output: Any, identify: Identities) -> tuple[set[int], dict[int, int]]:
+    """Fill result.nodes (forward order) and by_kind from the graph behind `value`; return the
+    saved tensors (by index) the loss reaches, and each saved storage's number."""
+    if value.grad_fn is None:
+        return set(), {}
+    found = sorted(counter.saved_by(value.grad_fn, loss=loss_nodes(value, output)), key=lambda pair: min(pair[1]))
+    numbers: dict[int, int] = {}  # storage -> its number, in the order first saved
+    first_saver: dict[int, int] = {}
+    for k in sorted(k for _, indices in found for k in indices):
+        storage = counter.packed[k].storage
+        numbers.setdefault(storage, len(numbers))
+        first_saver.setdefault(storage, k)
+    reached = set()
+    for order, (node, indices) in enumerate(found):
+        origin = origin_of(node)
+        tensors = []
+        seen_here: set[int] = set()
+        for k in indices:
+            packed = counter.packed[k]
+            reached.add(k)
+            if packed.storage in seen_here:  # the same storage twice in one node (x * x)
+                continue
+            seen_here.add(packed.storage)
+            kind, name = identify.of(packed.storage, packed.cast_of)
+            first = first_saver[packed.storage] == k
+            tensors.append(SavedTensor(packed.shape, packed.dtype, packed.storage_bytes, kind, numbers[packed.storage], first, name))  # type: ignore[arg-type]
+            if first:
+                result.by_kind[kind] = result.by_kind.get(kind, 0) + packed.storage_bytes
+        result.nodes.append(NodeSaved(
+            node.name(), order, origin.module if origin else None, origin.module_class if origin else None,
+            origin.file if origin else None, origin.line if origin else None, origin.code if origin else None, tensors,
+        ))
+    return reached, numbers
+
+
+def _gradients(value: Any, trainable: list[Any], *, create_graph: bool) -> tuple[tuple[Any, ...], str | None]:
+    if not value.requires_grad or not trainable:
+        return (None,) * len(trainable), None
+    try:
+        return torch.autograd.grad(value, trainable, allow_unused=True, create_graph=create_graph), None
+    except RuntimeError as err:  # an autograd error (an in-place change of a saved tensor, ...)
+        return (None,) * len(trainable), str(err).strip()
+
+
+def _create_graph_adds(run: Run, trainable: list[Any]) -> int:
+    """The bytes backward with create_graph=True saves for the gradient's own graph, beyond
+    the storages forward saved (they are kept too: create_graph retains the graph)."""
+    counter = SavedCounter()
+    with counter:
+        value = run.loss()
+        forward = len(counter.packed)
+        grads, error = _gradients(value, trainable, create_graph=True)
+    forward_storages = {p.storage for p in counter.packed[:forward]}
+    alive = set(counter.alive())
+    added = {p.storage: p.storage_bytes for p in counter.packed[forward:] if p.index in alive and p.storage not in forward_storages}
+    del value, grads
+    run.forget()
+    return sum(added.values()) if error is None else 0
+
+
+def _explain(result: MemoryResult) -> None:
+    """What the reader should know about the figures (not problems)."""
+    if result.peak_how == "cpu":
+        result.notes.append(
+            "peak: tensor memory from torch's CPU allocator events during forward + backward, plus the "
+            "parameters, buffers and inputs live before; the Python heap and memory the C allocator "
+            "keeps after a free are not in it (the process's RSS has both)")
+    elif result.peak_how == "none":
+        result.notes.append("peak: not measured (another profiler was running, or the device has no allocator statistics)")
+    if result.unreached_bytes:
+        result.notes.append(
+            f"{result.unreached_bytes:,} more bytes were saved where the walk from the loss does not reach: by an "
+            "output the loss did not use, or a torch.utils.checkpoint's saved inputs; they stay alive as long as those")
+
+
+def _scalar(value: Any) -> Any:
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.is_floating_point():
+        return value.reshape(())
+    what = f"a {value.dtype} tensor of shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) else f"a {type(value).__name__}"
+    raise UsageError(
+        f"the loss must be a floating-point scalar, and it is {what}",
+        hint='reduce the output to one number: --loss "out.pow(2).mean()" (in Python: loss=lambda out: ...)',
+    )
+
+
+def _device_of(model: Any, inputs: list[Any]) -> Any:
+    for tensor in (*model.parameters(), *model.buffers(), *inputs):
+        return tensor.device
+    return torch.device("cpu")
+
+
+def _dtype_of(model: Any) -> str:
+    for tensor in (*model.parameters(), *model.buffers()):
+        if tensor.is_floating_point():
+            return str(tensor.dtype).removeprefix("torch.")
+    return "float32"
+
+
+@contextlib.contextmanager
+def _restored_buffers(model: torch.nn.Module) -> Iterator[None]:
+    """Put back every buffer forward changed in place (BatchNorm's running statistics): the
+    runs here are measurements, not training steps."""
+    saved = [(b, b.detach().clone()) for b in model.buffers()]
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for buffer, value in saved:
+                buffer.copy_(value)

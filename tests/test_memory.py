@@ -1,0 +1,349 @@
+"""`gradcli.memory`: what backward keeps, checked against torch itself in each test.
+
+The truth here comes from torch, not from gradcli: a hand-written saved_tensors_hooks counter
+(the total, each storage once), the nodes' own `_saved_*` attributes read without any hook
+(the bytes per node), and torch.utils.checkpoint run by the test (the checkpoint's effect).
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import pytest
+import torch
+from torch import nn
+
+import gradcli
+from gradcli.memory.run import memory as library_memory
+
+
+# -- the models ----------------------------------------------------------------------------------
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 4))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+class CNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+        )
+        self.head = nn.Linear(8 * 4 * 4, 5)
+
+    def forward(self, x):
+        return self.head(self.features(x).flatten(1))
+
+
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.TransformerEncoderLayer(d_model=16, nhead=4, dim_feedforward=32, dropout=0.1, batch_first=True)
+
+    def forward(self, x):
+        return self.layer(x)
+
+
+class Block(nn.Module):
+    def __init__(self, width=32, hidden=128):
+        super().__init__()
+        self.up, self.down = nn.Linear(width, hidden), nn.Linear(hidden, width)
+
+    def forward(self, x):
+        return x + self.down(torch.nn.functional.gelu(self.up(x)))
+
+
+class DeepMLP(nn.Module):
+    def __init__(self, depth=6):
+        super().__init__()
+        self.blocks = nn.ModuleList(Block() for _ in range(depth))
+        self.head = nn.Linear(32, 4)
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def square(out):
+    return out.pow(2).mean()
+
+
+MODELS = {
+    "mlp": (MLP, lambda: torch.randn(5, 8)),
+    "cnn": (CNN, lambda: torch.randn(2, 3, 8, 8)),
+    "transformer": (Encoder, lambda: torch.randn(2, 6, 16)),
+}
+
+
+# -- torch's own answers, written out by hand --------------------------------------------------------
+class HandCounter:
+    """The saved_tensors_hooks counter one would write: every saved storage once, by address,
+    counted while some graph still holds it."""
+
+    def __init__(self):
+        self.sizes, self.boxes = [], []
+
+    def pack(self, tensor):
+        box = [tensor.detach()]
+        self.sizes.append((tensor.untyped_storage().data_ptr(), tensor.untyped_storage().nbytes()))
+        self.boxes.append(weakref.ref(box := _Box(box)))
+        return box
+
+    def unpack(self, box):
+        return box.value[0]
+
+    def hooks(self):
+        return torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack)
+
+    def total(self, start=0, leave_out=()):
+        alive = {ptr: size for (ptr, size), ref in zip(self.sizes[start:], self.boxes[start:]) if ref() is not None}
+        return sum(size for ptr, size in alive.items() if ptr not in leave_out)
+
+
+class _Box:
+    def __init__(self, value):
+        self.value = value
+
+
+def torch_nodes(root):
+    """(node name, bytes of the distinct storages it saved) for every node behind `root`, read
+    from the nodes' own `_saved_*` attributes (no hooks)."""
+    found, seen, stack = [], set(), [root]
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        storages = {}
+        for name in dir(node):
+            if not name.startswith("_saved_"):
+                continue
+            values = getattr(node, name)
+            for value in values if isinstance(values, (tuple, list)) else (values,):
+                if isinstance(value, torch.Tensor):
+                    storages[value.untyped_storage().data_ptr()] = value.untyped_storage().nbytes()
+        if storages:
+            found.append((node.name(), sum(storages.values())))
+        stack.extend(fn for fn, _ in node.next_functions if fn is not None)
+    return sorted(found)
+
+
+def run(name, seed=0, **options):
+    cls, make_input = MODELS[name]
+    torch.manual_seed(seed)
+    model, x = cls(), make_input()
+    options.setdefault("checkpoint", 0)
+    options.setdefault("create_graph", False)
+    torch.manual_seed(seed)
+    return model, x, gradcli.memory(model, x, loss=square, **options)
+
+
+# -- saved bytes -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", list(MODELS))
+def test_saved_bytes_per_node_and_in_total_are_torchs(name):
+    model, x, result = run(name)
+    torch.manual_seed(0)
+    counter = HandCounter()
+    with counter.hooks():
+        loss = square(model(x))
+    assert result.saved_bytes == counter.total()
+    torch.manual_seed(0)
+    plain = square(model(x))  # the same forward without hooks: the nodes' own saved tensors
+    assert sorted((n.node, n.bytes) for n in result.nodes) == torch_nodes(plain.grad_fn)
+    # Every storage counted once in the totals, by module and by line alike.
+    assert sum(t.bytes for t in result.by_module()) == result.saved_bytes
+    assert sum(t.bytes for t in result.by_line()) == result.saved_bytes
+    assert result.ok and result.problems == []
+    del loss
+
+
+def test_the_three_layer_mlp_total_by_hand():
+    # Linear(8,16), ReLU, Linear(16,16), ReLU, Linear(16,4) on x of shape (5, 8), float32:
+    # each Linear saves its input, each ReLU its output, and a Linear's input IS the previous
+    # ReLU's output (one storage). addmm saves the weight only when its input requires grad:
+    # x does not, so the first Linear's weight is not saved; the 2nd and 3rd are. The loss
+    # out.pow(2).mean() saves out (PowBackward0's self).
+    x_bytes = 5 * 8 * 4  # the input, saved by the first Linear
+    relu_outputs = 2 * 5 * 16 * 4  # saved by each ReLU and again (same storage) by the next Linear
+    weights = (16 * 16 + 16 * 4) * 4  # the 2nd and 3rd Linear's weights
+    out = 5 * 4 * 4  # the loss's pow saves the output
+    _, _, result = run("mlp")
+    assert result.by_kind == {"input": x_bytes, "activation": relu_outputs + out, "parameter": weights}
+    assert result.saved_bytes == x_bytes + relu_outputs + weights + out == 2160
+    assert result.kept_bytes == relu_outputs + out
+    relus = [n for n in result.nodes if n.node == "ReluBackward0"]
+    linears = [n for n in result.nodes if n.node == "AddmmBackward0"]
+    assert [n.bytes for n in relus] == [5 * 16 * 4] * 2
+    assert sorted(n.bytes for n in linears) == sorted([x_bytes, 5 * 16 * 4 + 16 * 16 * 4, 5 * 16 * 4 + 16 * 4 * 4])
+    # The Linear after each ReLU saved the same storage: counted at the ReLU, which saved it first.
+    shared = [t for n in linears for t in n.tensors if t.kind == "activation"]
+    assert shared and not any(t.first for t in shared)
+    assert [n.module for n in result.nodes if n.node != "PowBackward0"] == ["net.0", "net.1", "net.2", "net.3", "net.4"]
+
+
+def test_parameters_buffers_and_inputs_are_told_apart():
+    _, _, result = run("cnn")
+    kinds = {(t.kind, t.name) for _, t in result.saved() if t.name}
+    assert ("input", "x") in kinds
+    assert ("buffer", "features.1.running_mean") in kinds and ("buffer", "features.1.running_var") in kinds
+    assert ("parameter", "features.0.weight") in kinds
+    pool = next(n for n in result.nodes if n.node == "MaxPool2DWithIndicesBackward0")
+    assert "int64" in {t.dtype for t in pool.tensors}  # the indices
+
+
+def test_a_module_path_and_the_users_line():
+    _, _, result = run("mlp")
+    loss = next(n for n in result.nodes if n.node == "PowBackward0")
+    assert loss.module is None and loss.file == __file__ and loss.code == "return out.pow(2).mean()"
+
+
+# -- after backward, retain_graph and create_graph --------------------------------------------------
+def test_retain_graph_would_keep_the_activations_and_create_graph_adds_what_torch_saves():
+    torch.manual_seed(0)
+    model, x = MLP(), torch.randn(5, 8)
+    result = gradcli.memory(model, x, loss=square, checkpoint=0)
+    # A plain backward frees every saved activation; parameters and the input stay alive.
+    assert result.freed_by_backward == result.kept_bytes
+    counter = HandCounter()
+    with counter.hooks():
+        loss = square(model(x))
+        forward = len(counter.sizes)
+        grads = torch.autograd.grad(loss, list(model.parameters()), create_graph=True)
+    forward_storages = {ptr for ptr, _ in counter.sizes[:forward]}
+    assert result.create_graph_bytes == counter.total(forward, leave_out=forward_storages) > 0
+    del grads
+
+
+def test_the_measured_peak_holds_the_saved_activations():
+    _, _, result = run("mlp")
+    assert result.peak_how == "cpu"
+    assert result.peak_bytes >= result.baseline_bytes + result.kept_bytes
+
+
+# -- checkpoint advice -------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def deep():
+    torch.manual_seed(0)
+    model, x = DeepMLP(), torch.randn(64, 32)
+    result = gradcli.memory(model, x, loss=square, checkpoint=2, create_graph=False, repeats=1)
+    return model, x, result
+
+
+def test_checkpoint_advice_lowers_saved_bytes_by_what_it_predicts(deep):
+    model, x, result = deep
+    assert len(result.checkpoint) == 2
+    own = {t.untyped_storage().data_ptr() for t in (*model.parameters(), x)}
+    for trial in result.checkpoint:
+        assert trial.predicted_freed > 0
+        drop = trial.saved_bytes_before - trial.saved_bytes_after
+        assert abs(drop - trial.predicted_freed) <= 0.05 * trial.predicted_freed
+        # The same measure, by the test's own counter and torch's own checkpoint.
+        counter = HandCounter()
+        with counter.hooks():
+            plain = square(model(x))
+        before = counter.total(leave_out=own)
+        module = model.get_submodule(trial.module)
+        original = module.forward
+        module.forward = lambda *a, f=original: torch.utils.checkpoint.checkpoint(f, *a, use_reentrant=False)
+        try:
+            counter = HandCounter()
+            with counter.hooks():
+                tried = square(model(x))
+            after = counter.total(leave_out=own)
+            assert (before, after) == (trial.saved_bytes_before, trial.saved_bytes_after)
+            params = list(model.parameters())
+            assert all(torch.equal(a, b) for a, b in zip(torch.autograd.grad(plain, params), torch.autograd.grad(tried, params)))
+        finally:
+            del module.forward
+        assert trial.gradients_equal and trial.max_abs_diff == 0.0
+
+
+def test_checkpoint_advice_in_the_document(deep):
+    document = deep[2].as_dict()
+    assert set(document["checkpoint"][0]) >= {"module", "saved_bytes_before", "saved_bytes_after", "time_ratio", "gradients_equal"}
+    assert document["ok"] is True and document["saved_bytes"] == deep[2].saved_bytes
+    assert set(document["nodes"][0]) >= {"node", "module", "line", "bytes"}
+
+
+# -- mixed precision ---------------------------------------------------------------------------------
+def test_amp_bfloat16_saves_bfloat16_copies_of_the_weights():
+    _, _, result = run("mlp", amp="bfloat16")
+    # Under autocast each addmm saves a bfloat16 copy of its weight (the 2nd and 3rd Linear's:
+    # their inputs require grad), not the float32 parameter; the activations are bfloat16 too.
+    assert result.by_kind["cast"] == (16 * 16 + 16 * 4) * 2
+    assert "parameter" not in result.by_kind
+    casts = sorted(t.name for _, t in result.saved() if t.kind == "cast")
+    assert casts == ["net.2.weight", "net.4.weight"]
+    assert {t.dtype for _, t in result.saved() if t.kind == "activation"} <= {"bfloat16", "float32"}
+    assert result.by_dtype()["bfloat16"] > 0
+
+
+# -- the API's conveniences and bad input -----------------------------------------------------------
+def test_str_and_json_of_the_api_result():
+    _, _, result = run("mlp")
+    assert "Saved for backward: 2.11 KiB" in str(result)
+    assert '"saved_bytes": 2160' in result.to_json()
+
+
+def test_bad_options_are_usage_errors():
+    model = MLP()
+    with pytest.raises(gradcli.GradcliError, match="autocast computes in bfloat16 or float16"):
+        library_memory(model, torch.randn(2, 8), loss=square, amp="float64")
+    with pytest.raises(gradcli.GradcliError, match="floating-point scalar"):
+        library_memory(model, torch.randn(2, 8))
+
+
+# -- what must not change the model's own behaviour ------------------------------------------------
+class SigmoidScaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 2)
+
+    def forward(self, x):
+        p = torch.sigmoid(self.fc(x))
+        p.mul_(2)  # sigmoid saved its output: backward must raise, hooks or not
+        return p.sum()
+
+
+def test_an_inplace_change_of_a_saved_tensor_still_raises():
+    model, x = SigmoidScaled(), torch.randn(2, 3)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        model(x).backward()  # torch's own answer
+    result = gradcli.memory(model, x)
+    assert not result.ok and result.problems[0].kind == "backward-raised"
+    assert "modified by an inplace operation" in result.error
+
+
+class SelfCheckpointed(nn.Module):
+    """A model that checkpoints its first block itself."""
+
+    def __init__(self):
+        super().__init__()
+        self.first, self.second = Block(), Block()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return self.second(torch.utils.checkpoint.checkpoint(self.first, x, use_reentrant=False))
+
+
+def test_a_model_that_checkpoints_itself_is_not_recomputed_by_the_count():
+    torch.manual_seed(0)
+    model, x = SelfCheckpointed(), torch.randn(4, 32)
+    counts = []
+    handle = model.first.register_forward_pre_hook(lambda *args: counts.append(1))
+    result = gradcli.memory(model, x, loss=square, checkpoint=0, create_graph=False)
+    handle.remove()
+    assert len(counts) == 2  # forward, and the recomputation in backward: nothing more
+    counter = HandCounter()
+    with counter.hooks():
+        loss = square(model(x))
+    # What the checkpoint keeps (its input) is saved outside the graph's walk: reported apart.
+    assert result.saved_bytes + result.unreached_bytes == counter.total()
+    assert not any(n.module and n.module.startswith("first") for n in result.nodes)
+    del loss
