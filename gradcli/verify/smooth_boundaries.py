@@ -27,7 +27,7 @@ from typing import Any, Mapping
 
 import torch
 
-from .arbitrate import DIGITS
+from .arbitrate import DIGITS, needs_dummies
 
 #: Distinct boundary points decided per derivative (more stay kinks, as before).
 MOST_POINTS = 20
@@ -116,7 +116,7 @@ def _numeric(function: Any, symbols: list[Any]) -> Any:
 
     from .symbolic import tame
 
-    return sympy.lambdify(symbols, tame(function), modules="mpmath", dummify=True)
+    return sympy.lambdify(symbols, tame(function), modules="mpmath", dummify=needs_dummies(list(symbols)))
 
 
 def _quotients(fn: Any, position: int, coords: tuple[float, ...]) -> tuple[float, float] | None:
