@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from .flags import FAILING, FLAG_ORDER, Flag
 from .source import Source
@@ -75,6 +76,14 @@ class NonfiniteOrigin:
     backward_node: str | None = None
     backward_source: Source | None = None
     backward_in_loss: bool = False
+    # issue 24: the first value was an inf the user wrote (masked_fill(m, -inf)), not an overflow,
+    # and the nan was born later, in a softmax of rows -inf throughout; the fixes tried on the model
+    forward_kind: str | None = None  # "nan" or "inf"
+    forward_written: bool = False
+    nan_op: str | None = None
+    nan_source: Source | None = None
+    nan_masked_rows: int | None = None
+    fixes: list[Any] = field(default_factory=list)  # verify/masked_rows.py's FixOutcome
 
 
 @dataclass

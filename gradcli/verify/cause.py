@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 CauseKind = Literal[
-    "leaked_branch", "overflow", "inf_minus_inf", "zero_times_inf", "cancellation", "undefined", "unexplained"
+    "leaked_branch", "overflow", "inf_minus_inf", "zero_times_inf", "cancellation", "undefined", "unexplained",
+    "masked_row",
 ]
 @dataclass
 class Cause:
