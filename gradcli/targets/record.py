@@ -184,10 +184,10 @@ class ForwardRecorder:
                       kwargs: dict[str, Any]) -> None:
         """The first non-finite output (nan or inf), and apart the first nan: an inf the user
         wrote (masked_fill(m, -inf)) is no overflow, and the nan may be born later (softmax of
-        a row that is -inf throughout): verify/masked_rows.py."""
+        a row that is -inf throughout): nonfinite_calls.py."""
         import torch
 
-        from ..verify.masked_rows import masked_rows, written_nonfinite
+        from .nonfinite_calls import masked_rows, written_nonfinite
 
         for tensor in tensors:
             if not (tensor.is_floating_point() or tensor.is_complex()) or bool(torch.isfinite(tensor.detach()).all()):
