@@ -141,3 +141,5 @@ class UserCodeError(GradcliError):
 
     #: The arguments gradcli invented for the call that raised (no --var, no default).
     invented: tuple[str, ...] = ()
+    #: The module an import of the user's code did not find (ModuleNotFoundError's name), if any.
+    missing_module: str | None = None

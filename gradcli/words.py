@@ -194,7 +194,15 @@ def nonfinite_origin_problem(node: str) -> str:
 
 def forward_nonfinite_problem(found: dict) -> str:
     """Code targets: where forward first produced a nan or inf (a NaN loss usually starts there)."""
-    return f"forward first produced a nan or inf in {found['call']}() at {found['file']}:{found['line']}"
+    nan = found.get("first_nan")
+    if nan is not None:  # an inf first (written or made), the nan later: the nan's line is the one to fix
+        rows = " (a softmax row -inf throughout: 0/0)" if nan.get("masked_rows") else ""
+        inf = "your own -inf constant" if found.get("written") else "an inf"
+        return (f"forward first produced a nan in {nan['call']}() at {nan['file']}:{nan['line']}{rows}, from "
+                f"{inf} in {found['call']}() at {found['file']}:{found['line']}")
+    kind = found.get("kind") or "nan or inf"
+    kind = "an inf" if kind == "inf" else "a nan" if kind == "nan" else "a nan or inf"
+    return f"forward first produced {kind} in {found['call']}() at {found['file']}:{found['line']}"
 
 
 def overall(ok: bool, problems: Sequence[str], agreed: Iterable[str]) -> str:
@@ -243,6 +251,7 @@ def proof_words(kind: str, *, points: int = 0, why: str = "") -> str:
 #: How each cause of a wrong or non-finite gradient is named (verify/causes/at_points.py).
 CAUSE_TITLES = {
     "leaked_branch": "leaked branch",
+    "masked_row": "softmax of a fully masked row",
     "overflow": "overflow",
     "inf_minus_inf": "inf - inf",
     "zero_times_inf": "0·inf",

@@ -23,6 +23,9 @@ ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 _BLOCK = re.compile(r"```(\w+)\n(.*?)```", re.S)
 _EXIT = re.compile(r"#\s*exit\s+(\d)\b.*$")
+# `--dot PATH` with one of these suffixes is drawn by Graphviz's `dot` program, which a fresh
+# machine may lack (it is not a Python package, so `pip install '.[test]'` cannot bring it).
+_PICTURES = (".svg", ".png", ".pdf")
 
 
 def _blocks(language: set[str]) -> list[str]:
@@ -56,13 +59,21 @@ def _help_texts() -> list[tuple[str, str]]:
 HELP_COMMANDS = [(command, expected) for _, text in _help_texts() for command, expected in _commands(text)]
 
 
+def _needs_graphviz(args: list[str]) -> bool:
+    """Whether the example asks `dot` for a picture (`--dot graph.svg`), not for DOT text."""
+    for flag, value in zip(args, args[1:]):
+        if flag == "--dot" and value.lower().endswith(_PICTURES):
+            return True
+    return any(a.startswith("--dot=") and a.lower().endswith(_PICTURES) for a in args)
+
+
 def _run(cli, command: str, expected: int, folder: Path, monkeypatch) -> None:
+    args = shlex.split(command)[1:]
+    if _needs_graphviz(args) and shutil.which("dot") is None:
+        pytest.skip("Graphviz's `dot` is not on PATH: this example draws a picture with it")
     # Examples are written from the top of the checkout; files they write land in `folder`.
     (folder / "examples").symlink_to(ROOT / "examples")
     monkeypatch.chdir(folder)
-    args = shlex.split(command)[1:]
-    if "--dot" in args and args[args.index("--dot") + 1].endswith((".svg", ".png", ".pdf")) and not shutil.which("dot"):
-        pytest.skip("drawing a picture needs Graphviz's `dot`, which this machine lacks")
     result = cli(*args)
     assert result.exit_code == expected, (
         f"`{command}` exited {result.exit_code}, expected {expected}\n"

@@ -69,6 +69,9 @@ RUNS = [
                "--seed", "0"], 1),
     # Discovery (issue 16): a package (found, skipped, unimportable) and a model (calls).
     ("check-function discovery", ["check-function", "tests/fixtures/discover_pkg"], 1),
+    # issue 24: a module of the package that raises on import (unimportable); discover_pkg's
+    # missing optional dependency is a note.
+    ("check-function discovery", ["check-function", "tests/fixtures/broken_pkg"], 1),
     ("check-function discovery", ["check-function", "tests/fixtures/discover_model.py:TwoFunctions", "--var", "x=randn(2,4)"], 1),
     # Code targets (issue 13): origins per node, the in-place details, a cut, summaries, --flow.
     ("trace", ["trace", "examples/residual_mlp.py:ResidualMLP", "--var", "x=randn(4,4)", "--loss", "out.pow(2).mean()",

@@ -39,25 +39,23 @@ def from_the_checkout(monkeypatch):
     monkeypatch.chdir(ROOT)
 
 
-def _grads(path: Path, name: str, *shape: int):
-    sys.path.insert(0, str(path.parent))
-    try:
-        module = __import__(path.stem)
-    finally:
-        sys.path.remove(str(path.parent))
+def _model(path: Path, name: str) -> nn.Module:
+    """An instance of the model class `name` defined in the file `path`, seeded."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"_outcome_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
     torch.manual_seed(0)
-    model = getattr(module, name)()
-    return gradcli.grads(model, torch.randn(*shape), loss=lambda out: out.pow(2).mean())
+    return getattr(module, name)()
+
+
+def _grads(path: Path, name: str, *shape: int):
+    return gradcli.grads(_model(path, name), torch.randn(*shape), loss=lambda out: out.pow(2).mean())
 
 
 def _memory(path: Path, name: str, *shape: int):
-    sys.path.insert(0, str(path.parent))
-    try:
-        module = __import__(path.stem)
-    finally:
-        sys.path.remove(str(path.parent))
-    torch.manual_seed(0)
-    return gradcli.memory(getattr(module, name)(), torch.randn(*shape), loss=lambda out: out.pow(2).mean(), checkpoint=0)
+    return gradcli.memory(_model(path, name), torch.randn(*shape), loss=lambda out: out.pow(2).mean(), checkpoint=0)
 
 
 def _library_check(*entries: tuple[str, list[str]]):

@@ -52,7 +52,10 @@ def test_equality_and_inequality_masks_are_part_of_the_language():
 
 
 def test_a_point_where_x_equals_the_mask_exactly_is_a_boundary():
-    result = gradcli.check("where(x == 0, 1, sin(x)/x)", {"x": "[0.0, 0.5, -2.0]"})
+    # 2 at 0, sin(x)/x -> 1 beside it: no derivative at 0 (issue 24 compares the boundaries
+    # where one exists: where(x == 0, 1, sin(x)/x), tests/test_smooth_boundaries.py).
+    assert mpmath.limit(lambda t: mpmath.sin(t) / t, 0) != 2
+    result = gradcli.check("where(x == 0, 2, sin(x)/x)", {"x": "[0.0, 0.5, -2.0]"})
     comparison = result.variables[0]
     assert comparison.kinks == 1 and comparison.kink_examples[0]["x"] == 0.0
     assert comparison.points == 2
@@ -127,15 +130,23 @@ def test_forward_does_not_differ_where_both_sides_are_nan():
     assert result.ref_forward.ok and result.ref_forward.count == 0
 
 
-def test_a_boundary_sympy_rewrites_away_is_still_a_boundary():
-    # Found by the hostile properties: where(x != 0, x/x, 1) is the constant 1 to sympy, but
-    # torch's autograd at x = 0 is 0 * nan = nan from the unselected branch: a boundary.
+def test_a_boundary_sympy_rewrites_away_is_compared_where_the_derivative_exists():
+    # Found by the hostile properties: where(x != 0, x/x, 1) is the constant 1 to sympy, and
+    # torch's autograd at x = 0 is 0 * nan = nan from the unselected branch. Issue 24: the
+    # function is 1 on both sides and at 0, so its derivative there exists (0) and the nan is
+    # the where-leak, not a kink.
     x = torch.tensor([0.0], dtype=torch.float64, requires_grad=True)
     (auto,) = torch.autograd.grad(torch.where(x != 0, x / x, 1.0).sum(), x)
     assert torch.isnan(auto).all()
+    with mpmath.workdps(50):
+        step = mpmath.mpf("1e-20")
+        sides = {float((step / step - 1) / step), float((1 - (-step) / (-step)) / step)}
+    assert sides == {0.0}
     result = gradcli.check("where(x != 0.0, (x)/(x - 0.0), 1)", {"x": "[0.0, 1.0]"})
-    assert result.ok, str(result)
-    assert result.variables[0].kinks == 1 and result.variables[0].points == 1
+    assert not result.ok, str(result)
+    comparison = result.variables[0]
+    assert comparison.kinks == 0 and comparison.points == 2 and comparison.wrong == 1
+    assert comparison.worst_at["x"] == 0.0 and comparison.worst_at["exact"] == 0.0
 
 
 def test_infinite_finite_differences_next_to_a_pole_are_unreliable():

@@ -48,6 +48,8 @@ class Target:
     suspect: torch.Tensor | None = None  # bool (P,): the formula cancels there (regions.py)
     # (index, the dtype's largest value) -> undefined.py's Verdict: sympy's and mpmath's say
     witnesses: Callable[[int, float], Any] | None = None
+    # Branch boundaries where the derivative exists after all (smooth_boundaries.py): compared
+    smooth: list[Any] = field(default_factory=list)
 
 
 @dataclass

@@ -108,7 +108,46 @@ def targets(
             # second derivative through a exists: sympy's d2/dx2 of sqrt(x**2) is 0 at 0.
             for name in key:
                 target.kink = target.kink | found[name].kink
+    _compare_smooth_boundaries(forms, points, found)
     return found, outside, near_kink
+
+
+def _compare_smooth_boundaries(forms: Formulas, points: dict[str, torch.Tensor], found: dict[Any, Target]) -> None:
+    """First derivatives only: at a branch boundary where one-sided limits (sympy) and
+    one-sided differences (mpmath) show the derivative exists, the point is no kink; it is
+    compared with that value (smooth_boundaries.py). Second derivatives keep their kinks."""
+    import time
+
+    from .smooth_boundaries import BUDGET, smooth_boundaries
+
+    deadline = time.monotonic() + BUDGET
+    for key, target in found.items():
+        candidates = target.kink & ~target.undefined
+        if not isinstance(key, str) or not bool(candidates.any()):
+            continue
+        smooth = smooth_boundaries(forms.function, forms.symbols, points, key, candidates, deadline)
+        if not smooth:
+            continue
+        value = {s.index: s.value for s in smooth}
+        at = torch.tensor(list(value), dtype=torch.long)
+        target.kink = target.kink.clone()
+        target.kink[at] = False
+        target.reference = target.reference.clone()
+        target.reference[at] = torch.tensor(list(value.values()), dtype=torch.float64)
+        target.smooth = smooth
+        target.exact = _with_values(target.exact, value)
+
+
+def _with_values(exact: Callable[[list[int]], list[Any]], known: dict[int, float]) -> Callable[[list[int]], list[Any]]:
+    """`exact` with the values `known` at their indices: the formula's own branch at a
+    boundary is not the derivative there ((exp(x)-1)/x's constant 1 at 0 has slope 0, not 1/2)."""
+
+    def at(indices: list[int]) -> list[Any]:
+        rest = [i for i in indices if i not in known]
+        computed = dict(zip(rest, exact(rest) if rest else []))
+        return [known[i] if i in known else computed[i] for i in indices]
+
+    return at
 
 
 def _no_degenerate_function(function: Any) -> None:

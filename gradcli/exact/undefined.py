@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, Sequence
 
-from .arbitrate import DIGITS
+from .arbitrate import DIGITS, needs_dummies
 
 #: "unsettled": the witness gave no answer (sympy timed out or refused the form); it never
 #: agrees with anything, so an unanswered question never confirms "truly undefined".
@@ -133,7 +133,7 @@ def _mpmath(function: Any, derivative: Any, symbols: Sequence[Any], args: Sequen
     from .symbolic import tame
 
     def value(expr: Any) -> Witness:
-        fn = sympy.lambdify(list(symbols), tame(expr), modules="mpmath", dummify=True)
+        fn = sympy.lambdify(list(symbols), tame(expr), modules="mpmath", dummify=needs_dummies(list(symbols)))
         with mpmath.workdps(DIGITS):
             try:
                 found = fn(*(mpmath.mpf(a) for a in args))

@@ -36,6 +36,13 @@ def find_origin(
     event = recorder.recording.nonfinite
     if event is not None:
         origin.forward_op, origin.forward_source = event.call, _source(event.origin)
+        origin.forward_kind, origin.forward_written = event.detail.get("kind"), bool(event.detail.get("written"))
+        nan = recorder.recording.first_nan
+        if nan is not None and nan is not event:
+            origin.nan_op, origin.nan_source = nan.call, _source(nan.origin)
+            origin.nan_masked_rows = nan.detail.get("masked_rows")
+        if origin.nan_masked_rows:
+            origin.fixes = _tried_fixes(call, loss_fn, params, rng_state)
     elif isinstance(loss, torch.Tensor) and not bool(torch.isfinite(loss.detach()).all()):
         origin.forward_op, origin.forward_in_loss = "the loss", True
     if not isinstance(loss, torch.Tensor) or loss.grad_fn is None:
@@ -86,6 +93,24 @@ def _tensors(value: Any, depth: int = 4) -> list[torch.Tensor]:
     else:
         return []
     return [t for item in items for t in _tensors(item, depth - 1)]
+
+
+def _tried_fixes(call: Callable[[], Any], loss_fn: Callable[[Any], Any], params: list[torch.Tensor],
+                 rng_state: torch.Tensor) -> list[Any]:
+    """A softmax of fully masked rows made the nan: the usual fixes, each run on the model
+    from the same random state, judged by the loss and every gradient being finite."""
+    from ..verify.causes.masked_rows import try_fixes
+
+    def finite() -> bool:
+        with torch.random.fork_rng(devices=[]):
+            torch.random.set_rng_state(rng_state)
+            loss = loss_fn(call())
+        if not isinstance(loss, torch.Tensor) or not bool(torch.isfinite(loss.detach()).all()):
+            return False
+        grads = torch.autograd.grad(loss, params, allow_unused=True)
+        return all(g is None or bool(torch.isfinite(g).all()) for g in grads)
+
+    return try_fixes(finite)
 
 
 def _source(origin: Origin | None) -> Origin | None:

@@ -77,6 +77,14 @@ class NonfiniteOrigin:
     backward_node: str | None = None
     backward_source: Origin | None = None
     backward_in_loss: bool = False
+    # issue 24: the first value was an inf the user wrote (masked_fill(m, -inf)), not an overflow,
+    # and the nan was born later, in a softmax of rows -inf throughout; the fixes tried on the model
+    forward_kind: str | None = None  # "nan" or "inf"
+    forward_written: bool = False
+    nan_op: str | None = None
+    nan_source: Source | None = None
+    nan_masked_rows: int | None = None
+    fixes: list[Any] = field(default_factory=list)  # verify/masked_rows.py's FixOutcome
 
 
 @dataclass

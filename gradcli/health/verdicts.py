@@ -123,6 +123,8 @@ def nonfinite_finding(param: ParamHealth, origin: NonfiniteOrigin | None) -> Fin
             words += f" at {source}"
         elif origin.backward_in_loss:
             words += " in the loss"
+    if origin is not None and origin.nan_op is not None:
+        return _born_later(words, origin)
     if origin is not None and origin.forward_op is not None and source is not None and origin.forward_source == source:
         words += f" (forward's {origin.forward_op} on that line already gave nan/inf)"
     elif origin is not None and origin.forward_op is not None:
@@ -133,3 +135,22 @@ def nonfinite_finding(param: ParamHealth, origin: NonfiniteOrigin | None) -> Fin
         elif origin.forward_in_loss:
             words += " in the loss"
     return Finding("NONFINITE", words, source)
+
+
+def _born_later(words: str, origin: NonfiniteOrigin) -> Finding:
+    """Forward made an inf first and the nan later (issue 24: masked_fill(-inf), then softmax
+    of a fully masked row): the nan's line is the origin; the inf is said for what it is."""
+    inf = ("your own -inf constant (not an overflow)" if origin.forward_written
+           else f"{origin.forward_kind or 'an inf'}")
+    at = f" at {origin.forward_source}" if origin.forward_source is not None else ""
+    nan_at = f" at {origin.nan_source}" if origin.nan_source is not None else ""
+    words += f"; forward first produced {inf} in {origin.forward_op}{at}, and the nan is born in {origin.nan_op}{nan_at}"
+    if origin.nan_masked_rows:
+        rows = origin.nan_masked_rows
+        words += (f": {rows:,} row{'s' if rows != 1 else ''} of its input {'are' if rows != 1 else 'is'} -inf "
+                  "throughout, and softmax of such a row is exp(-inf - (-inf)) = 0/0")
+    if origin.fixes:
+        from ..verify.causes.masked_rows import fixes_sentence
+
+        words += "; " + fixes_sentence(origin.fixes)
+    return Finding("NONFINITE", words, origin.nan_source or origin.forward_source)

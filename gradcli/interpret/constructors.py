@@ -153,7 +153,13 @@ def _shape_arange(name: str, args: Args) -> Shape:
             f"arange({start:g}, {end:g}, {step:g}): a step of {step:g} never goes from {start:g} to {end:g}",
             hint="give the step the sign of end - start",
         )
-    return (max(0, math.ceil((end - start) / step)),)
+    count = (end - start) / step
+    if not math.isfinite(count):  # (1e308 - 0) / 1e-300 overflows a float: ceil() of it would raise
+        raise LimitError(
+            f"arange({start:g}, {end:g}, {step:g}) would have more elements than a float64 can count",
+            hint=f"a tensor holds at most {limits.MAX_ELEMENTS:,} elements here: use a larger step or a narrower range",
+        )
+    return (max(0, math.ceil(count)),)
 
 
 def _shape_randint(name: str, args: Args) -> Shape:

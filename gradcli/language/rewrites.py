@@ -291,7 +291,7 @@ def _guard_branch(branch: n.Expr, cond: n.Expr) -> n.Expr:
 
 
 def _negate(cond: n.Expr) -> n.Expr:
-    flipped = {">": "<=", ">=": "<", "<": ">=", "<=": ">"}
+    flipped = {">": "<=", ">=": "<", "<": ">=", "<=": ">", "==": "!=", "!=": "=="}
     assert isinstance(cond, n.Compare)
     return n.Compare(flipped[cond.op], cond.left, cond.right)
 

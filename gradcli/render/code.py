@@ -227,14 +227,34 @@ def code_flow(result: Any) -> list[Any]:
             lines += [Text(f"  {text}") for text in words.cause_lines(result.cause, rewrites=False)]
     forward = result.forward_nonfinite
     if forward is not None:
-        file = (forward["file"] or "").rsplit("/", 1)[-1]
-        lines.append(Text(
-            f"  first non-finite value in forward: {forward['call']}() -> {forward['node'] or 'no grad_fn'} "
-            f"shape {forward['shape']}  {module_words(forward['module'], forward['module_class'])}  "
-            f"{file}:{forward['line']}  {forward['code'] or ''}", style="bold red"))
-        lines.append(Text("  (a nan loss usually starts in forward: fix the first line above first)", style="dim"))
+        lines += _forward_nonfinite_lines(forward)
     elif result.flow is not None:
         lines.append(Text("  every value forward computed was finite", style="green"))
+    return lines
+
+
+def _forward_nonfinite_lines(forward: dict[str, Any]) -> list[Any]:
+    """The first non-finite value in forward (an inf the user wrote said so), and apart the
+    first nan when it came later (softmax of a fully masked row)."""
+    from rich.text import Text
+
+    def place(event: dict[str, Any]) -> str:
+        file = (event["file"] or "").rsplit("/", 1)[-1]
+        return (f"shape {event['shape']}  {module_words(event['module'], event['module_class'])}  "
+                f"{file}:{event['line']}  {event['code'] or ''}")
+
+    kind = forward.get("kind") or "nan/inf"
+    written = "  (a constant you wrote, not an overflow)" if forward.get("written") else ""
+    lines = [Text(f"  first non-finite value in forward ({kind}): {forward['call']}() -> "
+                  f"{forward['node'] or 'no grad_fn'} {place(forward)}{written}", style="bold red")]
+    nan = forward.get("first_nan")
+    if nan is not None:
+        rows = (f"  ({nan['masked_rows']:,} row{'s' if nan['masked_rows'] != 1 else ''} of its input -inf "
+                "throughout: 0/0)" if nan.get("masked_rows") else "")
+        lines.append(Text(f"  first nan in forward: {nan['call']}() -> {nan['node'] or 'no grad_fn'} {place(nan)}"
+                          f"{rows}", style="bold red"))
+    first = "the nan's line above" if nan is not None else "the first line above"
+    lines.append(Text(f"  (a nan loss usually starts in forward: fix {first} first)", style="dim"))
     return lines
 
 

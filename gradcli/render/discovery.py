@@ -32,5 +32,6 @@ def discovery_lines(result: Any) -> list[Line]:
     out += [Line(f"  could not import {m.name}: {m.reason.splitlines()[0]}", style="red", soft_wrap=True)
             for m in result.unimportable]
     out += [Line(f"  skipped {s.name}: {s.reason}", soft_wrap=True) for s in result.skipped]
+    out += [Line(f"note: {note}", soft_wrap=True) for note in result.notes]
     out.append(Line(result.verdict(), style="bold green" if result.ok else "bold red", soft_wrap=True))
     return out

@@ -76,12 +76,14 @@ def _function_of_apply(value: Any) -> Any:
 def _import_file(path: Path) -> Any:
     if not path.is_file():
         raise UsageError(f"no file '{path}'", hint="give the path of a .py file, then :NAME")
+    package = package_of(path)
+    if package is not None:
+        # Not its own folder first on sys.path: `sparsemax/sparsemax.py` would then shadow the
+        # `sparsemax` package it imports from, as `python -m sparsemax.sparsemax` never does.
+        return _import_in_package(path, *package)
     folder = str(path.resolve().parent)
     if folder not in sys.path:
         sys.path.insert(0, folder)
-    package = package_of(path)
-    if package is not None:
-        return _import_in_package(path, *package)
     # Named after the file, as python names an imported file, unless that name is taken.
     module_name = path.stem
     existing = sys.modules.get(module_name)
@@ -194,6 +196,7 @@ def user_error(what: str, err: BaseException) -> UserCodeError:
     """`what` (e.g. "forward raised"), then the user's frames and the exception, as Python
     prints a traceback but without gradcli's or torch's frames."""
     lines = [f"{what} {type(err).__name__}: {err}".rstrip()]
+    missing = err.name if isinstance(err, ModuleNotFoundError) else None
     if isinstance(err, SyntaxError) and err.filename:
         # No frame of the user's ran: Python shows the file, the line and a caret under the spot.
         lines += "".join(traceback.format_exception_only(type(err), err)).rstrip("\n").splitlines()
@@ -206,7 +209,9 @@ def user_error(what: str, err: BaseException) -> UserCodeError:
             lines.append(f"    {code}")
     if frames:
         lines.append(f"{type(err).__name__}: {err}".rstrip())
-    return UserCodeError("\n".join(lines))
+    error = UserCodeError("\n".join(lines))
+    error.missing_module = missing
+    return error
 
 
 def import_code(where: str) -> Any:

@@ -63,6 +63,7 @@ class Recording:
     inplace: list[Event] = field(default_factory=list)  # in-place calls on tensors with a graph
     cuts: list[Event] = field(default_factory=list)  # calls whose result left the graph
     nonfinite: Event | None = None  # the first call whose output held nan or inf (when watched)
+    first_nan: Event | None = None  # the first call whose output held a nan (where a nan is born)
     modules: dict[str, ModuleRun] = field(default_factory=dict)
 
 
@@ -161,8 +162,8 @@ class ForwardRecorder:
             if any(isinstance(a, self._tensor) and a.requires_grad for a in _flat(args)):
                 if getattr(func, "__self__", None) is self._data or not name.startswith("__") or name in _TO_PYTHON:
                     self._cut(func, name, tensors, result, origin)
-        if self.watch_nonfinite and self.recording.nonfinite is None:
-            self._check_finite(name, tensors, origin)
+        if self.watch_nonfinite and self.recording.first_nan is None:
+            self._check_finite(name, tensors, origin, args, kwargs)
 
     def _cut(self, func: Any, name: str, tensors: list[Any], result: Any, origin: Origin | None) -> None:
         import torch
@@ -181,14 +182,32 @@ class ForwardRecorder:
             how = f"{name}()"
         self.recording.cuts.append(Event(name, origin or self.origin(), {"how": how}))
 
-    def _check_finite(self, name: str, tensors: list[Any], origin: Origin | None) -> None:
+    def _check_finite(self, name: str, tensors: list[Any], origin: Origin | None, args: tuple[Any, ...],
+                      kwargs: dict[str, Any]) -> None:
+        """The first non-finite output (nan or inf), and apart the first nan: an inf the user
+        wrote (masked_fill(m, -inf)) is no overflow, and the nan may be born later (softmax of
+        a row that is -inf throughout): nonfinite_calls.py."""
         import torch
 
+        from .nonfinite_calls import masked_rows, written_nonfinite
+
         for tensor in tensors:
-            if (tensor.is_floating_point() or tensor.is_complex()) and not bool(torch.isfinite(tensor.detach()).all()):
-                node = tensor.grad_fn.name() if tensor.grad_fn is not None else None
-                self.recording.nonfinite = Event(name, origin or self.origin(), {"node": node, "shape": list(tensor.shape)})
-                return
+            if not (tensor.is_floating_point() or tensor.is_complex()) or bool(torch.isfinite(tensor.detach()).all()):
+                continue
+            nan = bool(torch.isnan(tensor.detach()).any())
+            node = tensor.grad_fn.name() if tensor.grad_fn is not None else None
+            detail: dict[str, Any] = {"node": node, "shape": list(tensor.shape), "kind": "nan" if nan else "inf",
+                                      "written": not nan and written_nonfinite(name, [*args, *kwargs.values()])}
+            if nan:
+                rows = masked_rows(name, args, kwargs, tensor.detach())
+                if rows is not None:
+                    detail["masked_rows"], detail["rows"] = rows.rows, rows.total
+            event = Event(name, origin or self.origin(), detail)
+            if self.recording.nonfinite is None:
+                self.recording.nonfinite = event
+            if nan:
+                self.recording.first_nan = event
+            return
 
     def before(self, func: Any, args: tuple[Any, ...]) -> Any:
         """What an in-place call is about to modify, while it still has its old node."""

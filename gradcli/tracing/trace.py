@@ -188,12 +188,23 @@ def _describe_code(result: TraceResult, computation: Computation) -> None:
     recording = computation.details.get("recording")
     event = getattr(recording, "nonfinite", None)
     if event is not None and result.flow is not None:
-        origin = event.origin
-        result.forward_nonfinite = {
-            "call": event.call, "node": event.detail.get("node"), "shape": event.detail.get("shape"),
-            "module": origin.module, "module_class": origin.module_class, "file": origin.file,
-            "line": origin.line, "code": origin.code,
-        }
+        result.forward_nonfinite = _event_data(event)
+        nan = getattr(recording, "first_nan", None)
+        result.forward_nonfinite["first_nan"] = None
+        if nan is not None and nan is not event:
+            result.forward_nonfinite["first_nan"] = {**_event_data(nan), "first_nan": None}
+
+
+def _event_data(event: Any) -> dict[str, Any]:
+    """A forward call that made a nan or inf: what, where, and (issue 24) whether it was a nan
+    or an inf, whether the user wrote the inf as a constant, and a softmax's fully masked rows."""
+    origin = event.origin
+    return {
+        "call": event.call, "node": event.detail.get("node"), "shape": event.detail.get("shape"),
+        "module": origin.module, "module_class": origin.module_class, "file": origin.file,
+        "line": origin.line, "code": origin.code, "kind": event.detail.get("kind"),
+        "written": bool(event.detail.get("written")), "masked_rows": event.detail.get("masked_rows"),
+    }
 
 
 def _gradient_graphs(

@@ -11,6 +11,7 @@ CauseKind = Literal[
     # a user's Function (check-function: verify/function/diagnose.py): what its backward got wrong
     "swapped_gradients", "zero_gradient", "scaled_gradient", "one_sided", "saved_intermediate",
     "not_differentiable",
+    "masked_row",
 ]
 @dataclass
 class Cause:

@@ -35,6 +35,9 @@ class NodeReasoning(NodeSearch):
         leaked = self.leaked(origin)
         if leaked is not None:
             return leaked
+        masked = self.masked_row()
+        if masked is not None:
+            return masked
         inf = self.first_inf()
         if inf is not None:
             return self.from_inf(inf, origin)
@@ -86,6 +89,20 @@ class NodeReasoning(NodeSearch):
                     f"its {made} there times the zero gradient where() sends to an unselected branch is nan",
                     node=origin.name, source=self.text(origin),
                 )
+        return None
+
+    def masked_row(self) -> Any:
+        """The nan born in a softmax whose input rows are -inf throughout (a padded attention
+        mask), with the fill that wrote the -inf when it was the user's constant (masked_rows.py)."""
+        from .masked_rows import masked_rows, why, written_nonfinite
+
+        for node in self.evidence.nodes:
+            found = masked_rows(node.call, node.inputs, node.kwargs, node.output)
+            if found is None:
+                continue
+            fill = next((f for f in self.evidence.nodes if written_nonfinite(f.call, f.inputs)), None)
+            return Cause("masked_row", "", 0, {}, why(found, self._name(node), self._name(fill) if fill else None),
+                         node=node.name, source=self.text(node))
         return None
 
     def from_inf(self, inf: NodeEvidence, origin: NodeEvidence | None) -> Any:

@@ -40,7 +40,26 @@ def explain_nonfinite(
     cause = NodeReasoning(evidence, None, source).nonfinite()
     cause.derivative = ", ".join(bad)
     cause.points = sum(int((~torch.isfinite(g)).sum()) for g in bad.values())
+    if cause.kind == "masked_row":
+        from .masked_rows import fixes_sentence, try_fixes
+
+        cause.summary += "; " + fixes_sentence(try_fixes(lambda: _finite_run(run, inputs)))
     return cause
+
+
+def _finite_run(run: Callable[[], Any], inputs: Mapping[str, torch.Tensor] | None) -> bool:
+    """Forward and backward once more (a fix's torch-function mode around it): is the loss
+    finite, and every gradient?"""
+    if inputs is None:
+        loss, leaves = run()
+    else:
+        loss, leaves = run(), dict(inputs)
+    loss = torch.as_tensor(loss)
+    if not bool(torch.isfinite(loss.detach()).all()):
+        return False
+    wanted = [t for t in leaves.values() if isinstance(t, torch.Tensor) and t.requires_grad]
+    grads = torch.autograd.grad(loss.sum(), wanted, allow_unused=True)
+    return all(g is None or bool(torch.isfinite(g).all()) for g in grads)
 
 
 def explain_cancellation(

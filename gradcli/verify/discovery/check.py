@@ -7,7 +7,8 @@ found by `applied.py`, checked at the arguments it received). Each is checked by
 `check_function` as if named alone. A Function that cannot be checked (its inputs cannot be
 inferred, its forward raises) is "could not run", with why: it counts as a failure (exit 1),
 as does a module that raised on import, because a CI run that passes while some Functions
-went unchecked would say more than it knows; `--skip` leaves a Function out on purpose.
+went unchecked would say more than it knows; `--skip` leaves a Function out on purpose. A
+module that needs a package not installed here (an optional dependency) is a note instead.
 """
 
 from __future__ import annotations
@@ -54,16 +55,19 @@ class DiscoveryResult(Reported):
     entries: list[Entry] = field(default_factory=list)
     skipped: list[Passed] = field(default_factory=list)
     unimportable: list[Passed] = field(default_factory=list)  # modules that raised on import
+    missing: list[Passed] = field(default_factory=list)  # modules needing a package not installed
+
+    @property
+    def notes(self) -> list[str]:
+        """Modules not checked because an optional dependency is not installed: said, not failed."""
+        return [f"{m.name} not checked: it needs '{m.reason}', which is not installed here (an optional "
+                "dependency; install it to check the Functions it defines)" for m in self.missing]
 
     @property
     def problems(self) -> list[Problem]:
         """A Function that is wrong, tested nothing or could not run; a module that would not import."""
         found = [Problem(entry.status.replace(" ", "-"), entry.name) for entry in self.entries if entry.status != "ok"]
         return found + [Problem("unimportable", m.name, {"error": m.reason}) for m in self.unimportable]
-
-    @property
-    def notes(self) -> list[str]:
-        return []
 
     def counts(self) -> dict[Status, int]:
         statuses: tuple[Status, ...] = ("ok", "wrong", "not tested", "could not run")
@@ -86,6 +90,8 @@ class DiscoveryResult(Reported):
             "seed": self.seed, "functions": [entry.as_dict() for entry in self.entries],
             "skipped": [{"name": s.name, "reason": s.reason} for s in self.skipped],
             "unimportable": [{"module": m.name, "error": m.reason} for m in self.unimportable],
+            "missing_dependencies": [{"module": m.name, "dependency": m.reason} for m in self.missing],
+            "notes": self.notes,
             "counts": {status.replace(" ", "_"): n for status, n in self.counts().items()},
             "verdict": self.verdict(),
         }
@@ -134,7 +140,7 @@ def check_discovered(
 def _check_package(target: str, order: int, seed: int, skip: Sequence[str]) -> DiscoveryResult:
     found = find_functions(target, skip)
     result = DiscoveryResult(target, found.kind, found.description, order, seed, skipped=found.skipped,
-                             unimportable=found.unimportable)
+                             unimportable=found.unimportable, missing=found.missing)
     result.entries += [_check(f.name, f.cls, order, seed) for f in found.functions]
     if not result.entries and not result.unimportable:
         raise UsageError(f"{found.description} defines no torch.autograd.Function to check"

@@ -6,8 +6,10 @@ submodules are found with pkgutil and imported one by one; a class counts only i
 that defines it (its `__module__`), so a Function re-imported into a second module, or from
 torch or another package, is not checked twice or at all. A Function with no forward of its
 own is an abstract base: listed as skipped, not checked. A submodule that raises on import
-is reported with its error rather than stopping the walk: a project may have a module that
-needs an optional dependency, and the Functions it hides must stay visible.
+is reported with its error rather than stopping the walk, and the walk fails: the Functions
+it hides went unchecked. A submodule that needs another package this machine lacks (timm's
+modules that import tensorflow or `datasets`) is an optional dependency missing: a note
+(`missing`), not a failure; a module of the package itself that is missing still fails.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ class Discovered:
     functions: list[Found] = field(default_factory=list)
     skipped: list[Passed] = field(default_factory=list)
     unimportable: list[Passed] = field(default_factory=list)  # module name, the import error
+    missing: list[Passed] = field(default_factory=list)  # module name, the dependency it lacks
 
 
 def is_discovery_target(target: str) -> bool:
@@ -72,11 +75,12 @@ def find_functions(target: str, skip: Sequence[str] = ()) -> Discovered:
     root, naming = _import_root(target)
     modules: list[ModuleType] = []
     unimportable: list[Passed] = []
-    _walk(root, naming, modules, unimportable)
+    missing: list[Passed] = []
+    _walk(root, naming, modules, unimportable, missing)
     kind: Kind = "package" if hasattr(root, "__path__") else "module"
-    count = len(modules) + len(unimportable)
+    count = len(modules) + len(unimportable) + len(missing)
     described = f"package {root.__name__}, {count} module{'s' if count != 1 else ''}" if kind == "package" else f"module {root.__name__}"
-    found = Discovered(kind, described, unimportable=unimportable)
+    found = Discovered(kind, described, unimportable=unimportable, missing=missing)
     seen: set[type] = set()
     for module in modules:
         for value in list(vars(module).values()):
@@ -93,7 +97,8 @@ def find_functions(target: str, skip: Sequence[str] = ()) -> Discovered:
     return found
 
 
-def _walk(module: ModuleType, naming: Naming, modules: list[ModuleType], unimportable: list[Passed]) -> None:
+def _walk(module: ModuleType, naming: Naming, modules: list[ModuleType], unimportable: list[Passed],
+          missing: list[Passed]) -> None:
     """`module` and its submodules, depth first in pkgutil's order. Each is imported here
     (not by pkgutil.walk_packages, which lets a SystemExit from the user's code through), so
     an error in one becomes that module's entry and the walk goes on."""
@@ -102,9 +107,22 @@ def _walk(module: ModuleType, naming: Naming, modules: list[ModuleType], unimpor
         try:
             sub = import_code(info.name)
         except GradcliError as err:
-            unimportable.append(Passed(naming(info.name, None), err.message))
+            dependency = _missing_dependency(err, info.name)
+            if dependency is not None:
+                missing.append(Passed(naming(info.name, None), dependency))
+            else:
+                unimportable.append(Passed(naming(info.name, None), err.message))
             continue
-        _walk(sub, naming, modules, unimportable)
+        _walk(sub, naming, modules, unimportable, missing)
+
+
+def _missing_dependency(err: GradcliError, module: str) -> str | None:
+    """The package a module needs and this machine lacks (ModuleNotFoundError for a module
+    outside the walked package), or None: a module of the package itself is not optional."""
+    name = getattr(err, "missing_module", None)
+    if not name:
+        return None
+    return None if name.partition(".")[0] == module.partition(".")[0] else name
 
 
 def skipped_by(name: str, cls: type, patterns: Sequence[str]) -> bool:

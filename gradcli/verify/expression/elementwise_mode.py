@@ -51,6 +51,7 @@ def check_elementwise(check: CheckContext, pts: dict[str, torch.Tensor], simplif
                 "function or of its derivative)",
                 hint="give values inside the domain with --var, e.g. --var 'x=uniform(0.1, 5, 1000)'",
             )
+        _smooth_notes(result, targets, names)
         for key, comparison in ev.comparisons.items():
             (result.variables if isinstance(key, str) else result.second).append(comparison)
         if result.variables and all(c.points == 0 for c in result.variables) and any(c.kinks for c in result.variables):
@@ -79,6 +80,18 @@ def check_elementwise(check: CheckContext, pts: dict[str, torch.Tensor], simplif
             "(found with torch, the symbolic side being skipped): kept out of finite differences"
         )
     gradchecks_elementwise(check, rounded, ~near)
+
+
+def _smooth_notes(result: CheckResult, targets: dict[Any, Any], names: list[str]) -> None:
+    """Say where a branch boundary was compared because its derivative exists (the reader
+    would otherwise expect it counted as a kink)."""
+    from ...exact.smooth_boundaries import describe
+    from ..causes.at_points import PointWords
+
+    words = PointWords(result.points)
+    for name in names:
+        if targets[name].smooth:
+            result.notes.append(describe(name, targets[name].smooth, words.label))
 
 
 def _causes(check: CheckContext, rounded: dict[str, torch.Tensor], ev: Any) -> list[Any]:

@@ -6,7 +6,8 @@ targets), boolean masks, None, and numbers that may also be given as tensors (en
 annotation, then its default (`ArgType`); a `--var` spec is read in that light (`value_for`):
 an int literal stays an int, `[0, 2]` for an integer parameter is a long tensor, a mask a
 bool tensor, `none` None, and a tensor spec for a numeric parameter a floating tensor that is
-differentiated. Only floating tensors require grad and are checked; the rest is data.
+differentiated. Where neither annotation nor default says, ints written are ints as in Python
+and torch (`dim=1` an int, `[0, 2]` an int64 tensor) and floats floats. Only floating tensors require grad and are checked; the rest is data.
 
 A parameter with neither --var nor default gets a value invented here (`invented`), and the
 Inputs remember it, so that when the user's code raises the error can say what gradcli
@@ -128,9 +129,14 @@ def value_for(spec: VarSpec, arg: ArgType, generator: torch.Generator) -> Any:
         if arg.kind is ArgKind.BOOL:
             return bool(number)
         return int(number) if spec.written is Values.INTEGER and arg.kind is ArgKind.INT else float(number)
+    # Where nothing says what the parameter takes, a value is what Python makes of it: `dim=1`
+    # an int (NumpySort's forward(x, dim) indexes with it), `[0, 2]` an int64 tensor as
+    # torch.tensor([0, 2]) is (a loss's target that scatter() needs), floats float tensors.
+    if spec.kind == "number" and arg.kind is ArgKind.ANY and spec.written is Values.INTEGER:
+        return int(spec.args[0])
     tensor = make_tensor(spec, dtype=torch.float64, device="cpu", generator=generator).detach()
     if spec.kind != "constructor" and spec.written is Values.INTEGER:  # ints written for integer data
-        if integral:
+        if integral or arg.kind is ArgKind.ANY:
             return tensor.long()
         if arg.kind is ArgKind.BOOL_TENSOR:
             return tensor.bool()

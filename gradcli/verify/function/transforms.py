@@ -8,7 +8,11 @@ jacrev and jacfwd with the Jacobian from plain backward, vmap with a loop over t
 transform that raises is reported with torch's reason in words (`setup_context` missing, no
 vmap rule, no jvp); that is a problem only when the Function declared what the transform
 needs (it claims support it does not have) or when a transform gives other numbers.
-With a vmap rule, gradcheck's check_batched_grad runs too.
+With a vmap rule, gradcheck's check_batched_grad runs too. Where vmap cannot run over the
+backward at all (torch has no batching rule for an op in it: NumpyExp_'s in-place numpy gives
+`aten::detach`), that is readiness for torch.func, reported with torch's reason, not a wrong
+gradient: the gradient itself was checked without vmap. Batched gradients that run and give
+other numbers remain a problem.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ _REASONS = (
 #: What each transform's result is compared with.
 _REFERENCE = {"grad": "autograd.grad through your backward", "jacrev": "the Jacobian from your backward",
               "jacfwd": "the Jacobian from your backward", "vmap": "forward run on each batch element"}
+#: torch's words (gradcheck.py, torch 2.x) when vmap over the backward could not run at all.
+BATCHING_REFUSED = "While computing batched gradients, got: "
 #: Offsets of the batch vmap runs over (the inputs moved by each).
 BATCH = (0.0, 0.25, -0.5)
 
@@ -65,6 +71,9 @@ class TransformRun:
 class TransformsCheck:
     batched: GradcheckVerdict | None  # gradcheck(check_batched_grad=True), with a vmap rule
     runs: list[TransformRun] = field(default_factory=list)
+    # Why vmap cannot batch the backward (torch's reason), when that is what stopped the
+    # batched gradcheck: readiness, not a wrong gradient (`batched` is then not run)
+    vmap_readiness: str | None = None
     label = "torch.func"
 
     @property
@@ -82,13 +91,17 @@ class TransformsCheck:
             elif r.agrees is False:
                 out.append((f"torch.func {r.name}: differs from {_REFERENCE[r.name]} "
                             f"(max abs err {r.max_abs_err:.3g})", True))
-        if self.batched is not None:
+        if self.vmap_readiness is not None:
+            out.append((f"vmap readiness: batched gradients (vmap over your backward) cannot run: {self.vmap_readiness}; "
+                        "this is readiness for vmap/torch.func, not a wrong gradient (the gradient is checked above)",
+                        False))
+        elif self.batched is not None:
             out.append((f"gradcheck (batched grad): {words.describe_gradcheck(self.batched)}", self.batched.ok is False))
         return out
 
     def as_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "batched_gradcheck": self.batched.as_dict() if self.batched else None,
-                "transforms": [r.as_dict() for r in self.runs]}
+                "vmap_readiness": self.vmap_readiness, "transforms": [r.as_dict() for r in self.runs]}
 
 
 def check_transforms(cls: type, fn: Fn, tensors: dict[str, torch.Tensor], seed: int) -> TransformsCheck | None:
@@ -111,6 +124,7 @@ def check_transforms(cls: type, fn: Fn, tensors: dict[str, torch.Tensor], seed: 
         except (Exception, SystemExit) as err:  # the user's code raised under vmap
             result.batched = GradcheckVerdict(False, message=f"raised {describe(err)}",
                                               points=sum(x.numel() for x in xs))
+        _readiness(result)
     rows = analytical(fn, tensors)
     plain_jacobian = torch.cat([rows[n] for n in names], dim=1)
     weights = torch.randn(plain_jacobian.shape[0], dtype=torch.float64,
@@ -134,6 +148,19 @@ def check_transforms(cls: type, fn: Fn, tensors: dict[str, torch.Tensor], seed: 
     for name, run in runners.items():
         result.runs.append(_run(name, declared[name], run, expected[name], describe))
     return result
+
+
+def _readiness(result: TransformsCheck) -> None:
+    """A batched gradcheck that failed because vmap could not run over the backward is
+    readiness (`vmap_readiness`, torch's reason), and the batched check counts as not run."""
+    batched = result.batched
+    message = (batched.message or "") if batched is not None else ""
+    if batched is None or batched.ok is not False or not message.startswith(BATCHING_REFUSED):
+        return
+    reason = message.removeprefix(BATCHING_REFUSED).strip().rstrip(".")
+    result.vmap_readiness = reason
+    result.batched = GradcheckVerdict(None, batched.fast_mode, f"vmap cannot batch the backward: {reason}",
+                                      batched.points)
 
 
 def _run(name: TransformName, required: bool, run: Callable[[], torch.Tensor], expected: torch.Tensor,
