@@ -15,7 +15,7 @@ from importlib import import_module
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["parse", "build", "to_sympy", "trace", "check", "check_function", "grads", "GradcliError"]
+__all__ = ["parse", "build", "to_sympy", "trace", "check", "check_function", "grads", "compare", "GradcliError"]
 
 _LAZY = {
     "parse": ("gradcli.pipeline", "parse"),
@@ -25,6 +25,7 @@ _LAZY = {
     "check": ("gradcli.api", "check"),
     "check_function": ("gradcli.api", "check_function"),
     "grads": ("gradcli.api", "grads"),
+    "compare": ("gradcli.api", "compare"),
     "GradcliError": ("gradcli.errors", "GradcliError"),
 }
 

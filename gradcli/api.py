@@ -11,9 +11,12 @@ at hand.
 
 from __future__ import annotations
 
+import sys
+import types
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
+from .compare.result import CompareResult
 from .health.result import GradsResult
 from .inspect.trace import TraceResult
 from .inspect.trace import trace as _trace
@@ -144,3 +147,50 @@ def check(expression: str, var: Any = (), **options: Any) -> Check:
     from .verify.check import check as _check
 
     return _as(Check, _check(expression, var, **options))
+
+
+@dataclass
+class Compare(CompareResult):
+    """A CompareResult that renders itself (as `gradcli compare` prints and draws it)."""
+
+    def to_json(self) -> str:
+        """The JSON document `gradcli compare --json` prints (docs/json.md)."""
+        from .render.formats import render
+
+        return render(self, "json")  # type: ignore[return-value]
+
+    def plot(self, path: str) -> str:
+        """Draw the `--plot` picture to `path` (.png, .svg or .pdf; needs matplotlib)."""
+        from .plot.compare import save_compare
+
+        return str(save_compare(self, path))
+
+    def _repr_html_(self) -> str:
+        from .render.notebook import text_html
+
+        return text_html(str(self))
+
+    def __str__(self) -> str:
+        from .render.compare import compare_text
+
+        return compare_text(self)
+
+
+def compare(model: Any, *inputs: Any, **options: Any) -> Compare:
+    """`compare.run.compare` (see its docstring for the candidate's options: compile, backend,
+    mode, amp, scaler, dtype, reference), as a Compare."""
+    from .compare.run import compare as _compare
+
+    return _as(Compare, _compare(model, *inputs, **options))
+
+
+class _CallablePackage(types.ModuleType):
+    """`gradcli.compare` is both the library folder (gradcli/compare/) and the function the
+    issue names (`gradcli.compare(model, x, compile=True)`): importing the folder binds the
+    name to the package, so the package is made callable, as the function."""
+
+    def __call__(self, model: Any, *inputs: Any, **options: Any) -> Compare:
+        return compare(model, *inputs, **options)
+
+
+sys.modules["gradcli.compare"].__class__ = _CallablePackage

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "gradcli"
-LIBRARY = ("verify", "inspect", "health", "targets", "chain", "language", "build")
+LIBRARY = ("verify", "inspect", "health", "targets", "chain", "language", "build", "compare")
 UPPER = ("typer", "rich", "click", "gradcli.cli", "gradcli.render", "gradcli.plot", "gradcli.api", "gradcli.demos")
 
 

@@ -172,7 +172,7 @@ class JsonFormat(Format):
         return document_json(result.as_dict())
 
     _render_LibraryCheck = _render_FunctionResult = _render_Listing = _render_CheckResult
-    _render_DiscoveryResult = _render_CheckResult
+    _render_DiscoveryResult = _render_CompareResult = _render_CheckResult
 
     def _render_GradsResult(self, result: Any) -> str:
         from .grads_json import grads_json

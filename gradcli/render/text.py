@@ -49,6 +49,11 @@ class TextFormat(Format):
         head = Line(f"{result.target}: {result.found}; seed {result.seed}", soft_wrap=True)
         return [head, *(Line(r, soft_wrap=isinstance(r, Text)) for r in grads_renderables(result, self.options.get("depth")))]
 
+    def _render_CompareResult(self, result: Any) -> list[Line]:
+        from .compare import compare_lines
+
+        return [Line(text, style=style or None, soft_wrap=True) for text, style in compare_lines(result)]
+
     def _render_Listing(self, result: Any) -> list[Line]:
         from .listing import listing_lines
 
