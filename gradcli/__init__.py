@@ -12,6 +12,8 @@ not pay for torch or sympy.
 from __future__ import annotations
 
 from importlib import import_module
+import sys
+from types import ModuleType
 from typing import Any
 
 __version__ = "0.1.0"
@@ -40,3 +42,17 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(__all__)
+
+
+class _CallablePackage(ModuleType):
+    """`gradcli.compare` names both the library folder gradcli/compare/ and the function
+    `gradcli.compare(model, x, compile=True)`: once the folder is imported, Python binds the
+    name to the package, so the package is made callable, as that function (gradcli.api's)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return import_module("gradcli.api").compare(*args, **kwargs)
+
+
+def callable_package(name: str) -> None:
+    """Make the package `name` callable as `gradcli.api`'s function of the same last name."""
+    sys.modules[name].__class__ = _CallablePackage

@@ -11,8 +11,6 @@ at hand.
 
 from __future__ import annotations
 
-import sys
-import types
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
@@ -183,14 +181,3 @@ def compare(model: Any, *inputs: Any, **options: Any) -> Compare:
 
     return _as(Compare, _compare(model, *inputs, **options))
 
-
-class _CallablePackage(types.ModuleType):
-    """`gradcli.compare` is both the library folder (gradcli/compare/) and the function the
-    issue names (`gradcli.compare(model, x, compile=True)`): importing the folder binds the
-    name to the package, so the package is made callable, as the function."""
-
-    def __call__(self, model: Any, *inputs: Any, **options: Any) -> Compare:
-        return compare(model, *inputs, **options)
-
-
-sys.modules["gradcli.compare"].__class__ = _CallablePackage

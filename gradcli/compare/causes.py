@@ -118,6 +118,7 @@ def _underflow(runs: Runs, result: CompareResult, reference: SideRun, candidate:
     return [Cause("underflow", {
         "parameters": flushed, "smallest_lost": smallest, "smallest_normal": FP16_TINY,
         "scale": scale if scale and scale > 1 else None, "largest": largest, "scale_fits": fits, "scaler_scale": used,
+        "loss_dtype": candidate.loss_dtype,
     })]
 
 

@@ -15,7 +15,8 @@ from typing import Any, Callable
 
 import torch
 
-from ..errors import UsageError
+from ..errors import GradcliError, UsageError
+from ..targets.load import user_error
 from .gradients import Tolerance, compare_gradients
 from .result import CompareResult
 from .setup import Setup
@@ -63,7 +64,12 @@ def compare_of(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, 
     with torch.random.fork_rng(devices=[]):
         runs = Runs(model, args, kwargs, loss_fn, torch.random.get_rng_state(), setup, factor)
         reference = runs.reference(sized=True)
-        candidate = runs.candidate()
+        try:
+            candidate = runs.candidate()
+        except GradcliError:
+            raise
+        except Exception as err:  # the reference ran: torch cannot run this model in this setup
+            raise user_error(f"the candidate ({setup.describe()}) raised, while the reference ran:", err) from None
         runs.sizes = reference.sizes
         parameters = runs.judge(reference, candidate)
         result = CompareResult(

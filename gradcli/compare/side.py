@@ -74,6 +74,7 @@ class SideRun:
     modules: dict[str, ModuleSeen] = field(default_factory=dict)  # in forward order
     scaler_steps: list[ScalerStep] = field(default_factory=list)
     sizes: dict[str, int] = field(default_factory=dict)  # (sized) module path -> its output's numel
+    loss_dtype: str = "float32"
 
 
 def run_side(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], loss_fn: LossFn, how: How,
@@ -107,7 +108,8 @@ def run_side(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, An
         found = torch.autograd.grad(scaled, wanted, allow_unused=True) if scaled.requires_grad else [None] * len(params)
         if how.scale:
             found = [None if g is None else g / how.scale for g in found]
-    return SideRun(float(loss_t.detach()), {name: g for (name, _), g in zip(params, found)}, seen, sizes=sizes)
+    return SideRun(float(loss_t.detach()), {name: g for (name, _), g in zip(params, found)}, seen, sizes=sizes,
+                   loss_dtype=str(loss_t.dtype).removeprefix("torch."))
 
 
 def _forward(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], loss_fn: LossFn, how: How,

@@ -113,6 +113,8 @@ def cause_text(cause: Cause, result: CompareResult) -> str:
         if d["scale"]:
             text += f"; a loss scale of {d['scale']:g} would keep it"
             text += "" if d["scale_fits"] else f", but would overflow the largest gradient ({number(d['largest'])})"
+            if d["loss_dtype"] == "float16" and d["scale"] > 65504:
+                text += " once the loss is float32 (your loss is float16, which cannot hold a scale above 65504: loss.float())"
             if d.get("scaler_scale") is not None:
                 text += f" (GradScaler settled on {d['scaler_scale']:g}: give it init_scale={d['scale']:g})"
             else:
