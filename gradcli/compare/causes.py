@@ -47,6 +47,9 @@ def find_causes(runs: Runs, result: CompareResult, reference: SideRun, candidate
             explained = random.detail["eval_agrees"]
     if setup.precision == "float16":
         causes += _underflow(runs, result, reference, candidate)
+    amplified = _amplified(result, reference, candidate)
+    if amplified is not None:
+        causes.append(amplified)
     if setup.precision == "bfloat16":
         causes += _bfloat16_reduction(runs, result)
     if setup.scaler and result.scaler_steps and result.scaler_steps[-1].skipped:
@@ -109,6 +112,7 @@ def _underflow(runs: Runs, result: CompareResult, reference: SideRun, candidate:
         if bool(mask.any()):
             lost.append(float(ref[mask].abs().min()))
         largest = max(largest, float(ref[torch.isfinite(ref)].abs().max()) if ref.numel() else 0.0)
+    lost = [x for x in lost if x < FP16_TINY]  # larger ones were lost to cancellation, not to the range
     if not flushed and not lost:
         return []
     smallest = min(lost) if lost else None
@@ -120,6 +124,23 @@ def _underflow(runs: Runs, result: CompareResult, reference: SideRun, candidate:
         "scale": scale if scale and scale > 1 else None, "largest": largest, "scale_fits": fits, "scaler_scale": used,
         "loss_dtype": candidate.loss_dtype,
     })]
+
+
+def _amplified(result: CompareResult, reference: SideRun, candidate: SideRun) -> Cause | None:
+    """A backward divergence at a module whose incoming gradient still agreed: its own backward
+    multiplies the rounding error (BatchNorm over few values per channel subtracts nearly equal
+    numbers). The evidence is the two measured errors, before and after the module."""
+    d = result.first_divergence
+    if d is None or d.forward_differs or d.module not in reference.modules or d.module not in candidate.modules:
+        return None
+    ref, cand = reference.modules[d.module], candidate.modules[d.module]
+    from .locate import _rel_err
+
+    before, after = _rel_err(ref.output_grad, cand.output_grad), _rel_err(ref.input_grad, cand.input_grad)
+    if before is None or after is None or before <= 0 or after < 4 * before or before > d.tolerance:
+        return None
+    return Cause("amplified", {"module": f"{d.module} ({d.module_class})", "output_grad_rel_err": before,
+                               "input_grad_rel_err": after, "factor": after / before})
 
 
 def _bfloat16_reduction(runs: Runs, result: CompareResult) -> list[Cause]:

@@ -17,7 +17,7 @@ from .gradients import Flag, ParamComparison
 from .setup import Setup
 from .side import ScalerStep
 
-CauseKind = Literal["random-ops", "underflow", "bfloat16-reduction", "graph-breaks", "capture", "scaler-gave-up"]
+CauseKind = Literal["random-ops", "underflow", "amplified", "bfloat16-reduction", "graph-breaks", "capture", "scaler-gave-up"]
 
 
 @dataclass

@@ -28,6 +28,10 @@ FACTOR = Tolerance.factor
 #: parameter's numel has in this model (the model's root-mean-square gradient element × √numel):
 #: below it, the reference is rounding noise around an exact zero (README, "compare's tolerances").
 FLOOR_SHARE = 1e-1
+#: The widest tolerance: √n grows without bound over long reductions (a ResNet's first
+#: convolution sums 4,096 terms: 4.0 in bfloat16), and a tolerance near 1 accepts a gradient of
+#: zero. Half the gradient's norm is the most a comparison can allow and still say something.
+MAX_TOLERANCE = 0.5
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -166,7 +170,7 @@ class Runs:
         return numel
 
     def tolerance(self, name: str) -> float:
-        return Tolerance(DTYPES[self.setup.precision], self.reduction(name), self.factor).value
+        return min(Tolerance(DTYPES[self.setup.precision], self.reduction(name), self.factor).value, MAX_TOLERANCE)
 
     def module_tolerance(self, path: str) -> float:
         """A module's own parameters' tolerance; a module without any (ReLU, Dropout) gets the

@@ -120,6 +120,10 @@ def cause_text(cause: Cause, result: CompareResult) -> str:
             else:
                 text += " (a GradScaler does this: --scaler)"
         return text
+    if cause.kind == "amplified":
+        return (f"precision, amplified: the gradient entering {d['module']} agreed ({number(d['output_grad_rel_err'])}) and "
+                f"the one leaving it is {d['factor']:.0f}x further off ({number(d['input_grad_rel_err'])}): its backward "
+                "subtracts nearly equal numbers (BatchNorm over few values per channel does), which multiplies the rounding")
     if cause.kind == "bfloat16-reduction":
         names = ", ".join(f"{p['name']} (n={p['reduction']}, {number(p['rel_err'])} <= {number(p['bound'])})" for p in d["parameters"])
         return f"precision: bfloat16's 8-bit mantissa over a long reduction: the error is within u·n, rounding in every term: {names}"
