@@ -86,6 +86,11 @@ RUNS = [
     ("grads", ["grads", "examples/grads/faults.py:LogOfSoftmax", "--var", "x=randn(4, 8)", "--seed", "0"], 1),
     ("grads", ["grads", "examples/grads/faults.py:FrozenBackbone", "--var", "x=randn(4, 8)", "--loss", "out.pow(2).mean()",
                "--depth", "0"], 0),
+    # compare (issue 26): GradScaler's steps, a float16 underflow, where it starts and why.
+    ("compare", ["compare", "examples/compare/models.py:MLP", "--var", "x=randn(16, 32)", "--loss", "1e-7 * out.pow(2).mean()",
+                 "--amp", "float16", "--seed", "0"], 1),
+    ("compare", ["compare", "examples/compare/models.py:MLP", "--var", "x=randn(16, 32)", "--loss", "out.pow(2).mean()",
+                 "--amp", "float16", "--scaler", "--seed", "0"], 0),
 ]
 
 
@@ -124,7 +129,7 @@ def test_every_documented_key_is_produced_by_some_run(documents):
 
 def test_every_type_named_in_the_tables_is_a_type_or_a_table():
     tables = read_tables()
-    assert {"trace", "check", "check all", "check-function", "list", "grads"} <= set(tables)
+    assert {"trace", "check", "check all", "check-function", "list", "grads", "compare"} <= set(tables)
     known = {"string", "integer", "number", "boolean", "null", "tensor", "any", "object", *tables}
     for name, rows in tables.items():
         for key, types in rows.items():
