@@ -35,7 +35,7 @@ def test_zeros_and_infinities_only_the_candidate_has_are_counted_and_flagged():
     assert flushed.zero_share == 0.25 and flushed.flags == [Flag.UNDERFLOW]  # 1/‖ref‖ = 0.18 > 0.1
     # An element at rounding level (below tolerance × max|g_ref|) lost to zero is no underflow,
     # nor is a loss the gradient's norm absorbs within tolerance (a ReLU flipping in bfloat16).
-    absorbed = compare_gradient("w", ref, torch.tensor([0.0, 2.0, 3.0, 4.0]), tolerance=0.5)
+    absorbed = compare_gradient("w", ref, torch.tensor([0.0, 2.0, 3.0, 4.0]), tolerance=0.2)
     assert absorbed.zero_share == 0.25 and absorbed.flags == [Flag.AGREES]
     tiny = compare_gradient("w", torch.tensor([1e-9, 2.0, 3.0, 4.0]), torch.tensor([0.0, 2.0, 3.0, 4.0]), tolerance=1e-3)
     assert tiny.zero_share == 0.0 and tiny.flags == [Flag.AGREES]
