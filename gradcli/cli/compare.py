@@ -43,7 +43,7 @@ def compare_command(
 
     \b
       gradcli compare examples/compare/models.py:MLP --var "x=randn(16, 32)" --loss "out.pow(2).mean()" --amp bfloat16
-      gradcli compare examples/compare/models.py:MLP --var "x=randn(16, 32)" --loss "out.pow(2).mean()" --compile --backend aot_eager
+      gradcli compare examples/compare/models.py:MLP --var "x=randn(16, 32)" --loss "out.pow(2).mean()" --amp float16 --scaler
       gradcli compare examples/compare/models.py:MLP --var "x=randn(16, 32)" --loss "1e-7 * out.pow(2).mean()" --amp float16  # exit 1
     """
     from ..compare.setup import Setup
