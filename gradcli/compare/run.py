@@ -75,6 +75,8 @@ def compare_of(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, 
         except Exception as err:  # the reference ran: torch cannot run this model in this setup
             raise user_error(f"the candidate ({setup.describe()}) raised, while the reference ran:", err) from None
         runs.sizes = reference.sizes
+        if candidate.scaler_steps:
+            runs.settled = candidate.scaler_steps[-1].scale
         parameters = runs.judge(reference, candidate)
         result = CompareResult(
             type(model).__name__, setup, parameters, runs.module_of, {path: type(m).__name__ for path, m in model.named_modules()},
@@ -108,6 +110,7 @@ class Runs:
     sizes: dict[str, int] = field(default_factory=dict)
     module_of: dict[str, str] = field(default_factory=dict)  # parameter name -> module path
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    settled: float | None = None  # the scale GradScaler settled on, once known
 
     def __post_init__(self) -> None:
         for name, p in self.model.named_parameters():
@@ -140,8 +143,10 @@ class Runs:
         return run_side(self.model, self.args, self.kwargs, self.loss_fn, how, state, watch=watch, record=record, sized=sized)
 
     def _settled_scale(self) -> float:
-        steps = self.candidate().scaler_steps
-        return steps[-1].scale if steps else 1.0
+        if self.settled is None:
+            steps = self.candidate().scaler_steps
+            self.settled = steps[-1].scale if steps else 1.0
+        return self.settled
 
     # -- tolerances ---------------------------------------------------------------------------
     def reduction(self, name: str) -> int:
