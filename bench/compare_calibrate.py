@@ -1,7 +1,7 @@
 """How `compare`'s tolerance was calibrated (README, "compare's tolerances"): healthy models
 (MLP, CNN with BatchNorm, LSTM, Transformer layer) in every candidate setup, over a few seeds,
-each parameter's relative error divided by u(precision)·√n (its tolerance at factor 1), and
-elements flushed to zero. Prints the largest ratio per setup; Tolerance.factor must sit above
+each parameter's relative error divided by u(precision)·√(n·d), its tolerance at factor 1
+(n the reduction, d the backward depth), and elements flushed to zero. Prints the largest ratio per setup; Tolerance.factor must sit above
 every one of them with margin.
 
     python bench/compare_calibrate.py [--seeds 3] [--inductor]
@@ -69,7 +69,7 @@ def loss_fn(out):
 
 
 def measure(setup: Setup, seeds: int) -> tuple[float, int, float]:
-    """The largest rel_err / (u·√n), the count of flushed elements, and the largest
+    """The largest rel_err / (u·√(n·d)), the count of flushed elements, and the largest
     relative size (|g_ref| / max|g_ref|) of a flushed element, over models and seeds."""
     worst, flushed, flushed_size = 0.0, 0, 0.0
     where: tuple = ("all exact",)
@@ -117,7 +117,7 @@ def main() -> None:
     if args.inductor:
         setups["compile inductor"] = Setup(compile=True, backend="inductor")
         setups["compile inductor + amp bfloat16"] = Setup(compile=True, backend="inductor", amp="bfloat16")
-    print("| setup | largest rel_err / (u·√n) | flushed elements | largest flushed |g|/max|g| | seconds |")
+    print("| setup | largest rel_err / (u·√(n·d)) | flushed elements | largest flushed |g|/max|g| | seconds |")
     print("|---|---|---|---|---|")
     for label, setup in setups.items():
         if args.only and args.only not in label:

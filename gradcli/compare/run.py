@@ -20,7 +20,7 @@ from ..targets.load import user_error
 from .gradients import Tolerance, compare_gradients
 from .result import CompareResult
 from .setup import Setup
-from .side import How, LossFn, SideRun, run_side
+from .side import How, LossFn, SideRun, computing_modules, run_side
 
 #: Tolerance.factor for compare, from the healthy models of the README's "compare's tolerances".
 FACTOR = Tolerance.factor
@@ -111,6 +111,7 @@ class Runs:
     module_of: dict[str, str] = field(default_factory=dict)  # parameter name -> module path
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     settled: float | None = None  # the scale GradScaler settled on, once known
+    _order: list[str] | None = None  # computing modules in forward order (from `sizes`)
 
     def __post_init__(self) -> None:
         for name, p in self.model.named_parameters():
@@ -174,8 +175,21 @@ class Runs:
             numel *= d
         return numel
 
+    def depth(self, name: str) -> int:
+        """How many computing modules backward runs through to reach the parameter's module
+        (its own included): each adds its rounding to the gradient it hands on, so a ResNet's
+        first layers, 20 modules from the loss, carry more than its head."""
+        if self._order is None:
+            computing = {path for path, _ in computing_modules(self.model)}
+            self._order = [path for path in self.sizes if path in computing]
+        path = self.module_of[name]
+        while path not in self._order and path:
+            path = path.rpartition(".")[0]
+        return len(self._order) - self._order.index(path) if path in self._order else 1
+
     def tolerance(self, name: str) -> float:
-        return min(Tolerance(DTYPES[self.setup.precision], self.reduction(name), self.factor).value, MAX_TOLERANCE)
+        n = self.reduction(name) * self.depth(name)
+        return min(Tolerance(DTYPES[self.setup.precision], n, self.factor).value, MAX_TOLERANCE)
 
     def module_tolerance(self, path: str) -> float:
         """A module's own parameters' tolerance; a module without any (ReLU, Dropout) gets the

@@ -203,12 +203,20 @@ def _watched(model: torch.nn.Module, seen: dict[str, ModuleSeen], scale: float) 
             if inp is not None:
                 inp.register_hook(lambda g, e=entry: setattr(e, "input_grad", unscaled(g)))
 
-        handles.append(module.register_forward_hook(hook))
+        # Run by Python, not traced: dynamo would compile the hook once per module path and
+        # stop at its recompile limit (a ResNet's watched inductor run took 25 minutes).
+        handles.append(module.register_forward_hook(_eager(hook)))
     try:
         yield
     finally:
         for handle in handles:
             handle.remove()
+
+
+def _eager(fn: Callable[..., Any]) -> Callable[..., Any]:
+    import torch._dynamo as dynamo
+
+    return dynamo.disable(fn)
 
 
 @contextlib.contextmanager
