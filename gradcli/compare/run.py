@@ -181,16 +181,15 @@ class Runs:
         return numel
 
     def depth(self, name: str) -> int:
-        """How many computing modules backward runs through to reach the parameter's module
-        (its own included): each adds its rounding to the gradient it hands on, so a ResNet's
-        first layers, 20 modules from the loss, carry more than its head."""
+        """How many computing modules the run passes through: every gradient carries the
+        rounding of each, forward (its activations were made by all the layers before it)
+        and backward (its incoming gradient by all the layers after). Measured: resnet18's
+        head under inductor carried the forward's error of 60 modules, 1.5x over a tolerance
+        that counted only the modules behind it in backward."""
         if self._order is None:
             computing = {path for path, _ in computing_modules(self.model)}
             self._order = [path for path in self.sizes if path in computing]
-        path = self.module_of[name]
-        while path not in self._order and path:
-            path = path.rpartition(".")[0]
-        return len(self._order) - self._order.index(path) if path in self._order else 1
+        return max(len(self._order), 1)
 
     def tolerance(self, name: str) -> float:
         n = self.reduction(name) * self.depth(name)
