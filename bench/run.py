@@ -155,6 +155,15 @@ def commands(work: Path) -> dict[str, Command]:
             "gradcli grads, 24-layer MLP (width 1024, batch 64, float32)",
         ),
         Command(
+            "compare_mlp", [gradcli, "compare", f"{HERE / 'mlp24.py'}:MLP24", "--var", "x=randn(64, 1024)", "--loss",
+                            "out.pow(2).mean()", "--amp", "bfloat16"],
+            "gradcli compare --amp bfloat16, 24-layer MLP (width 1024, batch 64)",
+        ),
+        Command(
+            "handwritten_compare", [PYTHON, str(HERE / "compare_handwritten.py")],
+            "bench/compare_handwritten.py (same model: eager float32 and autocast bfloat16 on copies, print each rel err)",
+        ),
+        Command(
             "handwritten_grads", [PYTHON, str(HERE / "handwritten_grads.py")],
             "bench/handwritten_grads.py (same model: forward, backward, print each grad norm)",
         ),
@@ -212,6 +221,7 @@ COMPARISONS = [
     # issue 28: the measurement (saved tensors by node, module and line, the peak, what backward
     # frees) against a bare hook counter; bench/memory_inprocess.py times it without start-up.
     Comparison("memory", "memory, 24-layer MLP", "memory_mlp", "handwritten_memory", 1.5),
+    Comparison("compare", "compare --amp bfloat16, 24-layer MLP", "compare_mlp", "handwritten_compare", 2.5),  # issue 26
     # --symbolic imports sympy and writes ~4 formulas a node; linear means doubling the
     # levels (and nodes) at most doubles the time beyond start-up, where 2^levels would not.
     Comparison("dag_symbolic", f"--symbolic vs plain trace, {DAG_LEVELS}-level DAG", "dag_symbolic", "dag", 3.0),

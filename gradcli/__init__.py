@@ -15,7 +15,8 @@ from importlib import import_module
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["parse", "build", "to_sympy", "trace", "check", "check_function", "grads", "memory", "GradcliError"]
+__all__ = ["parse", "build", "to_sympy", "trace", "check", "check_function", "grads", "compare", "memory",
+           "GradcliError"]
 
 _LAZY = {
     "parse": ("gradcli.pipeline", "parse"),
@@ -26,19 +27,16 @@ _LAZY = {
     "check_function": ("gradcli.api", "check_function"),
     "grads": ("gradcli.api", "grads"),
     "memory": ("gradcli.api", "memory"),
+    "compare": ("gradcli.api", "compare"),
     "GradcliError": ("gradcli.errors", "GradcliError"),
 }
 
 
 def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module 'gradcli' has no attribute {name!r}")
-    return public(name)
-
-
-def public(name: str) -> Any:
-    """The public function `name`, imported now (gradcli/memory/ is also a package's name)."""
-    module, attr = _LAZY[name]
+    try:
+        module, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'gradcli' has no attribute {name!r}") from None
     return getattr(import_module(module), attr)
 
 

@@ -14,12 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
+from .comparison.result import CompareResult
 from .health.result import GradsResult
 from .tracing.trace import TraceResult
 from .tracing.trace import trace as _trace
 from .verify.expression.result import CheckResult
 from .verify.function.result import FunctionResult
-from .memory.result import MemoryResult
+from .footprint.result import MemoryResult
 
 R = TypeVar("R")
 
@@ -140,6 +141,26 @@ class Memory(_RenderedByFormat, MemoryResult):
 
 def memory(model: Any, *inputs: Any, **options: Any) -> Memory:
     """`memory.run.memory` (see its docstring for the model, inputs, loss and options), as a Memory."""
-    from .memory.run import memory as _memory
+    from .footprint.run import memory as _memory
 
     return _as(Memory, _memory(model, *inputs, **options))
+
+
+@dataclass
+class Compare(_RenderedByFormat, CompareResult):
+    """A CompareResult that renders itself: `str()` is what `gradcli compare` prints on a pipe."""
+
+    def plot(self, path: str) -> str:
+        """Draw the `--plot` picture to `path` (.png, .svg or .pdf; needs matplotlib)."""
+        from .plot.compare import save_compare
+
+        return str(save_compare(self, path))
+
+
+def compare(model: Any, *inputs: Any, **options: Any) -> Compare:
+    """`compare.run.compare` (see its docstring for the candidate's options: compile, backend,
+    mode, amp, scaler, dtype, reference), as a Compare."""
+    from .comparison.run import compare as _compare
+
+    return _as(Compare, _compare(model, *inputs, **options))
+

@@ -346,6 +346,11 @@ def problem_sentence(problem: Any) -> str:
         return f"{subject} failed: {d['message']}"
     if kind == "backward-raised":
         return f"backward raised: {d['message']}"
+    if kind.startswith("gradient-"):  # compare: a parameter's gradient against the reference
+        if d["rel_err"] is None:
+            return f"{subject}: {d['flag']}: a gradient only one side has"
+        return f"{subject}: {d['flag']}: rel err {d['rel_err']:.2g} > tolerance {d['tolerance']:.2g}" if d["rel_err"] > d["tolerance"] \
+            else f"{subject}: {d['flag']}: rel err {d['rel_err']:.2g} (tolerance {d['tolerance']:.2g})"
     if kind == "checkpoint-changes-gradients":
         return f"checkpointing {subject} changes the gradients (max |difference| {d['max_abs_diff']:.3g})"
     if kind == "finding":

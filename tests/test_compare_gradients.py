@@ -1,4 +1,4 @@
-"""The per-parameter judgement compare and the distributed runs share (gradcli/compare/gradients.py).
+"""The per-parameter judgement compare and the distributed runs share (gradcli/comparison/gradients.py).
 
 The expected numbers are computed here with torch, independently of the module."""
 
@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from gradcli.compare.gradients import Flag, Tolerance, compare_gradient, compare_gradients
+from gradcli.comparison.gradients import Flag, Tolerance, compare_gradient, compare_gradients
 
 
 def test_the_relative_error_is_the_norm_of_the_difference_over_the_reference_norm():
@@ -30,9 +30,16 @@ def test_a_float16_rounding_of_the_reference_agrees_within_the_float16_tolerance
 
 
 def test_zeros_and_infinities_only_the_candidate_has_are_counted_and_flagged():
+    ref = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    flushed = compare_gradient("w", ref, torch.tensor([0.0, 2.0, 3.0, 4.0]), tolerance=0.1)
+    assert flushed.zero_share == 0.25 and flushed.flags == [Flag.UNDERFLOW]  # 1/‖ref‖ = 0.18 > 0.1
+    # An element at rounding level (below tolerance × max|g_ref|) lost to zero is no underflow,
+    # nor is a loss the gradient's norm absorbs within tolerance (a ReLU flipping in bfloat16).
+    absorbed = compare_gradient("w", ref, torch.tensor([0.0, 2.0, 3.0, 4.0]), tolerance=0.2)
+    assert absorbed.zero_share == 0.25 and absorbed.flags == [Flag.AGREES]
+    tiny = compare_gradient("w", torch.tensor([1e-9, 2.0, 3.0, 4.0]), torch.tensor([0.0, 2.0, 3.0, 4.0]), tolerance=1e-3)
+    assert tiny.zero_share == 0.0 and tiny.flags == [Flag.AGREES]
     ref = torch.tensor([1e-9, 2.0, 3.0, 4.0])
-    flushed = compare_gradient("w", ref, torch.tensor([0.0, 2.0, 3.0, 4.0]), tolerance=1.0)
-    assert flushed.zero_share == 0.25 and flushed.flags == [Flag.UNDERFLOW]
     overflowed = compare_gradient("w", ref, torch.tensor([1e-9, math.inf, 3.0, math.nan]), tolerance=1.0)
     assert overflowed.nonfinite_share == 0.5 and overflowed.flags == [Flag.OVERFLOW]
     assert overflowed.as_dict()["rel_err"] == "inf"

@@ -94,6 +94,11 @@ RUNS = [
                 "out.pow(2).mean()", "--checkpoint", "1", "--depth", "1", "--seed", "0"], 0),
     ("memory", ["memory", "tests/fixtures/models/broken.py:SigmoidScaled", "--var", "x=randn(2,3)", "--loss", "out.sum()",
                 "--seed", "0"], 1),
+    # compare (issue 26): GradScaler's steps, a float16 underflow, where it starts and why.
+    ("compare", ["compare", "examples/compare/models.py:MLP", "--var", "x=randn(16, 32)", "--loss", "1e-7 * out.pow(2).mean()",
+                 "--amp", "float16", "--seed", "0"], 1),
+    ("compare", ["compare", "examples/compare/models.py:MLP", "--var", "x=randn(16, 32)", "--loss", "out.pow(2).mean()",
+                 "--amp", "float16", "--scaler", "--seed", "0"], 0),
 ]
 
 
@@ -132,7 +137,7 @@ def test_every_documented_key_is_produced_by_some_run(documents):
 
 def test_every_type_named_in_the_tables_is_a_type_or_a_table():
     tables = read_tables()
-    assert {"trace", "check", "check all", "check-function", "list", "grads"} <= set(tables)
+    assert {"trace", "check", "check all", "check-function", "list", "grads", "compare"} <= set(tables)
     known = {"string", "integer", "number", "boolean", "null", "tensor", "any", "object", *tables}
     for name, rows in tables.items():
         for key, types in rows.items():

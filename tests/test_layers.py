@@ -33,7 +33,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("gradcli.graph",),
     # each command's own work; verify/'s rooms in the order they build on each other
     ("gradcli.verify.finite_differences", "gradcli.verify.causes", "gradcli.chain", "gradcli.health",
-     "gradcli.compare", "gradcli.memory", "gradcli.distributed"),
+     "gradcli.comparison", "gradcli.footprint", "gradcli.distributed"),
     ("gradcli.verify.expression",),
     ("gradcli.verify.function",),
     ("gradcli.verify.discovery", "gradcli.verify"),
@@ -44,7 +44,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("gradcli.api", "gradcli"),  # gradcli/__init__.py: the public names, imported lazily
     ("gradcli.cli", "gradcli.__main__"),
 ]
-LIBRARY = ("language", "interpret", "exact", "targets", "graph", "verify", "chain", "health", "compare", "memory",
+LIBRARY = ("language", "interpret", "exact", "targets", "graph", "verify", "chain", "health", "comparison", "footprint",
            "distributed", "tracing")
 UPPER = ("typer", "rich", "click", "gradcli.cli", "gradcli.render", "gradcli.plot", "gradcli.api", "gradcli.demos")
 

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 import gradcli
-from gradcli.memory.run import memory as library_memory
+from gradcli.footprint.run import memory as library_memory
 
 
 # -- the models ----------------------------------------------------------------------------------

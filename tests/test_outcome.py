@@ -30,6 +30,7 @@ FUNCTIONS = "tests/fixtures/functions.py"
 FAULTS = ROOT / "examples" / "grads" / "faults.py"
 HEALTHY = ROOT / "examples" / "grads" / "healthy.py"
 MEMORY_MLP = ROOT / "examples" / "memory" / "mlp.py"
+COMPARE_MLP = ROOT / "examples" / "compare" / "models.py"
 BROKEN = ROOT / "tests" / "fixtures" / "models" / "broken.py"
 SQUARE = ["--loss", "out.pow(2).mean()"]
 
@@ -56,6 +57,12 @@ def _grads(path: Path, name: str, *shape: int):
 
 def _memory(path: Path, name: str, *shape: int):
     return gradcli.memory(_model(path, name), torch.randn(*shape), loss=lambda out: out.pow(2).mean(), checkpoint=0)
+
+
+def _compare(loss_scale: float):
+    model = _model(COMPARE_MLP, "MLP")
+    torch.manual_seed(0)
+    return gradcli.compare(model, torch.randn(16, 32), loss=lambda out: loss_scale * out.pow(2).mean(), amp="float16")
 
 
 def _library_check(*entries: tuple[str, list[str]]):
@@ -96,6 +103,12 @@ CASES = [
     # an in-place write to the output sigmoid saved: backward raises
     ("memory-raises", lambda: _memory(BROKEN, "SigmoidScaled", 2, 3),
      ["memory", f"{BROKEN}:SigmoidScaled", "--var", "x=randn(2, 3)", "--seed", "0", "--checkpoint", "0"], False),
+    ("compare-ok", lambda: _compare(1.0),
+     ["compare", f"{COMPARE_MLP}:MLP", "--var", "x=randn(16, 32)", *SQUARE, "--amp", "float16", "--seed", "0"], True),
+    # a loss scaled to 1e-7 without a GradScaler: float16 gradients flush to zero
+    ("compare-underflow", lambda: _compare(1e-7),
+     ["compare", f"{COMPARE_MLP}:MLP", "--var", "x=randn(16, 32)", "--loss", "1e-7 * out.pow(2).mean()", "--amp", "float16",
+      "--seed", "0"], False),
 ]
 
 
@@ -121,7 +134,7 @@ def result_classes() -> set[str]:
 
 #: The result classes the cases below run; a new command's result adds its cases here.
 COVERED = {"TraceResult", "CheckResult", "LibraryCheck", "FunctionResult", "DiscoveryResult", "GradsResult",
-           "MemoryResult"}
+           "MemoryResult", "CompareResult"}
 
 
 def test_every_result_class_is_covered_by_a_case_here():

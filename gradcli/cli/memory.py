@@ -47,7 +47,7 @@ def memory_command(
       gradcli memory examples/memory/mlp.py:DeepMLP --init depth=4 --var "x=randn(16, 128)" --loss "out.pow(2).mean()" --depth 2 --checkpoint 1 --json
       gradcli memory examples/memory/mlp.py:MLP --var "x=randn(64, 256)" --loss "out.pow(2).mean()" --amp bfloat16 --checkpoint 0
     """
-    from ..memory.target import memory_target
+    from ..footprint.target import memory_target
     from .output import exit_status, say, show, user_prints_aside
 
     if depth is not None and depth < 0:

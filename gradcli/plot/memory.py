@@ -18,7 +18,7 @@ from ..words import byte_size as size
 from .mpl import picture_format, require_matplotlib, write
 
 if TYPE_CHECKING:
-    from ..memory.result import MemoryResult
+    from ..footprint.result import MemoryResult
 
 PALE, DARK, TRIED = "#c6dbef", "#08519c", "#d94801"
 DPI = 110

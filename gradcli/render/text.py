@@ -57,6 +57,11 @@ class TextFormat(Format):
         lines = memory_lines(result, self.options.get("depth"), self.options.get("top", DEFAULT_TOP))
         return head + [Line(line, soft_wrap=True) for line in lines]
 
+    def _render_CompareResult(self, result: Any) -> list[Line]:
+        from .compare import compare_lines
+
+        return [Line(text, style=style or None, soft_wrap=True) for text, style in compare_lines(result)]
+
     def _render_Listing(self, result: Any) -> list[Line]:
         from .listing import listing_lines
 

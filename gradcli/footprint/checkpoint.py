@@ -290,7 +290,7 @@ def advise(result: MemoryResult, run: Run, named: list[tuple[str, Any]], count: 
 
 def _same_gradients(named: list[tuple[str, Any]], plain: list[Any], tried: list[Any], amp: str | None) -> tuple[bool, float, bool]:
     """Bit for bit equal; else the largest difference and whether compare's tolerance holds."""
-    from ..compare.gradients import Flag, Tolerance, compare_gradient
+    from ..comparison.gradients import Flag, Tolerance, compare_gradient
 
     equal, diff, agrees = True, 0.0, True
     for (name, param), a, b in zip(named, plain, tried):

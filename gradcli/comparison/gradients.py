@@ -49,7 +49,7 @@ class Tolerance:
     dtype: torch.dtype
     reduction: int = 1
     #: Measured on healthy models (README, "compare's tolerances"): the calibration of `compare`.
-    factor: float = 8.0
+    factor: float = 16.0
 
     @property
     def value(self) -> float:
@@ -64,7 +64,7 @@ class ParamComparison:
     rel_err: float | None  # ‖g − g_ref‖/‖g_ref‖ (‖g − g_ref‖ itself when ‖g_ref‖ is 0); None if MISSING
     max_abs_err: float | None
     tolerance: float
-    zero_share: float = 0.0  # share of elements exactly 0 in the candidate and not in the reference
+    zero_share: float = 0.0  # share of elements exactly 0 in the candidate, above tolerance × max|g_ref| in the reference
     nonfinite_share: float = 0.0  # share of elements inf/nan in the candidate and not in the reference
     flags: list[Flag] = field(default_factory=list)
 
@@ -87,8 +87,13 @@ def _json_number(x: float | None) -> float | str | None:
 
 
 def compare_gradient(name: str, reference: torch.Tensor | None, candidate: torch.Tensor | None,
-                     tolerance: float) -> ParamComparison:
-    """Judge one parameter's candidate gradient against its reference gradient."""
+                     tolerance: float, floor: float = 0.0) -> ParamComparison:
+    """Judge one parameter's candidate gradient against its reference gradient.
+
+    `floor` is the smallest ‖g_ref‖ the error is relative to: a gradient that is zero in exact
+    arithmetic (a convolution's bias before BatchNorm) is rounding noise in the reference, and
+    its error relative to that noise means nothing; compare passes a share of the model's
+    typical gradient norm (compare/run.py)."""
     if reference is None or candidate is None:
         return ParamComparison(name, None, None, tolerance, flags=[Flag.MISSING])
     if reference.shape != candidate.shape:
@@ -100,7 +105,13 @@ def compare_gradient(name: str, reference: torch.Tensor | None, candidate: torch
         cand_finite = torch.isfinite(cand)
         ref_finite = torch.isfinite(ref)
         nonfinite_share = int((~cand_finite & ref_finite).sum()) / n
-        zero_share = int(((cand == 0) & (ref != 0) & ref_finite).sum()) / n
+        # Flushed to zero counts where losing the element is beyond the error budget: an element
+        # below tolerance × max|g_ref| can round to zero in a healthy sum with cancellation
+        # (measured: README, "compare's tolerances").
+        ref_abs = torch.where(ref_finite, ref.abs(), torch.zeros((), dtype=torch.float64))
+        # A reference of pure rounding noise (below the floor, per element) loses nothing.
+        small = tolerance * max(float(ref_abs.max()) if ref_abs.numel() else 0.0, floor / math.sqrt(n))
+        zero_share = int(((cand == 0) & (ref_abs > small)).sum()) / n
         both = cand_finite & ref_finite
         diff = torch.where(both, cand - ref, torch.zeros((), dtype=torch.float64))
         ref_norm = float(torch.linalg.vector_norm(torch.where(both, ref, torch.zeros((), dtype=torch.float64))))
@@ -108,11 +119,12 @@ def compare_gradient(name: str, reference: torch.Tensor | None, candidate: torch
         max_abs = float(diff.abs().max()) if diff.numel() else 0.0
     if nonfinite_share:
         diff_norm = max_abs = math.inf
+    ref_norm = max(ref_norm, floor)
     rel_err = diff_norm / ref_norm if ref_norm > 0 else diff_norm
     flags: list[Flag] = []
     if nonfinite_share:
         flags.append(Flag.OVERFLOW)
-    if zero_share:
+    if zero_share and rel_err > tolerance:  # zeros the gradient can lose within tolerance are rounding
         flags.append(Flag.UNDERFLOW)
     if not flags and rel_err > tolerance:
         flags.append(Flag.DIFFERS)
@@ -120,7 +132,8 @@ def compare_gradient(name: str, reference: torch.Tensor | None, candidate: torch
 
 
 def compare_gradients(reference: Mapping[str, torch.Tensor | None], candidate: Mapping[str, torch.Tensor | None],
-                      tolerances: Mapping[str, float]) -> list[ParamComparison]:
+                      tolerances: Mapping[str, float], floors: Mapping[str, float] | None = None) -> list[ParamComparison]:
     """Every parameter either side names, in the reference's order, then the candidate's extras."""
     names = list(reference) + [n for n in candidate if n not in reference]
-    return [compare_gradient(n, reference.get(n), candidate.get(n), tolerances[n]) for n in names]
+    floors = floors or {}
+    return [compare_gradient(n, reference.get(n), candidate.get(n), tolerances[n], floors.get(n, 0.0)) for n in names]

@@ -1,0 +1,68 @@
+"""`gradcli compare`: a training setup's gradients against the eager float32 reference."""
+
+from __future__ import annotations
+
+from typing import Annotated, List, Optional
+
+import typer
+
+from .app import JsonOption, LibraryOption, SeedOption, VarOption, app, reports_errors
+
+
+@app.command("compare")
+@reports_errors
+def compare_command(
+    target: Annotated[str, typer.Argument(metavar="TARGET", help="Your model: path/to/model.py:NAME or package.module:NAME (importing it runs it, as python would).")],
+    var: VarOption = None,
+    loss: Annotated[Optional[str], typer.Option("--loss", metavar="EXPR", help="Reduce the output to the loss, as in grads: e.g. '((out - y)**2).mean()'.")] = None,
+    init: Annotated[Optional[List[str]], typer.Option("--init", metavar="KEY=VALUE", help="A keyword argument for the nn.Module class or model factory (a Python literal). Repeatable.")] = None,
+    compile: Annotated[bool, typer.Option("--compile", help="The candidate runs under torch.compile.")] = False,
+    backend: Annotated[str, typer.Option("--backend", help="torch.compile's backend: inductor (needs a C++ compiler), aot_eager or eager.")] = "inductor",
+    mode: Annotated[Optional[str], typer.Option("--mode", help="torch.compile's mode: default, reduce-overhead, max-autotune, max-autotune-no-cudagraphs.")] = None,
+    amp: Annotated[Optional[str], typer.Option("--amp", metavar="DTYPE", help="The candidate runs under torch.autocast in bfloat16 or float16 (weights stay float32).")] = None,
+    scaler: Annotated[bool, typer.Option("--scaler", help="With --amp float16: GradScaler's own loop (skip and back off on overflow); the scale it settles on is shown.")] = False,
+    dtype: Annotated[Optional[str], typer.Option("--dtype", metavar="DTYPE", help="The candidate's weights and inputs cast to bfloat16 or float16.")] = None,
+    reference: Annotated[str, typer.Option("--reference", metavar="DTYPE", help="The reference's precision: float32 (default) or float64.")] = "float32",
+    plot: Annotated[Optional[str], typer.Option("--plot", metavar="PATH", help="Draw the relative error per layer (log scale) with its tolerance band to PATH: .png, .svg or .pdf (needs matplotlib).")] = None,
+    json: JsonOption = False,
+    seed: SeedOption = None,
+    library: LibraryOption = None,
+) -> None:
+    """Your training setup's gradients against the plain model's: torch.compile, autocast,
+    GradScaler, half-precision weights.
+
+    The reference is the model run eagerly in float32 (--reference float64), the candidate
+    the same model, weights, batch and generator state under the options given; both run on
+    copies (your weights, .grad and BatchNorm statistics are not touched). Per parameter: the
+    relative and max error against a tolerance from the candidate's precision and the
+    reduction's length, and a flag (AGREES, DIFFERS, UNDERFLOW, OVERFLOW, MISSING); when
+    something differs, the first module in backward order where it starts, and why, from
+    reruns. Exit status 0 all agree, 1 a parameter differs, 2 bad input.
+
+    Examples:
+
+    \b
+      gradcli compare examples/compare/models.py:MLP --var "x=randn(16, 32)" --loss "out.pow(2).mean()" --amp bfloat16
+      gradcli compare examples/compare/models.py:MLP --var "x=randn(16, 32)" --loss "out.pow(2).mean()" --amp float16 --scaler
+      gradcli compare examples/compare/models.py:MLP --var "x=randn(16, 32)" --loss "1e-7 * out.pow(2).mean()" --amp float16  # exit 1
+    """
+    from ..comparison.setup import Setup
+    from ..comparison.target import compare_target
+    from .output import exit_status, say, show, user_prints_aside
+
+    setup = Setup(compile=compile, backend=backend, mode=mode, amp=amp, scaler=scaler, dtype=dtype, reference=reference)  # type: ignore[arg-type]
+    if plot is not None:
+        from ..plot.mpl import picture_format, require_matplotlib
+
+        picture_format(plot)  # a wrong suffix or missing matplotlib is a usage error before any work
+        require_matplotlib()
+    with user_prints_aside(json):
+        result = compare_target(target, var or (), setup=setup, loss=loss, init=init or (), seed=seed, library_dirs=library or ())
+    if plot is not None:
+        from ..plot.compare import save_compare
+
+        save_compare(result, plot)
+    show(result, "json" if json else "text")
+    if plot is not None and not json:
+        say(f"\nPlot written to {plot}")
+    raise typer.Exit(exit_status(result.ok))

@@ -1,1 +1,0 @@
-"""`gradcli compare`: a training setup's gradients against the eager reference's."""

@@ -1,0 +1,251 @@
+"""`gradcli compare` without torch.compile: autocast, GradScaler, half weights, the copies,
+the CLI and its errors. Every expected value comes from torch run here, in the test."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+
+import pytest
+import torch
+from torch import nn
+
+import gradcli
+from gradcli.comparison.gradients import Flag
+from gradcli.errors import GradcliError, UserCodeError, UsageError
+
+TARGET = "examples/compare/models.py:MLP"
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2, self.head = nn.Linear(16, 32), nn.Linear(32, 32), nn.Linear(32, 4)
+
+    def forward(self, x):
+        return self.head(torch.tanh(self.fc2(torch.relu(self.fc1(x)))))
+
+
+class CNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8)
+        self.conv2, self.bn2 = nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8)
+        self.head = nn.Linear(8 * 6 * 6, 4)
+
+    def forward(self, x):
+        x = torch.relu(self.bn1(self.conv1(x)))
+        x = torch.relu(self.bn2(self.conv2(x)))
+        return self.head(x.flatten(1))
+
+
+class LSTM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm, self.head = nn.LSTM(8, 16, batch_first=True), nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.head(self.lstm(x)[0][:, -1])
+
+
+class Transformer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.head(self.layer(x).mean(1))
+
+
+HEALTHY = {"MLP": (MLP, (16, 16)), "CNN": (CNN, (8, 3, 6, 6)), "LSTM": (LSTM, (8, 6, 8)), "Transformer": (Transformer, (8, 6, 16))}
+
+
+def square(out):
+    return out.pow(2).mean()
+
+
+def made(name):
+    cls, shape = HEALTHY[name]
+    torch.manual_seed(0)
+    return cls(), torch.randn(shape)
+
+
+def torch_grads(model, x, loss, *, amp=None):
+    """The parameters' gradients as torch computes them, on a copy."""
+    work = copy.deepcopy(model)
+    with torch.autocast("cpu", dtype=amp) if amp else torch.autocast("cpu", enabled=False):
+        value = loss(work(x))
+    names = [n for n, _ in work.named_parameters()]
+    return dict(zip(names, torch.autograd.grad(value, list(work.parameters()))))
+
+
+@pytest.mark.parametrize("name", list(HEALTHY))
+def test_healthy_models_agree_under_bfloat16_autocast(name):
+    model, x = made(name)
+    result = gradcli.compare(model, x, loss=square, amp="bfloat16")
+    assert result.ok, str(result)
+    # and the errors it reports are torch's own: autocast's gradients against eager's
+    ref, cand = torch_grads(model, x, square), torch_grads(model, x, square, amp=torch.bfloat16)
+    for p in result.parameters:
+        diff = torch.linalg.vector_norm((cand[p.name] - ref[p.name]).double())
+        assert p.rel_err <= max(float(diff / torch.linalg.vector_norm(ref[p.name].double())), 0) * 1.0001 + 1e-12
+
+
+@pytest.mark.parametrize("name", ["MLP", "CNN", "Transformer"])
+def test_healthy_models_agree_under_float16_autocast_with_a_scaler(name):
+    model, x = made(name)
+    result = gradcli.compare(model, x, loss=square, amp="float16", scaler=True)
+    assert result.ok, str(result)
+    assert result.scaler_steps and not result.scaler_steps[-1].skipped
+
+
+def test_an_lstm_under_float16_autocast_is_refused_by_torch_on_the_cpu_and_said_so():
+    model, x = made("LSTM")
+    with pytest.raises(RuntimeError):  # torch itself (oneDNN) cannot run it
+        with torch.autocast("cpu", dtype=torch.float16):
+            model(x)
+    with pytest.raises(UserCodeError, match=r"the candidate \(autocast\(float16\) \+ GradScaler\) raised"):
+        gradcli.compare(model, x, loss=square, amp="float16", scaler=True)
+
+
+class Tiny(nn.Module):
+    """Small enough that a scaled-down loss underflows in float16 in some layers only."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2, self.fc3 = nn.Linear(8, 16), nn.Linear(16, 16), nn.Linear(16, 2)
+
+    def forward(self, x):
+        return self.fc3(torch.relu(self.fc2(torch.relu(self.fc1(x)))))
+
+
+def small_loss(out):
+    return 1e-6 * out.pow(2).mean()
+
+
+@pytest.fixture(scope="module")
+def underflow():
+    torch.manual_seed(1)
+    model, x = Tiny(), torch.randn(16, 8)
+    return model, x, gradcli.compare(model, x, loss=small_loss, amp="float16")
+
+
+def test_float16_underflow_is_flagged_exactly_where_torch_loses_gradients(underflow):
+    model, x, result = underflow
+    ref, half = torch_grads(model, x, small_loss), torch_grads(model, x, small_loss, amp=torch.float16)
+    lost = {n for n in ref if bool(((half[n] == 0) & (ref[n] != 0)).any())}
+    assert lost, "the test's premise: torch's float16 run loses gradients"
+    assert {p.name for p in result.parameters if Flag.UNDERFLOW in p.flags} == lost
+    assert not result.ok
+
+
+def test_underflow_names_its_cause_and_a_scale_that_keeps_the_gradients(underflow):
+    model, x, result = underflow
+    cause = next(c for c in result.causes if c.kind == "underflow")
+    assert cause.detail["smallest_lost"] < 2.0**-14
+    scale = cause.detail["scale"]
+    assert cause.detail["scale_fits"] and cause.detail["loss_dtype"] == "float16"
+    assert "once the loss is float32" in str(result)  # a float16 loss cannot hold a scale above 65504
+    # the truth: with the float32 loss multiplied by that scale, torch's own float16 run loses
+    # none of the gradient
+    ref = torch_grads(model, x, small_loss)
+    scaled = torch_grads(model, x, lambda out: small_loss(out.float()) * scale, amp=torch.float16)
+    for name, g in ref.items():
+        kept = (scaled[name] / scale).double()
+        assert float(torch.linalg.vector_norm(kept - g.double()) / torch.linalg.vector_norm(g.double())) < 0.05, name
+    assert result.first_divergence is not None and not result.first_divergence.forward_differs
+    assert "arises in backward" in str(result)
+
+
+def test_the_scaler_follows_gradscalers_own_steps_and_compares_at_the_settled_scale():
+    torch.manual_seed(2)
+    model, x = MLP(), torch.randn(16, 16)
+    result = gradcli.compare(model, x, loss=square, amp="float16", scaler=True)
+    # torch's own GradScaler loop on a copy: skip and back off until a step is finite
+    work = copy.deepcopy(model)
+    scaler, opt = torch.amp.GradScaler("cpu"), torch.optim.SGD(work.parameters(), lr=0.0)
+    steps = []
+    for _ in range(40):
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.float16):
+            value = square(work(x))
+        scale = scaler.get_scale()
+        scaler.scale(value).backward()
+        scaler.unscale_(opt)
+        skipped = sum(v.item() for v in scaler._found_inf_per_device(opt).values()) > 0
+        scaler.step(opt)
+        scaler.update()
+        steps.append((scale, skipped))
+        if not skipped:
+            break
+    assert steps[0] == (65536.0, True), "the premise: the initial scale overflows a float16 loss's gradient"
+    assert [(s.scale, s.skipped) for s in result.scaler_steps] == steps
+    ref = torch_grads(model, x, square)
+    for p in result.parameters:
+        g, r = dict(work.named_parameters())[p.name].grad.double(), ref[p.name].double()
+        assert math.isclose(p.rel_err, float(torch.linalg.vector_norm(g - r) / torch.linalg.vector_norm(r)), rel_tol=1e-6)
+    assert "scale 65536 skipped" in str(result) and "scale 32768 used" in str(result)
+
+
+def test_the_users_model_weights_grads_optimiser_and_batchnorm_stats_are_untouched():
+    torch.manual_seed(3)
+    model, x = CNN(), torch.randn(8, 3, 6, 6)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    square(model(x)).backward()
+    opt.step()
+    before = copy.deepcopy((model.state_dict(), [p.grad for p in model.parameters()], opt.state_dict()))
+    result = gradcli.compare(model, x, loss=lambda out: 1e-6 * out.pow(2).mean(), amp="float16")
+    assert not result.ok  # the reruns (watched, eval mode) ran too
+    state, grads, opt_state = model.state_dict(), [p.grad for p in model.parameters()], opt.state_dict()
+    assert all(torch.equal(state[k], before[0][k]) for k in state)
+    assert all(torch.equal(g, h) for g, h in zip(grads, before[1]))
+    assert all(torch.equal(opt_state["state"][k]["momentum_buffer"], before[2]["state"][k]["momentum_buffer"]) for k in opt_state["state"])
+    assert model.training
+
+
+def test_half_precision_weights_and_a_float64_reference():
+    model, x = made("MLP")
+    assert gradcli.compare(model, x, loss=square, dtype="bfloat16").ok
+    result = gradcli.compare(model, x, loss=square, reference="float64")
+    assert result.ok
+    # the float32 candidate against float64: rounding, so not exactly zero
+    assert 0 < max(p.rel_err for p in result.parameters) < 1e-5
+
+
+def test_bad_options_are_usage_errors():
+    model, x = made("MLP")
+    for options, message in [({"scaler": True}, "--amp float16"), ({"amp": "float32"}, "--amp 'float32'"),
+                             ({"amp": "bfloat16", "dtype": "float16"}, "not both"), ({"mode": "max-autotune"}, "--compile"),
+                             ({"compile": True, "backend": "tvm"}, "--backend")]:
+        with pytest.raises(UsageError, match=message):
+            gradcli.compare(model, x, loss=square, **options)
+    with pytest.raises(GradcliError, match="floating-point scalar"):
+        gradcli.compare(model, x, amp="bfloat16")
+
+
+def test_inductor_without_a_cpp_compiler_is_refused_with_the_reason(cli, monkeypatch):
+    import gradcli.comparison.setup as setup
+
+    monkeypatch.setattr(setup, "cpp_compiler", lambda: None)
+    run = cli("compare", TARGET, "--var", "x=randn(4, 32)", "--loss", "out.sum()", "--compile")
+    assert run.exit_code == 2
+    assert "no C++ compiler" in run.stderr and "aot_eager" in run.stderr
+
+
+def test_the_command_agrees_differs_and_writes_its_json_and_plot(cli, tmp_path):
+    args = ("compare", TARGET, "--var", "x=randn(16, 32)", "--seed", "0")
+    ok = cli(*args, "--loss", "out.pow(2).mean()", "--amp", "bfloat16")
+    assert ok.exit_code == 0, ok.stdout
+    assert "candidate: autocast(bfloat16)" in ok.stdout and "AGREES: all 6 parameters" in ok.stdout
+    picture = tmp_path / "compare.png"
+    bad = cli(*args, "--loss", "1e-7 * out.pow(2).mean()", "--amp", "float16", "--json", "--plot", str(picture))
+    assert bad.exit_code == 1
+    document = json.loads(bad.stdout)
+    assert document["ok"] is False
+    assert {"name", "rel_err", "max_abs_err", "tolerance", "flags"} <= set(document["parameters"][0])
+    assert document["first_divergence"]["module"] == "head"
+    assert [c["kind"] for c in document["causes"]] == ["underflow"]
+    pytest.importorskip("matplotlib")
+    assert picture.read_bytes()[:4] == b"\x89PNG"

@@ -1,0 +1,113 @@
+"""`gradcli compare --compile`: few compile runs, tiny models, shared through module fixtures.
+
+aot_eager needs no compiler and replays eager's operations, random draws included; inductor
+(skipped without a C++ compiler) generates its own kernels and draws its own random numbers.
+The truth of each case is torch.compile run here, in the test."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+import gradcli
+from gradcli.comparison.setup import cpp_compiler
+
+needs_compiler = pytest.mark.skipif(cpp_compiler() is None, reason="inductor needs a C++ compiler")
+
+
+class Composite(nn.Module):
+    """The four healthy models in one, so that one compile covers them: a CNN with
+    BatchNorm, an LSTM, a Transformer layer and an MLP head."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.bn = nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4)
+        self.lstm = nn.LSTM(4, 8, batch_first=True)
+        self.layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+        self.mlp = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+
+    def forward(self, x):
+        h = torch.relu(self.bn(self.conv(x)))
+        seq, _ = self.lstm(h.flatten(2).transpose(1, 2))
+        return self.mlp(self.layer(seq).mean(1))
+
+
+class WithDropout(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.drop, self.fc2 = nn.Linear(8, 16), nn.Dropout(0.5), nn.Linear(16, 2)
+
+    def forward(self, x):
+        return self.fc2(self.drop(torch.relu(self.fc1(x))))
+
+
+def square(out):
+    return out.pow(2).mean()
+
+
+def grads(model, x, *, backend=None, seed=0):
+    """torch's own gradients: eager, or torch.compile with `backend`, from the same seed."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    work = copy.deepcopy(model)
+    fn = torch.compile(work, backend=backend) if backend else work
+    torch.manual_seed(seed)
+    return [g.double() for g in torch.autograd.grad(square(fn(x)), list(work.parameters()))]
+
+
+def rel(a, b):
+    return max(float(torch.linalg.vector_norm(x - y) / torch.linalg.vector_norm(y)) for x, y in zip(a, b))
+
+
+@pytest.fixture(scope="module")
+def composite():
+    torch.manual_seed(0)
+    return Composite(), torch.randn(4, 1, 4, 4)
+
+
+@pytest.fixture(scope="module")
+def dropout():
+    torch.manual_seed(0)
+    return WithDropout(), torch.randn(16, 8)
+
+
+def test_healthy_models_agree_under_aot_eager(composite):
+    model, x = composite
+    result = gradcli.compare(model, x, loss=square, compile=True, backend="aot_eager")
+    assert result.ok, str(result)
+
+
+def test_dropout_under_aot_eager_draws_eagers_masks_and_agrees(dropout):
+    model, x = dropout
+    torch.manual_seed(0)
+    result = gradcli.compare(model, x, loss=square, compile=True, backend="aot_eager")
+    assert rel(grads(model, x, backend="aot_eager"), grads(model, x)) == 0  # torch: the same masks
+    assert result.ok, str(result)
+
+
+@needs_compiler
+def test_healthy_models_agree_under_inductor(composite):
+    model, x = composite
+    result = gradcli.compare(model, x, loss=square, compile=True, backend="inductor")
+    assert result.ok, str(result)
+
+
+@needs_compiler
+def test_dropout_under_inductor_differs_and_the_cause_is_the_random_draws(dropout):
+    model, x = dropout
+    assert rel(grads(model, x, backend="inductor"), grads(model, x)) > 0.1  # torch: other masks
+    evaluated = copy.deepcopy(model).eval()
+    assert rel(grads(evaluated, x, backend="inductor"), grads(evaluated, x)) < 1e-5  # torch: no draws, same gradients
+    torch.manual_seed(0)
+    result = gradcli.compare(model, x, loss=square, compile=True, backend="inductor")
+    assert not result.ok
+    kinds = [c.kind for c in result.causes]
+    assert kinds[0] == "random-ops" and "capture" not in kinds
+    cause = result.causes[0].detail
+    assert cause["eval_agrees"] and cause["modules"] == ["drop (Dropout)"]
+    assert result.first_divergence.forward_differs and result.first_divergence.first_forward == "drop (Dropout)"
+    assert "in eval mode the candidate agrees" in str(result)
