@@ -32,6 +32,15 @@ class Flag(str, enum.Enum):
     MISSING = "MISSING"  # a gradient only one side has
 
 
+#: Most severe first: how several flags (a module's parameters) are summed up in one.
+SEVERITY = (Flag.OVERFLOW, Flag.UNDERFLOW, Flag.MISSING, Flag.DIFFERS, Flag.AGREES)
+
+
+def severity(flag: str) -> int:
+    """A flag's (or its value's) place in SEVERITY: 0 is the most severe."""
+    return SEVERITY.index(Flag(flag))
+
+
 #: The unit roundoff (half the machine epsilon) of each precision a candidate may compute in.
 UNIT_ROUNDOFF = {
     torch.float64: 2.0**-53,

@@ -22,7 +22,7 @@ DPI = 110
 
 def layers(result: CompareResult) -> list[tuple[str, float | None, float, str]]:
     """(module, worst rel err, loosest tolerance, worst flag) per module, in order."""
-    from ..render.compare import _flag_rank
+    from ..comparison.gradients import severity
 
     groups: dict[str, list[Any]] = {}
     for p in result.parameters:
@@ -30,7 +30,7 @@ def layers(result: CompareResult) -> list[tuple[str, float | None, float, str]]:
     out = []
     for path, params in groups.items():
         errs = [p.rel_err for p in params if p.rel_err is not None]
-        flag = min((f.value for p in params for f in p.flags), key=_flag_rank)
+        flag = min((f.value for p in params for f in p.flags), key=severity)
         out.append((path or "(model)", max(errs) if errs else None, max(p.tolerance for p in params), flag))
     return out
 

@@ -51,14 +51,14 @@ class TextFormat(Format):
         return [*head, *(Line(r, soft_wrap=isinstance(r, Text)) for r in grads_renderables(result, self.options.get("depth")))]
 
     def _render_MemoryResult(self, result: Any) -> list[Line]:
-        from .memory import DEFAULT_TOP, memory_lines
+        from .training.memory import DEFAULT_TOP, memory_lines
 
         head = [Line(f"{result.target}: {result.found}; seed {result.seed}", soft_wrap=True)] if result.target else []
         lines = memory_lines(result, self.options.get("depth"), self.options.get("top", DEFAULT_TOP))
         return head + [Line(line, soft_wrap=True) for line in lines]
 
     def _render_CompareResult(self, result: Any) -> list[Line]:
-        from .compare import compare_lines
+        from .training.compare import compare_lines
 
         return [Line(text, style=style or None, soft_wrap=True) for text, style in compare_lines(result)]
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from ...comparison.gradients import severity
+
 if TYPE_CHECKING:
-    from ..comparison.result import Cause, CompareResult, Divergence
+    from ...comparison.result import Cause, CompareResult, Divergence
 
 HEADERS = ("module / parameter", "rel err", "max |err|", "tolerance", "zeros", "flags")
 
@@ -34,7 +36,7 @@ def compare_rows(result: CompareResult) -> list[tuple[int, str, list[str], str]]
     for path, params in groups.items():
         kind = result.module_types.get(path, "")
         worst = max((p.rel_err for p in params if p.rel_err is not None), default=None)
-        flags = sorted({f.value for p in params for f in p.flags}, key=_flag_rank)
+        flags = sorted({f.value for p in params for f in p.flags}, key=severity)
         shown = [f for f in flags if f != "AGREES"] or ["AGREES"]
         rows.append((0, path, [f"{path or '(model)'} ({kind})", number(worst), "", "", "", ", ".join(shown)], ", ".join(shown)))
         for p in params:
@@ -43,10 +45,6 @@ def compare_rows(result: CompareResult) -> list[tuple[int, str, list[str], str]]
             flags_p = ", ".join(f.value for f in p.flags)
             rows.append((1, p.name, ["  " + leaf, number(p.rel_err), number(p.max_abs_err), number(p.tolerance), zeros, flags_p], flags_p))
     return rows
-
-
-def _flag_rank(flag: str) -> int:
-    return ["OVERFLOW", "UNDERFLOW", "MISSING", "DIFFERS", "AGREES"].index(flag)
 
 
 def compare_lines(result: CompareResult) -> list[tuple[str, str]]:
@@ -144,7 +142,7 @@ def verdict(result: CompareResult) -> str:
     if result.ok:
         return f"AGREES: all {total} parameters within tolerance of the reference"
     bad = [p for p in result.parameters if not p.agrees]
-    flags = sorted({f.value for p in bad for f in p.flags}, key=_flag_rank)
+    flags = sorted({f.value for p in bad for f in p.flags}, key=severity)
     return f"DIFFERS: {len(bad)} of {total} parameters ({', '.join(flags)})"
 
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ..footprint.result import KEPT_FOR_BACKWARD
-from ..words import byte_size as size
+from ...footprint.result import KEPT_FOR_BACKWARD
+from ...words import byte_size as size
 
 if TYPE_CHECKING:
-    from ..footprint.result import MemoryResult
+    from ...footprint.result import MemoryResult
 
 #: The saved tensors the text lists (the JSON has them all).
 DEFAULT_TOP = 12
