@@ -12,6 +12,7 @@ from . import check  # noqa: F401
 from . import demo  # noqa: F401
 from . import plot  # noqa: F401
 from . import grads  # noqa: F401
+from . import compare  # noqa: F401
 from . import library  # noqa: F401
 from .app import app
 

@@ -9,6 +9,7 @@ import typer
 from ..errors import UsageError
 from ..health.thresholds import Thresholds
 from .app import DeviceOption, JsonOption, LibraryOption, SeedOption, VarOption, app, reports_errors
+from .distributed import DdpOption, DistributedOptions, TimeoutOption, grads_ranks
 
 
 @app.command("grads")
@@ -31,6 +32,8 @@ def grads_command(
     dtype: Annotated[Optional[str], typer.Option("--dtype", help="Convert model and inputs: float32, float64, ... (default: the model's own).")] = None,
     device: DeviceOption = "cpu",
     library: LibraryOption = None,
+    ddp: DdpOption = None,
+    timeout: TimeoutOption = 600.0,
 ) -> None:
     """Gradient health of every parameter of a model: which get no gradient and why, which
     are zero, non-finite, vanishing or exploding.
@@ -48,6 +51,7 @@ def grads_command(
       gradcli grads examples/grads/faults.py:DetachedBranch --var "x=randn(16, 8)" --loss "out.pow(2).mean()"  # exit 1
       gradcli grads examples/grads/faults.py:DeadReLU --var "x=randn(16, 8)" --loss "out.pow(2).mean()" --strict  # exit 1
       gradcli grads examples/grads/faults.py:DeepMLP --init std=1.5 --var "x=randn(64, 64)" --loss "out.pow(2).mean()" --depth 1 --steps 3  # exit 1
+      gradcli grads examples/distributed/models.py:MLP --var "x=randn(16, 8)" --loss "out.pow(2).mean()" --ddp 2
     """
     from ..health.target import grads_target
     from .output import exit_status, say, show, user_prints_aside
@@ -61,6 +65,12 @@ def grads_command(
 
         picture_format(plot)  # a wrong suffix or missing matplotlib is a usage error before any work
         require_matplotlib()
+    if ddp is not None:
+        if steps or plot is not None or dtype is not None:
+            raise UsageError("--ddp judges one step's reduced gradients: leave out --steps, --plot and --dtype with it")
+        options = DistributedOptions(target, var or (), init or (), loss, seed, json, ddp, None, device, library or (), timeout,
+                                     grads=dict(vanish=vanish, explode=explode, spread=spread, strict=strict))
+        raise typer.Exit(grads_ranks(options, depth))
     with user_prints_aside(json):
         result = grads_target(
             target, var or (), loss=loss, init=init or (), seed=seed, dtype=dtype, device=device,

@@ -3,7 +3,7 @@ the one-process reference, and prove the causes by rerunning with fixes on the s
 
 from __future__ import annotations
 
-import warnings
+import contextlib
 from typing import Sequence
 
 import torch
@@ -40,19 +40,18 @@ def make_setup(target: str, variables: Sequence[str] = (), *, loss: str | None =
     return Setup(target, tuple(variables), loss, tuple(init), seed, tuple(str(d) for d in library_dirs), wrap, world, device)
 
 
-def compare_distributed(setup: Setup, *, timeout: float = TIMEOUT) -> DistributedResult:
-    """The user's model on `setup.world` ranks against one process, with causes proven."""
+def compare_distributed(setup: Setup, *, timeout: float = TIMEOUT, ranks: Ranks | None = None) -> DistributedResult:
+    """The user's model on `setup.world` ranks against one process, with causes proven.
+    `ranks`: a group already running (tests share one), else one is started and torn down."""
     ref = reference(setup, setup.world)  # bad input is refused here, before any rank starts
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
-        with start_ranks(setup.world, setup.backend, timeout) as ranks:
-            first = _run(ranks, setup, ref)
-            causes = suspects(first, setup.world, setup.wrap)
-            prove(causes, lambda fixes: _run(ranks, setup.with_fixes(*fixes), ref))
+    with contextlib.ExitStack() as stack:
+        if ranks is None:
+            ranks = stack.enter_context(start_ranks(setup.world, setup.backend, timeout))
+        first = _run(ranks, setup, ref)
+        causes = suspects(first, setup.world, setup.wrap)
+        prove(causes, lambda fixes: _run(ranks, setup.with_fixes(*fixes), ref))
     result = DistributedResult(ref.where, ref.found, ref.model, setup.seed, setup.wrap, ranks.world, setup.backend,
                                ref.batch, ref.loss, first, causes, ref.model_bytes)
-    if setup.wrap == "fsdp":
-        result.notes.append("per-shard norms")
     return result
 
 

@@ -19,6 +19,7 @@ import functools
 import hashlib
 import io
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +57,14 @@ def job(setup: Setup) -> Any:
 
 
 def run_rank(setup: Setup, rank: int, world: int) -> RankRun:
+    with warnings.catch_warnings():
+        # XXX torch.distributed.nn.functional.all_reduce (syncbn.py) warns that it is deprecated;
+        # its named successor in _functional_collectives is private and not differentiable.
+        warnings.simplefilter("ignore", FutureWarning)
+        return _run_rank(setup, rank, world)
+
+
+def _run_rank(setup: Setup, rank: int, world: int) -> RankRun:
     import torch.distributed as dist
 
     built = build(setup, rank, world)

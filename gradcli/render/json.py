@@ -173,6 +173,13 @@ class JsonFormat(Format):
 
     _render_LibraryCheck = _render_FunctionResult = _render_Listing = _render_CheckResult
     _render_DiscoveryResult = _render_CheckResult
+    _render_DistributedResult = _render_CheckResult
+
+    def _render_DistributedGrads(self, result: Any) -> str:
+        from .grads_json import grads_document
+
+        document = grads_document(result.health, self.options.get("depth"))
+        return document_json(document | {"ok": result.ok, "distributed": result.as_dict()})
 
     def _render_GradsResult(self, result: Any) -> str:
         from .grads_json import grads_json

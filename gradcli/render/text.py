@@ -49,6 +49,16 @@ class TextFormat(Format):
         head = Line(f"{result.target}: {result.found}; seed {result.seed}", soft_wrap=True)
         return [head, *(Line(r, soft_wrap=isinstance(r, Text)) for r in grads_renderables(result, self.options.get("depth")))]
 
+    def _render_DistributedResult(self, result: Any) -> list[Line]:
+        from .distributed import distributed_text
+
+        return [Line(line, soft_wrap=True) for line in distributed_text(result).rstrip("\n").split("\n")]
+
+    def _render_DistributedGrads(self, result: Any) -> list[Line]:
+        from .distributed import grads_rank_lines
+
+        return self._render_GradsResult(result.health) + [Line(line, soft_wrap=True) for line in grads_rank_lines(result)]
+
     def _render_Listing(self, result: Any) -> list[Line]:
         from .listing import listing_lines
 
