@@ -159,6 +159,15 @@ def commands(work: Path) -> dict[str, Command]:
             "bench/handwritten_grads.py (same model: forward, backward, print each grad norm)",
         ),
         Command(
+            "compare_ddp", [gradcli, "compare", f"{HERE / 'mlp24.py'}:MLP24", "--var", "x=randn(64, 1024)", "--loss",
+                            "out.pow(2).mean()", "--ddp", "2"],
+            "gradcli compare --ddp 2, 24-layer MLP (2 gloo ranks, batch 64)",
+        ),
+        Command(
+            "ddp_handwritten", [PYTHON, str(HERE / "ddp_handwritten.py")],
+            "bench/ddp_handwritten.py (mp.spawn, DDP, one-process reference on rank 0, rel err per parameter)",
+        ),
+        Command(
             "function", [gradcli, "check-function", str(EXAMPLES / "swish.py") + ":Swish", "--ref", "x*sigmoid(x)",
                          "--order", "2"],
             'gradcli check-function examples/swish.py:Swish --ref "x*sigmoid(x)" --order 2',
@@ -200,6 +209,9 @@ COMPARISONS = [
     Comparison("model_json", "trace --json on a ~5,000-node model", "model_json", "torchviz_model", 1.0),
     Comparison("model_flow", "trace --flow on it vs forward+backward", "model_flow", "plain_model", 2.0),
     Comparison("grads", "grads, 24-layer MLP", "grads_mlp", "handwritten_grads", 1.2, 1.3),
+    # Both sides spawn two ranks that import torch; gradcli adds its reference in the parent
+    # process, every rank's gradients sent back and compared, and the unused-parameter probe.
+    Comparison("compare_ddp", "compare --ddp 2, 24-layer MLP", "compare_ddp", "ddp_handwritten", 2.0),
     # --symbolic imports sympy and writes ~4 formulas a node; linear means doubling the
     # levels (and nodes) at most doubles the time beyond start-up, where 2^levels would not.
     Comparison("dag_symbolic", f"--symbolic vs plain trace, {DAG_LEVELS}-level DAG", "dag_symbolic", "dag", 3.0),

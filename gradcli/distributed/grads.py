@@ -71,8 +71,8 @@ class DistributedGrads(Reported):
 def grads_distributed(setup: Setup, *, timeout: float = TIMEOUT, **options: Any) -> DistributedGrads:
     health = grads_target(setup.target, setup.variables, loss=setup.loss, init=setup.init, seed=setup.seed,
                           library_dirs=setup.library_dirs, **options)
-    ref = reference(setup, setup.world)
     with start_ranks(setup.world, setup.backend, timeout) as ranks:
+        ref = reference(setup, setup.world)  # while the ranks import torch
         runs = ranks.run(job(setup))
     run = judge(ref, runs)
     _reduced_numbers(health, runs[0].gradients())

@@ -19,6 +19,7 @@ import datetime
 import os
 import queue
 import socket
+import sys
 import time
 from typing import Any, Callable, Sequence
 
@@ -198,6 +199,8 @@ def serve(rank: int, world: int, port: int, backend: str, timeout: float, inbox:
         dist.init_process_group(backend, rank=rank, world_size=world, timeout=datetime.timedelta(seconds=timeout))
     except Exception as err:
         outbox.put((rank, False, (f"rank {rank} could not join the process group: {err}", None)))
+        outbox.close()
+        outbox.join_thread()
         return
     try:
         while (job := inbox.get()) is not None:
@@ -208,9 +211,13 @@ def serve(rank: int, world: int, port: int, backend: str, timeout: float, inbox:
                 break
     finally:
         outbox.close()
-        outbox.join_thread()
+        outbox.join_thread()  # every report is written before the rank leaves
         if dist.is_initialized():
             dist.destroy_process_group()
+        # As gradcli's main does: tearing torch down costs a second or more per rank, and the
+        # rank's work is delivered; leave at once.
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def describe_error(err: BaseException, rank: int) -> tuple[str, str | None]:

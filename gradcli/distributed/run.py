@@ -43,10 +43,12 @@ def make_setup(target: str, variables: Sequence[str] = (), *, loss: str | None =
 def compare_distributed(setup: Setup, *, timeout: float = TIMEOUT, ranks: Ranks | None = None) -> DistributedResult:
     """The user's model on `setup.world` ranks against one process, with causes proven.
     `ranks`: a group already running (tests share one), else one is started and torn down."""
-    ref = reference(setup, setup.world)  # bad input is refused here, before any rank starts
     with contextlib.ExitStack() as stack:
         if ranks is None:
             ranks = stack.enter_context(start_ranks(setup.world, setup.backend, timeout))
+        # While the ranks import torch: the one-process run (bad input is refused here, and
+        # the ranks it started are torn down on the way out).
+        ref = reference(setup, setup.world)
         first = _run(ranks, setup, ref)
         causes = suspects(first, setup.world, setup.wrap)
         prove(causes, lambda fixes: _run(ranks, setup.with_fixes(*fixes), ref))
