@@ -224,21 +224,30 @@ def test_a_rank_that_raises_ends_the_group_with_its_error():
             os.kill(pid, 0)
 
 
-def test_cli_grads_ddp_flags_ranks_that_disagree(cli):
-    result = cli("grads", f"{MODELS}:AuxHead", "--var", _var(), "--loss", "out.pow(2).mean()", "--seed", str(SEED), "--ddp", "2")
-    assert result.exit_code == 1
-    assert "RANKS DIFFER" in result.stdout
-    assert "NO GRAD" in result.stdout  # grads' own verdict on the unused head, on the reduced gradients
-    assert "DDP raised on the next iteration" in result.stdout
+def test_grads_ddp_flags_the_parameters_whose_ranks_disagree(ranks, truth):
+    from gradcli.distributed.grads import grads_distributed
+    from gradcli.render.formats import render
+
+    per_rank, single = truth[("AuxHead", "mean", "ddp")]
+    torch_unsynced = {n for n in single if single[n] is not None and _rel(per_rank[0][0][n], per_rank[1][0][n]) > 1e-6}
+    setup = make_setup(f"{MODELS}:AuxHead", [_var()], loss="out.pow(2).mean()", seed=SEED, world=WORLD)
+    result = grads_distributed(setup, ranks=ranks)
+    assert not result.ok
+    assert {p.subject for p in result.problems if p.kind == "unsynchronised"} == torch_unsynced
+    rows = {p.name: p for p in result.health.params}
+    for name in torch_unsynced:  # the table's numbers are the reduced gradient's (rank 0's, unsynchronised here)
+        assert rows[name].grad_norm == pytest.approx(float(per_rank[0][0][name].norm()), rel=1e-5)
+    assert "NO GRAD" in rows["aux.weight"].flags
+    text = "\n".join(str(line.item) for line in render(result, "text", width=120))
+    assert "RANKS DIFFER" in text and "DDP raised on the next iteration" in text
+    document = json.loads(render(result, "json"))
+    assert document["distributed"]["unsynchronised"] and document["ok"] is False
 
 
-def test_cli_compare_fsdp_json_and_bad_input(cli):
-    result = cli("compare", f"{MODELS}:MLP", "--var", "x=randn(16, 8)", "--loss", "out.pow(2).mean()", "--fsdp", "2", "--json")
-    assert result.exit_code == 0, result.stdout
-    document = json.loads(result.stdout)
-    assert document["ok"] is True and document["wrap"] == "fsdp" and document["problems"] == []
-    assert document["bytes_reduced_per_step"] == document["model_bytes"] * 1
+def test_cli_refuses_a_batch_the_ranks_cannot_share_and_two_wrappers(cli):
     bad = cli("compare", f"{MODELS}:MLP", "--var", "x=randn(15, 8)", "--ddp", "2")
-    assert bad.exit_code == 2 and "does not split evenly between 2 ranks" in bad.stderr
+    assert bad.exit_code == 2 and "a batch of 15 does not split evenly between 2 ranks" in bad.stderr
     both = cli("compare", f"{MODELS}:MLP", "--var", "x=randn(16, 8)", "--ddp", "2", "--fsdp", "2")
     assert both.exit_code == 2 and "give one of them" in both.stderr
+    one = cli("grads", f"{MODELS}:MLP", "--var", "x=randn(16, 8)", "--ddp", "1")
+    assert one.exit_code == 2 and "needs 2 or more ranks" in one.stderr

@@ -37,7 +37,6 @@ def compare_command(
     Examples:
 
     \b
-      gradcli compare examples/distributed/models.py:MLP --var "x=randn(16, 8)" --loss "out.pow(2).mean()" --ddp 2
       gradcli compare examples/distributed/models.py:WithBatchNorm --var "x=randn(16, 8)" --loss "out.pow(2).mean()" --ddp 2  # exit 1
     """
     options = DistributedOptions(target, var or (), init or (), loss, seed, json, ddp, fsdp, device, library or (), timeout)

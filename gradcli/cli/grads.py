@@ -51,7 +51,6 @@ def grads_command(
       gradcli grads examples/grads/faults.py:DetachedBranch --var "x=randn(16, 8)" --loss "out.pow(2).mean()"  # exit 1
       gradcli grads examples/grads/faults.py:DeadReLU --var "x=randn(16, 8)" --loss "out.pow(2).mean()" --strict  # exit 1
       gradcli grads examples/grads/faults.py:DeepMLP --init std=1.5 --var "x=randn(64, 64)" --loss "out.pow(2).mean()" --depth 1 --steps 3  # exit 1
-      gradcli grads examples/distributed/models.py:MLP --var "x=randn(16, 8)" --loss "out.pow(2).mean()" --ddp 2
     """
     from ..health.target import grads_target
     from .output import exit_status, say, show, user_prints_aside

@@ -9,6 +9,7 @@ VANISHING/EXPLODING verdicts are taken again on them.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +19,7 @@ from ..health.target import grads_target
 from ..health.verdicts import judge_sizes, median_ratio
 from ..outcome import Problem, Reported
 from .judge import judge
-from .launch import TIMEOUT, start_ranks
+from .launch import TIMEOUT, Ranks, start_ranks
 from .reference import reference
 from .result import Comparison
 from .setup import Setup
@@ -68,11 +69,15 @@ class DistributedGrads(Reported):
         }
 
 
-def grads_distributed(setup: Setup, *, timeout: float = TIMEOUT, **options: Any) -> DistributedGrads:
-    health = grads_target(setup.target, setup.variables, loss=setup.loss, init=setup.init, seed=setup.seed,
-                          library_dirs=setup.library_dirs, **options)
-    with start_ranks(setup.world, setup.backend, timeout) as ranks:
-        ref = reference(setup, setup.world)  # while the ranks import torch
+def grads_distributed(setup: Setup, *, timeout: float = TIMEOUT, ranks: Ranks | None = None, **options: Any) -> DistributedGrads:
+    """`options` are grads' (vanish, explode, spread, strict); `ranks`: a group already running."""
+    with contextlib.ExitStack() as stack:
+        if ranks is None:
+            ranks = stack.enter_context(start_ranks(setup.world, setup.backend, timeout))
+        # While the ranks import torch: grads' own run and the reference, on one process.
+        health = grads_target(setup.target, setup.variables, loss=setup.loss, init=setup.init, seed=setup.seed,
+                              library_dirs=setup.library_dirs, **options)
+        ref = reference(setup, setup.world)
         runs = ranks.run(job(setup))
     run = judge(ref, runs)
     _reduced_numbers(health, runs[0].gradients())

@@ -68,14 +68,15 @@ class Ranks:
     def run(self, job: Job) -> list[Any]:
         raise NotImplementedError
 
-    def close(self) -> None:
+    def close(self, abort: bool = False) -> None:
         pass
 
     def __enter__(self) -> "Ranks":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+    def __exit__(self, kind: Any, *exc: Any) -> None:
+        # Leaving on an error (bad input found while the ranks start, Ctrl-C): end them now.
+        self.close(abort=kind is not None)
 
 
 class SpawnedRanks(Ranks):
@@ -83,6 +84,7 @@ class SpawnedRanks(Ranks):
         import torch.multiprocessing as mp
 
         self.world, self.timeout = world, timeout
+        self._closed = False
         context = mp.get_context("spawn")
         self._outbox = context.Queue()
         self._inboxes = [context.Queue() for _ in range(world)]
@@ -133,7 +135,10 @@ class SpawnedRanks(Ranks):
                             hint="a rank waiting in a collective that another rank never reaches hangs like this",
                             pids=self.pids)
 
-    def close(self) -> None:
+    def close(self, abort: bool = False) -> None:
+        if abort:
+            self._end()
+            return
         for inbox in self._inboxes:
             try:
                 inbox.put(None)
@@ -154,9 +159,11 @@ class SpawnedRanks(Ranks):
             if process.is_alive():
                 process.kill()
                 process.join()
-        for q in (*self._inboxes, self._outbox):
-            q.cancel_join_thread()
-            q.close()
+        if not self._closed:
+            self._closed = True
+            for q in (*self._inboxes, self._outbox):
+                q.cancel_join_thread()
+                q.close()
 
 
 class LaunchedRanks(Ranks):
@@ -182,7 +189,7 @@ class LaunchedRanks(Ranks):
         self._dist.all_gather_object(gathered, mine)
         return gathered
 
-    def close(self) -> None:
+    def close(self, abort: bool = False) -> None:
         if self._dist.is_initialized():
             self._dist.destroy_process_group()
 
