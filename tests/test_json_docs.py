@@ -86,6 +86,12 @@ RUNS = [
     ("grads", ["grads", "examples/grads/faults.py:LogOfSoftmax", "--var", "x=randn(4, 8)", "--seed", "0"], 1),
     ("grads", ["grads", "examples/grads/faults.py:FrozenBackbone", "--var", "x=randn(4, 8)", "--loss", "out.pow(2).mean()",
                "--depth", "0"], 0),
+    # issue 27: two real process groups (gloo, 2 ranks): a cause proven by its rerun, and ranks
+    # that disagree after DDP left a bucket unreduced.
+    ("compare ddp", ["compare", "examples/distributed/models.py:WithBatchNorm", "--var", "x=randn(16, 8)", "--loss",
+                     "out.pow(2).mean()", "--ddp", "2", "--seed", "0"], 1),
+    ("grads", ["grads", "examples/distributed/models.py:AuxHead", "--var", "x=randn(16, 8)", "--loss", "out.pow(2).mean()",
+               "--ddp", "2", "--seed", "0"], 1),
 ]
 
 
