@@ -58,3 +58,18 @@ class RankOneFails(nn.Module):
         if dist.is_initialized() and dist.get_rank() == 1:
             raise ValueError("rank 1 cannot take this batch")
         return self.l1(x)
+
+
+class SeededByRank(nn.Module):
+    """Initialises from its rank's own seed: DDP broadcasts rank 0's weights, fully_shard does not."""
+
+    def __init__(self):
+        super().__init__()
+        import os
+
+        torch.manual_seed(int(os.environ.get("RANK", "0")) + 1)
+        self.l1 = nn.Linear(8, 16)
+        self.l2 = nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.l2(torch.tanh(self.l1(x)))

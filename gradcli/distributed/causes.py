@@ -22,8 +22,11 @@ SCALE_SLACK = 1e-4
 
 
 def suspects(run: Comparison, world: int, wrap: str) -> list[Cause]:
-    """The causes the first run's evidence points at, most definite first."""
+    """The causes the first run's evidence points at, most definite first (none when the run
+    agrees: differing initial weights under DDP, say, are harmless, as DDP broadcasts rank 0's)."""
     found: list[Cause] = []
+    if run.clean:
+        return found
     unused = sorted({n for names in run.no_grad for n in names})
     if unused and (run.skipped or run.ddp_error or run.unsynced):
         by_rank = {str(r): names for r, names in enumerate(run.no_grad) if names}
