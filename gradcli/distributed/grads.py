@@ -10,7 +10,7 @@ VANISHING/EXPLODING verdicts are taken again on them.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..health.result import GradsResult
@@ -74,6 +74,7 @@ def grads_distributed(setup: Setup, *, timeout: float = TIMEOUT, ranks: Ranks | 
     with contextlib.ExitStack() as stack:
         if ranks is None:
             ranks = stack.enter_context(start_ranks(setup.world, setup.backend, timeout))
+        setup = replace(setup, seed=ranks.agree(setup.seed))  # under torchrun each rank drew its own
         # While the ranks import torch: grads' own run and the reference, on one process.
         health = grads_target(setup.target, setup.variables, loss=setup.loss, init=setup.init, seed=setup.seed,
                               library_dirs=setup.library_dirs, **options)

@@ -72,8 +72,3 @@ def _scale(g_ref: torch.Tensor | None, g: torch.Tensor | None) -> float | None:
     denom = float(r @ r)
     return float(r @ c) / denom if denom else None
 
-
-def residual_after_scale(row_ref: torch.Tensor, g: torch.Tensor, scale: float) -> float:
-    r, c = row_ref.double(), g.double()
-    size = float(r.norm())
-    return float((c - scale * r).norm()) / size if size else 0.0

@@ -68,6 +68,10 @@ class Ranks:
     def run(self, job: Job) -> list[Any]:
         raise NotImplementedError
 
+    def agree(self, value: Any) -> Any:
+        """Rank 0's `value` on every rank (a seed each torchrun rank drew on its own)."""
+        return value
+
     def close(self, abort: bool = False) -> None:
         pass
 
@@ -178,6 +182,11 @@ class LaunchedRanks(Ranks):
         if not dist.is_initialized():
             dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout))
         self._dist = dist
+
+    def agree(self, value: Any) -> Any:
+        box = [value]
+        self._dist.broadcast_object_list(box, src=0)
+        return box[0]
 
     def run(self, job: Job) -> list[Any]:
         try:

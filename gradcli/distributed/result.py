@@ -8,11 +8,10 @@ Plain data (outcome.py's protocol): the renderers (render/distributed.py) choose
 from __future__ import annotations
 
 import enum
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..compare.gradients import Flag, ParamComparison, _json_number
+from ..compare.gradients import ParamComparison, _json_number
 from ..outcome import Problem, Reported
 from .setup import Fix
 
@@ -174,9 +173,3 @@ class DistributedResult(Reported):
             "notes": self.notes,
         }
 
-
-def relative(a: float, b: float) -> float:
-    return abs(a - b) / abs(b) if b else (0.0 if a == 0 else math.inf)
-
-
-__all__ = ["Cause", "CauseKind", "Comparison", "DistributedResult", "Flag", "Norms", "ParamRow"]

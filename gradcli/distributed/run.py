@@ -4,6 +4,7 @@ the one-process reference, and prove the causes by rerunning with fixes on the s
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from typing import Sequence
 
 import torch
@@ -46,6 +47,7 @@ def compare_distributed(setup: Setup, *, timeout: float = TIMEOUT, ranks: Ranks 
     with contextlib.ExitStack() as stack:
         if ranks is None:
             ranks = stack.enter_context(start_ranks(setup.world, setup.backend, timeout))
+        setup = replace(setup, seed=ranks.agree(setup.seed))  # under torchrun each rank drew its own
         # While the ranks import torch: the one-process run (bad input is refused here, and
         # the ranks it started are torn down on the way out).
         ref = reference(setup, setup.world)

@@ -7,8 +7,8 @@ What a rank reports (`RankRun`) is what the parent compares and explains:
 - the total gradient norm as a user would log it on this rank: over the full (gathered)
   gradients, and over this rank's local shards only (FSDP2's `p.grad.to_local()`: a norm that
   sees 1/N of the elements);
-- the parameters that got no gradient on this rank before wrapping (a probe forward and
-  backward of the plain model), and DDP's own error when they make its next iteration fail;
+- the parameters that get no gradient on this rank (under DDP found before backward, from the
+  graph forward built), and DDP's own error when they make its next iteration fail;
 - a digest of the initial weights (ranks that initialise differently disagree here) and the
   BatchNorm layers that normalise with this rank's statistics.
 """
@@ -40,7 +40,7 @@ class RankRun:
     blob: bytes  # torch.save({name: gradient or None}) of the reduced gradients
     full_norm: float  # ‖all gradients‖ over the gathered/reduced gradients
     shard_norm: float  # ‖all gradients‖ over this rank's local shards (FSDP2), = full_norm for DDP
-    no_grad: list[str] = field(default_factory=list)  # parameters without a gradient on this rank (probe)
+    no_grad: list[str] = field(default_factory=list)  # parameters without a gradient on this rank
     ddp_error: str | None = None  # DDP's error on the next iteration, when it raised one
     skipped: str | None = None  # why the wrapped backward was not run (it would hang)
     init_digest: str = ""
@@ -79,30 +79,36 @@ def _run_rank(setup: Setup, rank: int, world: int) -> RankRun:
     if Fix.SYNC_BATCHNORM in setup.fixes:
         model = syncbn.convert(model, setup.device)
     names = [n for n, p in model.named_parameters() if p.requires_grad]
-    no_grad = _probe(model, built, args, kwargs, setup)
-    everyone = [None] * world
-    dist.all_gather_object(everyone, no_grad)
-    run = RankRun(rank, math.nan, b"", math.nan, math.nan, no_grad=no_grad, init_digest=digest,
-                  batchnorms=syncbn.batchnorms(model))
+    run = RankRun(rank, math.nan, b"", math.nan, math.nan, init_digest=digest, batchnorms=syncbn.batchnorms(model))
     find_unused = Fix.FIND_UNUSED in setup.fixes
-    if setup.wrap == "ddp" and not find_unused and any(everyone) and any(e != everyone[0] for e in everyone):
-        # Buckets holding a parameter used on one rank and not on another are all-reduced by
-        # some ranks only: the others wait for it forever. Not run; explained from the probe.
-        run.skipped = "unused-on-some-ranks"
-        run.blob = _blob({n: None for n in names})
-        return run
     wrapped = _wrap(model, setup, world, find_unused)
     torch.manual_seed(setup.seed)
     with users_code(built.where):
         loss = _loss(wrapped, built, args, kwargs, setup, world)
+    everyone: list[Any] = [[]] * world
+    if setup.wrap == "ddp":
+        # Before backward, from the graph forward built (as find_unused_parameters does): a
+        # bucket holding a parameter used on one rank and not on another is all-reduced by
+        # some ranks only, and the others would wait for it forever. Not run then.
+        run.no_grad = _unreached(loss, model)
+        everyone = [None] * world
+        dist.all_gather_object(everyone, run.no_grad)
+        if not find_unused and any(e != everyone[0] for e in everyone):
+            run.skipped = "unused-on-some-ranks"
+            run.blob = _blob({n: None for n in names})
+            return run
+    with users_code(built.where):
         loss.backward()
+    if setup.wrap == "fsdp":
+        params = dict(model.named_parameters())
+        run.no_grad = [n for n in names if params[n].grad is None]
     run.loss = float(loss.detach())
     grads, shard_sq, run.bytes_reduced = _gather(model, names, setup.wrap, world)
     full = [g for g in grads.values() if g is not None]
     run.full_norm = math.sqrt(sum(float(g.double().pow(2).sum()) for g in full))
     run.shard_norm = math.sqrt(shard_sq)
     run.blob = _blob(grads)
-    if setup.wrap == "ddp" and any(everyone) and not find_unused:
+    if setup.wrap == "ddp" and any(everyone) and not find_unused:  # the same unused parameters on every rank
         run.ddp_error = _next_iteration_error(wrapped, built, args, kwargs, setup, world)
     return run
 
@@ -112,19 +118,21 @@ def _loss(wrapped: Any, built: Built, args: tuple, kwargs: dict, setup: Setup, w
     return loss * world if Fix.SCALE_LOSS in setup.fixes else loss
 
 
-def _probe(model: torch.nn.Module, built: Built, args: tuple, kwargs: dict, setup: Setup) -> list[str]:
-    """The parameters that get no gradient from this rank's shard, found on the plain model
-    (its buffers restored and its gradients cleared after)."""
-    saved = {name: b.detach().clone() for name, b in model.named_buffers()}
-    torch.manual_seed(setup.seed)
-    with users_code(built.where):
-        built.loss_fn(model(*args, **kwargs)).backward()
-    missing = [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
-    with torch.no_grad():
-        for name, b in model.named_buffers():
-            b.copy_(saved[name])
-    model.zero_grad(set_to_none=True)
-    return missing
+def _unreached(loss: torch.Tensor, model: torch.nn.Module) -> list[str]:
+    """The trainable parameters the loss's autograd graph does not reach (no gradient here)."""
+    reached: set[int] = set()
+    seen: set[int] = set()
+    stack = [loss.grad_fn] if loss.grad_fn is not None else []
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        variable = getattr(node, "variable", None)
+        if variable is not None:
+            reached.add(id(variable))
+        stack.extend(n for n, _ in node.next_functions if n is not None)
+    return [n for n, p in model.named_parameters() if p.requires_grad and id(p) not in reached]
 
 
 def _wrap(model: torch.nn.Module, setup: Setup, world: int, find_unused: bool) -> Any:
