@@ -73,3 +73,23 @@ class SeededByRank(nn.Module):
 
     def forward(self, x):
         return self.l2(torch.tanh(self.l1(x)))
+
+
+class HeadOnRankZero(nn.Module):
+    """Calls its second head on rank 0 only (data-dependent branches do this): DDP without
+    find_unused_parameters would wait forever for the head's bucket on the other rank."""
+
+    def __init__(self):
+        super().__init__()
+        self.l1 = nn.Linear(8, 16)
+        self.head = nn.Linear(16, 4)
+        self.extra = nn.Linear(16, 4)
+
+    def forward(self, x):
+        import torch.distributed as dist
+
+        h = torch.tanh(self.l1(x))
+        out = self.head(h)
+        if not dist.is_initialized() or dist.get_rank() == 0:
+            out = out + self.extra(h)
+        return out

@@ -144,8 +144,8 @@ class DistributedResult(Reported):
     def problems(self) -> list[Problem]:
         run = self.first
         found: list[Problem] = []
-        if run.skipped is not None:
-            found.append(Problem("would-hang", "", {"reason": run.skipped, "no_grad": run.no_grad}))
+        if run.skipped is not None:  # nothing ran: no gradient to compare
+            return [Problem("would-hang", "", {"reason": run.skipped, "no_grad": run.no_grad})]
         if run.ddp_error is not None:
             found.append(Problem("ddp-error", "", {"error": run.ddp_error.splitlines()[0], "no_grad": run.no_grad}))
         for row in run.differing:

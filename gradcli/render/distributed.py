@@ -104,6 +104,9 @@ def cause_lines(cause: Cause, result: DistributedResult) -> list[str]:
     else:
         left = cause.after.get("differing") or cause.after.get("unsynchronised") or []
         proof = f"not proven: rerun {fix}, {len(left)} parameter(s) still differ ({', '.join(left[:6])})"
+        if cause.kind is CauseKind.UNUSED and e.get("would_hang") and not cause.after.get("skipped"):
+            proof += (": DDP now runs without hanging, but the ranks computed different functions (a branch taken on "
+                      "some ranks only), which one process on the whole batch does not")
     return [f"  - {what}.", f"    {proof}"]
 
 
