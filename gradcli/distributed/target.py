@@ -15,6 +15,7 @@ from typing import Any, Callable
 import torch
 
 from ..errors import UsageError
+from ..health.run import _scalar as scalar_loss
 from ..targets.code import parse_init, resolve
 from ..targets.inputs import bind_inputs
 from ..targets.load import load_object
@@ -57,7 +58,7 @@ def build(setup: Setup, rank: int | None = None, world: int = 1) -> Built:
 
     def loss_fn(output: Any) -> torch.Tensor:
         value, _ = reduce_output(name_outputs(output, where), shards, setup.loss, setup.library_dirs)
-        return value
+        return scalar_loss(value)  # grads' own refusal of a loss that is not one number
 
     return Built(model, args, kwargs, loss_fn, where, callee.found, batch)
 
