@@ -44,7 +44,8 @@ class DistributedOptions:
             raise UsageError("--ddp and --fsdp are two ways to run the ranks: give one of them")
         n = self.fsdp if self.fsdp is not None else self.ddp
         if n is None:
-            raise UsageError("give --ddp N or --fsdp N")
+            raise UsageError("give --ddp N or --fsdp N: the setup to compare with one process",
+                             hint="--ddp 2 runs the model on two processes under DistributedDataParallel")
         return n
 
 
