@@ -175,6 +175,13 @@ def commands(work: Path) -> dict[str, Command]:
         Command(
             "handwritten_memory", [PYTHON, str(HERE / "memory_handwritten.py")],
             "bench/memory_handwritten.py (same model: forward under a saved_tensors_hooks counter, backward)",
+            "compare_ddp", [gradcli, "compare", f"{HERE / 'mlp24.py'}:MLP24", "--var", "x=randn(64, 1024)", "--loss",
+                            "out.pow(2).mean()", "--ddp", "2"],
+            "gradcli compare --ddp 2, 24-layer MLP (2 gloo ranks, batch 64)",
+        ),
+        Command(
+            "ddp_handwritten", [PYTHON, str(HERE / "ddp_handwritten.py")],
+            "bench/ddp_handwritten.py (mp.spawn, DDP, one-process reference on rank 0, rel err per parameter)",
         ),
         Command(
             "function", [gradcli, "check-function", str(EXAMPLES / "swish.py") + ":Swish", "--ref", "x*sigmoid(x)",
@@ -222,6 +229,9 @@ COMPARISONS = [
     # frees) against a bare hook counter; bench/memory_inprocess.py times it without start-up.
     Comparison("memory", "memory, 24-layer MLP", "memory_mlp", "handwritten_memory", 1.5),
     Comparison("compare", "compare --amp bfloat16, 24-layer MLP", "compare_mlp", "handwritten_compare", 2.5),  # issue 26
+    # Both sides spawn two ranks that import torch; gradcli adds its reference in the parent
+    # process, every rank's gradients sent back and compared, and the unused-parameter probe.
+    Comparison("compare_ddp", "compare --ddp 2, 24-layer MLP", "compare_ddp", "ddp_handwritten", 2.0),
     # --symbolic imports sympy and writes ~4 formulas a node; linear means doubling the
     # levels (and nodes) at most doubles the time beyond start-up, where 2^levels would not.
     Comparison("dag_symbolic", f"--symbolic vs plain trace, {DAG_LEVELS}-level DAG", "dag_symbolic", "dag", 3.0),

@@ -351,6 +351,15 @@ def problem_sentence(problem: Any) -> str:
             return f"{subject}: {d['flag']}: a gradient only one side has"
         return f"{subject}: {d['flag']}: rel err {d['rel_err']:.2g} > tolerance {d['tolerance']:.2g}" if d["rel_err"] > d["tolerance"] \
             else f"{subject}: {d['flag']}: rel err {d['rel_err']:.2g} (tolerance {d['tolerance']:.2g})"
+    if kind == "rank-gradient-differs":  # compare --ddp/--fsdp
+        return (f"{subject}: the reduced gradient differs from one process's (rank {d['rank']}: rel err "
+                f"{_number(d['rel_err'])}, tolerance {d['tolerance']:.2g})")
+    if kind == "unsynchronised":
+        return f"{subject}: the ranks' reduced gradients differ (spread {_number(d['spread'])}): not synchronised"
+    if kind == "ddp-error":
+        return f"DDP raised: {d['error']}"
+    if kind == "would-hang":
+        return "parameters unused on some ranks only: DDP would wait for their gradients forever, so the run was not started"
     if kind == "checkpoint-changes-gradients":
         return f"checkpointing {subject} changes the gradients (max |difference| {d['max_abs_diff']:.3g})"
     if kind == "finding":
@@ -374,6 +383,10 @@ def problem_sentence(problem: Any) -> str:
 
 def problem_sentences(problems: Iterable[Any]) -> list[str]:
     return [problem_sentence(p) for p in problems]
+
+
+def _number(x: Any) -> str:
+    return x if isinstance(x, str) else f"{x:.2g}"
 
 
 class _Fields:

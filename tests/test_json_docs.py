@@ -99,6 +99,12 @@ RUNS = [
                  "--amp", "float16", "--seed", "0"], 1),
     ("compare", ["compare", "examples/compare/models.py:MLP", "--var", "x=randn(16, 32)", "--loss", "out.pow(2).mean()",
                  "--amp", "float16", "--scaler", "--seed", "0"], 0),
+    # issue 27: two real process groups (gloo, 2 ranks): a cause proven by its rerun, and ranks
+    # that disagree after DDP left a bucket unreduced.
+    ("compare ddp", ["compare", "examples/distributed/models.py:WithBatchNorm", "--var", "x=randn(16, 8)", "--loss",
+                     "out.pow(2).mean()", "--ddp", "2", "--seed", "0"], 1),
+    ("grads", ["grads", "examples/distributed/models.py:AuxHead", "--var", "x=randn(16, 8)", "--loss", "out.pow(2).mean()",
+               "--ddp", "2", "--seed", "0"], 1),
 ]
 
 

@@ -134,16 +134,24 @@ def result_classes() -> set[str]:
 
 #: The result classes the cases below run; a new command's result adds its cases here.
 COVERED = {"TraceResult", "CheckResult", "LibraryCheck", "FunctionResult", "DiscoveryResult", "GradsResult",
-           "MemoryResult", "CompareResult"}
+           "MemoryResult", "CompareResult",
+           "DistributedResult", "DistributedGrads"}
+
+
+#: Results whose runs start process groups: their passing and failing cases run in their own
+#: test file, on the group it shares (seconds each to start), through follows_the_protocol.
+ELSEWHERE = {
+    "DistributedResult": "tests/test_distributed.py::test_the_results_follow_the_protocol",
+    "DistributedGrads": "tests/test_distributed.py::test_the_results_follow_the_protocol",
+}
 
 
 def test_every_result_class_is_covered_by_a_case_here():
-    assert result_classes() == COVERED, "a result class without a passing and a failing case in CASES"
+    assert result_classes() == COVERED | set(ELSEWHERE), "a result class without a passing and a failing case"
 
 
-@pytest.mark.parametrize(("library", "command", "passes"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_the_result_follows_the_protocol(library, command, passes, cli):
-    result = library()
+def follows_the_protocol(result, passes: bool) -> None:
+    """`result` is an Outcome whose ok, problems, notes, document and text agree."""
     assert isinstance(result, Outcome)
     assert COVERED & {b.__name__ for b in type(result).__mro__}
     assert result.ok is passes
@@ -164,34 +172,17 @@ def test_the_result_follows_the_protocol(library, command, passes, cli):
     assert text
     if hasattr(type(result), "_repr_html_"):  # the public API's results: str() is the text format's
         assert str(result) == text
+
+
+@pytest.mark.parametrize(("library", "command", "passes"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_the_result_follows_the_protocol(library, command, passes, cli):
+    result = library()
+    follows_the_protocol(result, passes)
     if command is not None:
         assert cli(*command).exit_code == int(not result.ok)
 
 
-def test_no_command_decides_its_exit_status_from_anything_but_ok():
-    # Every exit_status(...) in cli/ takes a result's `.ok` (or a constant, for --fix's paths).
-    found = []
-    for path in sorted((ROOT / "gradcli" / "cli").glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "exit_status" and node.args:
-                arg = node.args[0]
-                fine = (isinstance(arg, ast.Attribute) and arg.attr == "ok") or isinstance(arg, (ast.Constant, ast.Name))
-                if not fine:
-                    found.append(f"{path.name}:{node.lineno}: {ast.unparse(arg)}")
-    assert found == []
-
-
-def test_a_model_result_and_its_rendering_share_one_renderer():
-    # str() of the public API's results is the registered text format's, as a pipe shows it.
-    class Net(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 1)
-
-        def forward(self, x):
-            return self.b(torch.relu(self.a(x)))
-
-    torch.manual_seed(0)
-    result = gradcli.grads(Net(), torch.randn(8, 4), loss=lambda out: out.pow(2).mean())
-    assert str(result) == plain_text(render(result, "text"))
-    assert json.loads(result.to_json())["ok"] is result.ok
+def test_the_results_proven_elsewhere_are_proven_there():
+    for name, where in ELSEWHERE.items():
+        path, _, test = where.partition("::")
+        assert f"def {test}(" in (ROOT / path).read_text(encoding="utf-8"), (name, where)

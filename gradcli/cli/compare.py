@@ -6,7 +6,9 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from .app import JsonOption, LibraryOption, SeedOption, VarOption, app, reports_errors
+from ..errors import UsageError
+from .app import DeviceOption, JsonOption, LibraryOption, SeedOption, VarOption, app, reports_errors
+from .distributed import DdpOption, DistributedOptions, FsdpOption, TimeoutOption, compare_ranks, wanted
 
 
 @app.command("compare")
@@ -23,13 +25,17 @@ def compare_command(
     scaler: Annotated[bool, typer.Option("--scaler", help="With --amp float16: GradScaler's own loop (skip and back off on overflow); the scale it settles on is shown.")] = False,
     dtype: Annotated[Optional[str], typer.Option("--dtype", metavar="DTYPE", help="The candidate's weights and inputs cast to bfloat16 or float16.")] = None,
     reference: Annotated[str, typer.Option("--reference", metavar="DTYPE", help="The reference's precision: float32 (default) or float64.")] = "float32",
+    ddp: DdpOption = None,
+    fsdp: FsdpOption = None,
+    timeout: TimeoutOption = 600.0,
     plot: Annotated[Optional[str], typer.Option("--plot", metavar="PATH", help="Draw the relative error per layer (log scale) with its tolerance band to PATH: .png, .svg or .pdf (needs matplotlib).")] = None,
     json: JsonOption = False,
     seed: SeedOption = None,
+    device: DeviceOption = "cpu",
     library: LibraryOption = None,
 ) -> None:
     """Your training setup's gradients against the plain model's: torch.compile, autocast,
-    GradScaler, half-precision weights.
+    GradScaler, half-precision weights, or N processes of torch.distributed (--ddp N, --fsdp N).
 
     The reference is the model run eagerly in float32 (--reference float64), the candidate
     the same model, weights, batch and generator state under the options given; both run on
@@ -37,7 +43,9 @@ def compare_command(
     relative and max error against a tolerance from the candidate's precision and the
     reduction's length, and a flag (AGREES, DIFFERS, UNDERFLOW, OVERFLOW, MISSING); when
     something differs, the first module in backward order where it starts, and why, from
-    reruns. Exit status 0 all agree, 1 a parameter differs, 2 bad input.
+    reruns. With --ddp N or --fsdp N the candidate is the model on N processes (gloo on CPU),
+each on its shard of the batch, against one process on the whole batch, rank by rank.
+Exit status 0 all agree, 1 a parameter differs, 2 bad input (or a rank that raised).
 
     Examples:
 
@@ -45,11 +53,22 @@ def compare_command(
       gradcli compare examples/compare/models.py:MLP --var "x=randn(16, 32)" --loss "out.pow(2).mean()" --amp bfloat16
       gradcli compare examples/compare/models.py:MLP --var "x=randn(16, 32)" --loss "out.pow(2).mean()" --amp float16 --scaler
       gradcli compare examples/compare/models.py:MLP --var "x=randn(16, 32)" --loss "1e-7 * out.pow(2).mean()" --amp float16  # exit 1
+      gradcli compare examples/distributed/models.py:WithBatchNorm --var "x=randn(16, 8)" --loss "out.pow(2).mean()" --ddp 2  # exit 1
     """
     from ..comparison.setup import Setup
     from ..comparison.target import compare_target
     from .output import exit_status, say, show, user_prints_aside
 
+    if wanted(ddp, fsdp):
+        given = [name for name, on in (("--compile", compile), ("--amp", amp), ("--scaler", scaler), ("--dtype", dtype),
+                                       ("--plot", plot), ("--reference", reference != "float32")) if on]
+        if given:
+            raise UsageError(f"{given[0]} with --ddp/--fsdp is not supported: the distributed run is compared in float32",
+                             hint="compare the setup and the distribution in two runs")
+        options = DistributedOptions(target, var or (), init or (), loss, seed, json, ddp, fsdp, device, library or (), timeout)
+        raise typer.Exit(compare_ranks(options))
+    if device != "cpu":
+        raise UsageError("compare without --ddp/--fsdp runs on the CPU", hint="--device chooses the ranks' device with --ddp N")
     setup = Setup(compile=compile, backend=backend, mode=mode, amp=amp, scaler=scaler, dtype=dtype, reference=reference)  # type: ignore[arg-type]
     if plot is not None:
         from ..plot.mpl import picture_format, require_matplotlib

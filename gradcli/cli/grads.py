@@ -9,6 +9,7 @@ import typer
 from ..errors import UsageError
 from ..health.thresholds import Thresholds
 from .app import DeviceOption, JsonOption, LibraryOption, SeedOption, VarOption, app, reports_errors
+from .distributed import DdpOption, DistributedOptions, TimeoutOption, grads_ranks
 
 
 @app.command("grads")
@@ -32,6 +33,8 @@ def grads_command(
     dtype: Annotated[Optional[str], typer.Option("--dtype", help="Convert model and inputs: float32, float64, ... (default: the model's own).")] = None,
     device: DeviceOption = "cpu",
     library: LibraryOption = None,
+    ddp: DdpOption = None,
+    timeout: TimeoutOption = 600.0,
 ) -> None:
     """Gradient health of every parameter of a model: which get no gradient and why, which
     are zero, non-finite, vanishing or exploding.
@@ -62,6 +65,12 @@ def grads_command(
 
         picture_format(plot)  # a wrong suffix or missing matplotlib is a usage error before any work
         require_matplotlib()
+    if ddp is not None:
+        if steps or plot is not None or dtype is not None:
+            raise UsageError("--ddp judges one step's reduced gradients: leave out --steps, --plot and --dtype with it")
+        options = DistributedOptions(target, var or (), init or (), loss, seed, json, ddp, None, device, library or (), timeout,
+                                     grads=dict(vanish=vanish, explode=explode, spread=spread, strict=strict))
+        raise typer.Exit(grads_ranks(options, depth))
     with user_prints_aside(json):
         result = grads_target(
             target, var or (), loss=loss, loss_init=loss_init or (), init=init or (), seed=seed, dtype=dtype, device=device,

@@ -62,6 +62,16 @@ class TextFormat(Format):
 
         return [Line(text, style=style or None, soft_wrap=True) for text, style in compare_lines(result)]
 
+    def _render_DistributedResult(self, result: Any) -> list[Line]:
+        from .training.distributed import distributed_text
+
+        return [Line(line, soft_wrap=True) for line in distributed_text(result).rstrip("\n").split("\n")]
+
+    def _render_DistributedGrads(self, result: Any) -> list[Line]:
+        from .training.distributed import grads_rank_lines
+
+        return self._render_GradsResult(result.health) + [Line(line, soft_wrap=True) for line in grads_rank_lines(result)]
+
     def _render_Listing(self, result: Any) -> list[Line]:
         from .listing import listing_lines
 

@@ -68,6 +68,9 @@ class JsonFormat(Format):
     def _render_GradsResult(self, result: Any) -> str:
         return grads_json(result, self.options.get("depth")) + "\n"
 
+    def _render_DistributedGrads(self, result: Any) -> str:
+        return document_json(result.as_dict(self.options.get("depth")))
+
 
 def grads_json(result: Any, depth: int | None = None) -> str:
     """The grads report as JSON text: one line per parameter and per module."""

@@ -1,0 +1,96 @@
+"""`--ddp N` / `--fsdp N` on `compare` and `grads`: every line of CLI work the distributed runs
+need, in one function per command that takes the parsed options and returns the exit status
+(the commands' own modules only add the options and call these)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Optional, Sequence
+
+import typer
+
+from ..errors import UsageError
+
+DdpOption = Annotated[Optional[int], typer.Option("--ddp", metavar="N", help="Run the model on N processes under DistributedDataParallel (torch.distributed: gloo on CPU, nccl with --device cuda; under torchrun, its ranks) and compare the reduced gradients with one process on the whole batch.")]
+FsdpOption = Annotated[Optional[int], typer.Option("--fsdp", metavar="N", help="As --ddp, with FSDP2 (fully_shard): the sharded gradients are gathered (DTensor.full_tensor) to compare.")]
+TimeoutOption = Annotated[float, typer.Option("--timeout", metavar="SECONDS", help="End the ranks (with an error, exit 2) if a run on them takes longer (--ddp/--fsdp).")]
+
+
+@dataclass
+class DistributedOptions:
+    """What the command line said about a distributed run."""
+
+    target: str
+    var: Sequence[str] = ()
+    init: Sequence[str] = ()
+    loss: str | None = None
+    seed: int | None = None
+    json: bool = False
+    ddp: int | None = None
+    fsdp: int | None = None
+    device: str = "cpu"
+    library: Sequence[Any] = ()
+    timeout: float = 600.0
+    grads: dict[str, Any] = field(default_factory=dict)  # grads' own options (thresholds, strict) for grads --ddp
+
+    @property
+    def wrap(self) -> str:
+        return "fsdp" if self.fsdp is not None else "ddp"
+
+    @property
+    def world(self) -> int:
+        if self.ddp is not None and self.fsdp is not None:
+            raise UsageError("--ddp and --fsdp are two ways to run the ranks: give one of them")
+        n = self.fsdp if self.fsdp is not None else self.ddp
+        if n is None:
+            raise UsageError("give --ddp N or --fsdp N: the setup to compare with one process",
+                             hint="--ddp 2 runs the model on two processes under DistributedDataParallel")
+        return n
+
+
+def wanted(ddp: int | None, fsdp: int | None) -> bool:
+    return ddp is not None or fsdp is not None
+
+
+def _setup(options: DistributedOptions) -> Any:
+    from ..distributed.run import make_setup
+
+    if options.timeout <= 0:
+        raise UsageError(f"--timeout must be a positive number of seconds, not {options.timeout:g}")
+    return make_setup(options.target, options.var, loss=options.loss, init=options.init, seed=options.seed,
+                      library_dirs=[str(d) for d in options.library], wrap=options.wrap, world=options.world,  # type: ignore[arg-type]
+                      device=options.device)
+
+
+def compare_ranks(options: DistributedOptions) -> int:
+    """`gradcli compare TARGET --ddp N` / `--fsdp N`: the exit status (1: a gradient differs)."""
+    from ..distributed.run import compare_distributed
+    from .output import exit_status, show, user_prints_aside
+
+    setup = _setup(options)
+    with user_prints_aside(options.json):
+        result = compare_distributed(setup, timeout=options.timeout)
+    if _rank() == 0:  # under torchrun every rank has the result; one prints it
+        show(result, "json" if options.json else "text")
+    return exit_status(result.ok)
+
+
+def grads_ranks(options: DistributedOptions, depth: int | None = None) -> int:
+    """`gradcli grads TARGET --ddp N`: the health table of the reduced gradients, and the
+    parameters whose ranks disagree."""
+    from ..distributed.grads import grads_distributed
+    from .output import exit_status, show, user_prints_aside
+
+    if options.fsdp is not None:
+        raise UsageError("grads takes --ddp N; for FSDP2 use gradcli compare TARGET --fsdp N")
+    setup = _setup(options)
+    with user_prints_aside(options.json):
+        result = grads_distributed(setup, timeout=options.timeout, **options.grads)
+    if _rank() == 0:
+        show(result, "json" if options.json else "text", depth=depth)
+    return exit_status(result.ok)
+
+
+def _rank() -> int:
+    return int(os.environ.get("RANK", "0"))

@@ -1,0 +1,95 @@
+"""The user's model, its inputs and its loss, made the way `grads` makes them (targets/: the
+loader, --init, inputs bound by forward's signature, --loss in gradcli's language), for the
+one-process reference (the whole batch) or for one rank (its shard of the batch).
+
+Every rank and the reference seed torch alike, so they build the same initial weights and the
+same whole batch; a rank then keeps the samples a DistributedSampler (shuffle off) gives it:
+rank r of N takes samples r, r+N, r+2N, ... of every --var tensor (split along dim 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from ..errors import UsageError
+from ..health.run import _scalar as scalar_loss
+from ..targets.code import parse_init, resolve
+from ..targets.inputs import bind_inputs
+from ..targets.load import load_object
+from ..targets.outputs import loss_variables, name_outputs, reduce_output
+from .setup import Setup
+
+
+@dataclass
+class Built:
+    """The model, forward's arguments (a rank's shard), and the loss of its output."""
+
+    model: torch.nn.Module
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    loss_fn: Callable[[Any], torch.Tensor]
+    where: str
+    found: str
+    batch: int  # the whole batch's size (dim 0 of the --var tensors)
+
+
+def build(setup: Setup, rank: int | None = None, world: int = 1) -> Built:
+    """`setup`'s target made on this process; `rank` None: the whole batch (the reference)."""
+    obj, where = load_object(setup.target)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(setup.seed)
+        callee = resolve(obj, where, parse_init(setup.init))
+        model = callee.model
+        if model is None or next(model.parameters(), None) is None:
+            raise UsageError(f"{where} is {callee.found}: --ddp and --fsdp run a model with parameters on each rank",
+                             hint="name an nn.Module subclass, a factory returning one, or a module instance")
+        inputs = bind_inputs(
+            callee.signature_of, where, setup.variables, (), {}, dtype=_model_dtype(model), device="cpu",
+            seed=setup.seed, data_inputs=True, loss_names=loss_variables(setup.loss, setup.library_dirs),
+        )
+    batch = batch_size(inputs.tensors, world)
+    shards = {name: _shard(t, rank, world, batch) for name, t in inputs.tensors.items()}
+    swap = {id(t): shards[name] for name, t in inputs.tensors.items()}
+    args = tuple(swap.get(id(a), a) for a in inputs.args)
+    kwargs = {k: swap.get(id(v), v) for k, v in inputs.kwargs.items()}
+
+    def loss_fn(output: Any) -> torch.Tensor:
+        value, _ = reduce_output(name_outputs(output, where), shards, setup.loss, setup.library_dirs)
+        return scalar_loss(value)  # grads' own refusal of a loss that is not one number
+
+    return Built(model, args, kwargs, loss_fn, where, callee.found, batch)
+
+
+def batch_size(tensors: dict[str, torch.Tensor], world: int) -> int:
+    """The batch the ranks share: dim 0 of the --var tensors, which must agree and divide evenly."""
+    sizes = {name: t.shape[0] for name, t in tensors.items() if t.dim() >= 1}
+    if not sizes:
+        raise UsageError("--ddp and --fsdp split the batch between ranks, and no --var tensor has a batch dimension",
+                         hint="give the inputs with a batch dimension first, e.g. --var 'x=randn(16, 8)'")
+    if len(set(sizes.values())) > 1:
+        listed = ", ".join(f"{n}: {s}" for n, s in sizes.items())
+        raise UsageError(f"the --var tensors disagree on the batch size (dim 0): {listed}",
+                         hint="each rank takes its share of every --var tensor along dim 0, so they must have the same length")
+    batch = next(iter(sizes.values()))
+    if batch % world:
+        raise UsageError(
+            f"a batch of {batch} does not split evenly between {world} ranks",
+            hint=f"DistributedSampler would pad it with repeated samples, which changes the gradient; give a multiple of {world}",
+        )
+    return batch
+
+
+def _shard(tensor: torch.Tensor, rank: int | None, world: int, batch: int) -> torch.Tensor:
+    if rank is None or tensor.dim() == 0:
+        return tensor
+    return tensor.detach()[rank::world].clone().requires_grad_(tensor.requires_grad)
+
+
+def _model_dtype(model: torch.nn.Module) -> str:
+    for tensor in (*model.parameters(), *model.buffers()):
+        if tensor.is_floating_point():
+            return str(tensor.dtype).removeprefix("torch.")
+    return "float32"

@@ -1,0 +1,218 @@
+"""One rank's run: the user's model built as on every rank, wrapped in DDP or FSDP2, one forward
+and backward on this rank's shard, and the gradients gathered, returned as plain data.
+
+What a rank reports (`RankRun`) is what the parent compares and explains:
+- each parameter's gradient after reduction (DDP: `.grad`, already averaged; FSDP2: the DTensor
+  gathered with `full_tensor()`), serialised with torch.save so it crosses processes as bytes;
+- the total gradient norm as a user would log it on this rank: over the full (gathered)
+  gradients, and over this rank's local shards only (FSDP2's `p.grad.to_local()`: a norm that
+  sees 1/N of the elements);
+- the parameters that get no gradient on this rank (under DDP found before backward, from the
+  graph forward built), and DDP's own error when they make its next iteration fail;
+- a digest of the initial weights (ranks that initialise differently disagree here) and the
+  BatchNorm layers that normalise with this rank's statistics.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import io
+import math
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..targets.load import users_code
+from . import syncbn
+from .setup import Fix, Setup
+from .target import Built, build
+
+
+@dataclass
+class RankRun:
+    """Plain data from one rank (picklable; tensors inside `blob`)."""
+
+    rank: int
+    loss: float
+    blob: bytes  # torch.save({name: gradient or None}) of the reduced gradients
+    full_norm: float  # ‖all gradients‖ over the gathered/reduced gradients
+    shard_norm: float  # ‖all gradients‖ over this rank's local shards (FSDP2), = full_norm for DDP
+    no_grad: list[str] = field(default_factory=list)  # parameters without a gradient on this rank
+    ddp_error: str | None = None  # DDP's error on the next iteration, when it raised one
+    skipped: str | None = None  # why the wrapped backward was not run (it would hang)
+    init_digest: str = ""
+    batchnorms: list[str] = field(default_factory=list)
+    bytes_reduced: int = 0  # gradient bytes this rank sends through the all-reduce / reduce-scatter per step
+
+    def gradients(self) -> dict[str, torch.Tensor | None]:
+        return torch.load(io.BytesIO(self.blob), weights_only=True)
+
+
+def job(setup: Setup) -> Any:
+    """The job `Ranks.run` hands to every rank for `setup`."""
+    return functools.partial(run_rank, setup)
+
+
+def run_rank(setup: Setup, rank: int, world: int) -> RankRun:
+    with warnings.catch_warnings():
+        # XXX torch.distributed.nn.functional.all_reduce (syncbn.py) warns that it is deprecated;
+        # its named successor in _functional_collectives is private and not differentiable.
+        warnings.simplefilter("ignore", FutureWarning)
+        return _run_rank(setup, rank, world)
+
+
+def _run_rank(setup: Setup, rank: int, world: int) -> RankRun:
+    import torch.distributed as dist
+
+    built = build(setup, rank, world)
+    device = _device(setup)
+    model = built.model.to(device)
+    args, kwargs = _to(built.args, device), _to(built.kwargs, device)
+    digest = _digest(model)
+    if Fix.BROADCAST in setup.fixes:
+        with torch.no_grad():
+            for tensor in (*model.parameters(), *model.buffers()):
+                dist.broadcast(tensor.data, 0)
+    if Fix.SYNC_BATCHNORM in setup.fixes:
+        model = syncbn.convert(model, setup.device)
+    names = [n for n, p in model.named_parameters() if p.requires_grad]
+    run = RankRun(rank, math.nan, b"", math.nan, math.nan, init_digest=digest, batchnorms=syncbn.batchnorms(model))
+    find_unused = Fix.FIND_UNUSED in setup.fixes
+    wrapped = _wrap(model, setup, world, find_unused)
+    torch.manual_seed(setup.seed)
+    with users_code(built.where):
+        loss = _loss(wrapped, built, args, kwargs, setup, world)
+    everyone: list[Any] = [[]] * world
+    if setup.wrap == "ddp":
+        # Before backward, from the graph forward built (as find_unused_parameters does): a
+        # bucket holding a parameter used on one rank and not on another is all-reduced by
+        # some ranks only, and the others would wait for it forever. Not run then.
+        run.no_grad = _unreached(loss, model)
+        everyone = [None] * world
+        dist.all_gather_object(everyone, run.no_grad)
+        if not find_unused and any(e != everyone[0] for e in everyone):
+            run.skipped = "unused-on-some-ranks"
+            run.blob = _blob({n: None for n in names})
+            return run
+    with users_code(built.where):
+        loss.backward()
+    if setup.wrap == "fsdp":
+        params = dict(model.named_parameters())
+        run.no_grad = [n for n in names if params[n].grad is None]
+    run.loss = float(loss.detach())
+    grads, shard_sq, run.bytes_reduced = _gather(model, names, setup.wrap, world)
+    full = [g for g in grads.values() if g is not None]
+    run.full_norm = math.sqrt(sum(float(g.double().pow(2).sum()) for g in full))
+    run.shard_norm = math.sqrt(shard_sq)
+    run.blob = _blob(grads)
+    if setup.wrap == "ddp" and any(everyone) and not find_unused:  # the same unused parameters on every rank
+        run.ddp_error = _next_iteration_error(wrapped, built, args, kwargs, setup, world)
+    return run
+
+
+def _loss(wrapped: Any, built: Built, args: tuple, kwargs: dict, setup: Setup, world: int) -> torch.Tensor:
+    loss = built.loss_fn(wrapped(*args, **kwargs))
+    return loss * world if Fix.SCALE_LOSS in setup.fixes else loss
+
+
+def _unreached(loss: torch.Tensor, model: torch.nn.Module) -> list[str]:
+    """The trainable parameters the loss's autograd graph does not reach (no gradient here)."""
+    reached: set[int] = set()
+    seen: set[int] = set()
+    stack = [loss.grad_fn] if loss.grad_fn is not None else []
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        variable = getattr(node, "variable", None)
+        if variable is not None:
+            reached.add(id(variable))
+        stack.extend(n for n, _ in node.next_functions if n is not None)
+    return [n for n, p in model.named_parameters() if p.requires_grad and id(p) not in reached]
+
+
+def _wrap(model: torch.nn.Module, setup: Setup, world: int, find_unused: bool) -> Any:
+    if setup.wrap == "ddp":
+        from torch.nn.parallel import DistributedDataParallel
+
+        return DistributedDataParallel(model, find_unused_parameters=find_unused)
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh(_device(setup).type, (world,))
+    # As training scripts shard: each top-level block its own unit, then the root.
+    for child in model.children():
+        if any(p.requires_grad for p in child.parameters()):
+            fully_shard(child, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    return model
+
+
+def _gather(model: torch.nn.Module, names: list[str], wrap: str, world: int) -> tuple[dict[str, Any], float, int]:
+    """Every parameter's reduced gradient (gathered whole), ‖local shards‖², bytes reduced."""
+    params = dict(model.named_parameters())
+    grads: dict[str, Any] = {}
+    shard_sq = 0.0
+    sent = 0
+    for name in names:
+        g = params[name].grad
+        if g is None:
+            grads[name] = None
+            continue
+        if wrap == "fsdp":
+            local = g.to_local()
+            shard_sq += float(local.double().pow(2).sum())
+            sent += local.numel() * local.element_size() * world  # reduce-scatter sends the whole gradient
+            grads[name] = g.full_tensor().detach().cpu().clone()
+        else:
+            shard_sq += float(g.double().pow(2).sum())
+            sent += g.numel() * g.element_size()
+            grads[name] = g.detach().cpu().clone()
+    return grads, shard_sq, sent
+
+
+def _next_iteration_error(wrapped: Any, built: Built, args: tuple, kwargs: dict, setup: Setup, world: int) -> str | None:
+    """DDP's own words when a parameter went without a gradient: its next forward raises."""
+    try:
+        _loss(wrapped, built, args, kwargs, setup, world)
+    except RuntimeError as err:
+        return str(err).strip()
+    return None
+
+
+def _digest(model: torch.nn.Module) -> str:
+    """A fingerprint of the initial weights (each parameter's sum and sum of |.|, in float64)."""
+    h = hashlib.sha256()
+    with torch.no_grad():
+        for p in model.parameters():
+            t = p.detach().double()
+            h.update(repr((t.sum().item(), t.abs().sum().item())).encode())
+    return h.hexdigest()[:16]
+
+
+def _blob(grads: dict[str, Any]) -> bytes:
+    buffer = io.BytesIO()
+    torch.save(grads, buffer)
+    return buffer.getvalue()
+
+
+def _device(setup: Setup) -> torch.device:
+    if setup.device.startswith("cuda"):
+        import os
+
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    return torch.device(setup.device)
+
+
+def _to(value: Any, device: torch.device) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, tuple):
+        return tuple(_to(v, device) for v in value)
+    if isinstance(value, dict):
+        return {k: _to(v, device) for k, v in value.items()}
+    return value

@@ -1,0 +1,278 @@
+"""`compare --ddp/--fsdp` and `grads --ddp` on real process groups (gloo, 2 ranks, CPU).
+
+The truth comes from torch.distributed run by this file: a hand-written DDP/FSDP2 script
+(`_handwritten`, started with torch.multiprocessing.spawn) and the same models on one process.
+Process groups cost seconds to start, so gradcli's runs share one group of 2 ranks
+(module-scoped), the hand-written runs share another, and only the failing-rank and CLI tests
+start their own.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from gradcli.distributed.launch import RankError, start_ranks
+from gradcli.distributed.result import CauseKind
+from gradcli.distributed.run import compare_distributed, make_setup
+from gradcli.distributed.setup import Fix
+
+MODELS = Path(__file__).resolve().parent.parent / "examples" / "distributed" / "models.py"
+SEED = 7
+WORLD = 2
+BATCH = 16
+#: The tolerance of a float32 gradient reduced over ranks, against one process (rel. error).
+CLOSE = 1e-5
+
+
+def _models():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("distributed_models_for_tests", MODELS)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _data() -> torch.Tensor:
+    return torch.randn(BATCH, 8, generator=torch.Generator().manual_seed(123))
+
+
+def _var() -> str:
+    # The batch written out in full, so that gradcli and this file feed the very same numbers.
+    return "x=" + repr(_data().tolist())
+
+
+def _model(name: str) -> nn.Module:
+    torch.manual_seed(SEED)  # as gradcli seeds before constructing the model
+    return getattr(_models(), name)()
+
+
+def _one_process(name: str, reduce: str) -> dict[str, torch.Tensor | None]:
+    model = _model(name)
+    out = model(_data())
+    (out.pow(2).sum() if reduce == "sum" else out.pow(2).mean()).backward()
+    return {n: None if p.grad is None else p.grad.clone() for n, p in model.named_parameters()}
+
+
+CASES = [("MLP", "mean", "ddp"), ("MLP", "mean", "fsdp"), ("WithBatchNorm", "mean", "ddp"),
+         ("MLP", "sum", "ddp"), ("AuxHead", "mean", "ddp"), ("SeededByRank", "mean", "fsdp")]
+
+
+def _handwritten(rank: int, world: int, port: int, out: str) -> None:
+    """What a user's training script does: DDP or fully_shard, its shard x[rank::world]."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.nn.parallel import DistributedDataParallel
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank))  # as torchrun sets RANK
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    results = {}
+    for name, reduce, wrap in CASES:
+        model = _model(name)
+        if wrap == "ddp":
+            wrapped = DistributedDataParallel(model)
+        else:
+            mesh = init_device_mesh("cpu", (world,))
+            for child in model.children():
+                fully_shard(child, mesh=mesh)
+            wrapped = fully_shard(model, mesh=mesh)
+        loss = lambda: (lambda o: o.pow(2).sum() if reduce == "sum" else o.pow(2).mean())(wrapped(_data()[rank::world]))
+        loss().backward()
+        grads = {}
+        for n, p in model.named_parameters():
+            g = p.grad
+            grads[n] = None if g is None else (g.full_tensor() if wrap == "fsdp" else g).detach().clone()
+        error = None
+        if wrap == "fsdp":  # FSDP2's forward leaves nothing for a next-iteration check
+            results[(name, reduce, wrap)] = (grads, error)
+            continue
+        try:
+            loss()  # DDP checks at the next forward that the last backward reduced everything
+        except RuntimeError as err:
+            error = str(err)
+        results[(name, reduce, wrap)] = (grads, error)
+    torch.save(results, f"{out}.{rank}")
+    dist.destroy_process_group()
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def truth(tmp_path_factory):
+    """torch.distributed's own gradients for every case, per rank, and one process's."""
+    import torch.multiprocessing as mp
+
+    out = str(tmp_path_factory.mktemp("truth") / "grads")
+    mp.spawn(_handwritten, args=(WORLD, _port(), out), nprocs=WORLD)
+    per_rank = [torch.load(f"{out}.{r}", weights_only=False) for r in range(WORLD)]
+    return {case: ([per_rank[r][case] for r in range(WORLD)], _one_process(case[0], case[1])) for case in CASES}
+
+
+@pytest.fixture(scope="module")
+def ranks():
+    with start_ranks(WORLD) as group:
+        yield group
+
+
+def _compare(ranks, name: str, reduce: str, wrap: str):
+    setup = make_setup(f"{MODELS}:{name}", [_var()], loss=f"out.pow(2).{reduce}()", seed=SEED, wrap=wrap, world=WORLD)
+    return compare_distributed(setup, ranks=ranks)
+
+
+def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a.double() - b.double()).norm() / b.double().norm())
+
+
+@pytest.mark.parametrize("wrap", ["ddp", "fsdp"])
+def test_a_healthy_mlp_agrees(ranks, truth, wrap):
+    per_rank, single = truth[("MLP", "mean", wrap)]
+    for grads, _ in per_rank:  # torch: the reduced gradient is one process's
+        assert all(_rel(grads[n], single[n]) < CLOSE for n in single)
+    result = _compare(ranks, "MLP", "mean", wrap)
+    assert result.ok, result.problems
+    assert result.causes == []
+    assert [r.name for r in result.first.rows] == list(single)
+    assert all(r.spread == 0 for r in result.first.rows)
+    norm = float(torch.stack([g.norm() for g in single.values()]).norm())
+    assert result.first.norms.reference == pytest.approx(norm, rel=1e-6)
+    assert result.first.norms.reduced == [pytest.approx(norm, rel=CLOSE)] * WORLD
+    if wrap == "fsdp":  # each rank's shard norm sees part of every gradient; together they are the whole
+        shards = result.first.norms.per_shard
+        assert all(s < norm for s in shards)
+        assert sum(s * s for s in shards) ** 0.5 == pytest.approx(norm, rel=CLOSE)
+    else:
+        assert result.first.norms.per_shard == result.first.norms.reduced
+    document = result.as_dict()
+    assert document["ok"] is True and document["wrap"] == wrap and document["world"] == WORLD
+    json.dumps(document)
+
+
+def test_batchnorm_differs_and_whole_batch_statistics_agree(ranks, truth):
+    per_rank, single = truth[("WithBatchNorm", "mean", "ddp")]
+    torch_differs = {n for n in single if single[n].norm() > 1e-4 and _rel(per_rank[0][0][n], single[n]) > 1e-3}
+    assert "l1.weight" in torch_differs  # torch's DDP: per-rank statistics change the gradient
+    result = _compare(ranks, "WithBatchNorm", "mean", "ddp")
+    assert not result.ok
+    differs = {p.subject for p in result.problems if p.kind == "rank-gradient-differs"}
+    assert torch_differs <= differs
+    (cause,) = result.causes
+    assert cause.kind is CauseKind.BATCHNORM and cause.subjects == ["bn"] and cause.fix is Fix.SYNC_BATCHNORM
+    assert cause.proven is True and cause.after["differing"] == []
+    # gradcli's own numbers are torch DDP's
+    row = {r.name: r for r in result.first.rows}
+    assert row["l1.weight"].worst.rel_err == pytest.approx(_rel(per_rank[0][0]["l1.weight"], single["l1.weight"]), rel=1e-3)
+
+
+def test_a_sum_loss_is_found_with_ratio_one_over_n(ranks, truth):
+    per_rank, single = truth[("MLP", "sum", "ddp")]
+    for n in single:  # torch: DDP's average divides the sum by N
+        assert _rel(per_rank[0][0][n] * WORLD, single[n]) < CLOSE
+    result = _compare(ranks, "MLP", "sum", "ddp")
+    assert {p.subject for p in result.problems if p.kind == "rank-gradient-differs"} == set(single)
+    (cause,) = result.causes
+    assert cause.kind is CauseKind.SUM_LOSS and cause.proven is True
+    assert cause.evidence["expected_ratio"] == 1 / WORLD
+    assert all(r == pytest.approx(1 / WORLD, rel=1e-5) for r in cause.evidence["ratios"].values())
+
+
+def test_an_unused_branch_under_ddp_is_explained_by_name(ranks, truth):
+    per_rank, single = truth[("AuxHead", "mean", "ddp")]
+    assert single["aux.weight"] is None and single["aux.bias"] is None
+    errors = [error for _, error in per_rank]
+    assert all(e is not None and "Expected to have finished reduction" in e for e in errors)
+    # torch: the parameters sharing the unreduced bucket keep each rank's own gradient
+    torch_unsynced = {n for n in single if single[n] is not None and _rel(per_rank[0][0][n], per_rank[1][0][n]) > 1e-6}
+    result = _compare(ranks, "AuxHead", "mean", "ddp")
+    kinds = {p.kind for p in result.problems}
+    assert "ddp-error" in kinds
+    assert {p.subject for p in result.problems if p.kind == "unsynchronised"} == torch_unsynced
+    (cause,) = result.causes
+    assert cause.kind is CauseKind.UNUSED and cause.subjects == ["aux.bias", "aux.weight"]
+    assert cause.evidence["no_grad_by_rank"] == {"0": ["aux.weight", "aux.bias"], "1": ["aux.weight", "aux.bias"]}
+    assert "Expected to have finished reduction" in cause.evidence["ddp_error"]
+    assert cause.fix is Fix.FIND_UNUSED and cause.proven is True
+    from gradcli.render.training.distributed import distributed_text
+
+    text = distributed_text(result)
+    assert "aux.weight, aux.bias" in text and "find_unused_parameters=True" in text
+
+
+def test_initial_weights_that_differ_between_ranks_under_fsdp2(ranks, truth):
+    per_rank, single = truth[("SeededByRank", "mean", "fsdp")]
+    assert _rel(per_rank[0][0]["l1.weight"], single["l1.weight"]) > 1e-3  # torch: fully_shard keeps each rank's init
+    result = _compare(ranks, "SeededByRank", "mean", "fsdp")
+    assert not result.ok and not result.as_dict()["initial_weights_agree"]
+    (cause,) = result.causes
+    assert cause.kind is CauseKind.INITIAL_WEIGHTS and cause.fix is Fix.BROADCAST and cause.proven is True
+
+
+def test_a_rank_that_raises_ends_the_group_with_its_error():
+    setup = make_setup(f"{MODELS}:RankOneFails", ["x=randn(16, 8)"], loss="out.pow(2).mean()", seed=SEED, world=WORLD)
+    with pytest.raises(RankError) as caught:
+        compare_distributed(setup, timeout=120)
+    err = caught.value
+    assert err.rank == 1
+    assert err.message.startswith("rank 1: ") and "raised ValueError: rank 1 cannot take this batch" in err.message
+    assert f'File "{MODELS}"' in err.message and "raise ValueError" in err.message  # the user's own frame
+    assert "torch/nn" not in err.message  # not torch's frames
+    assert len(err.pids) == WORLD
+    assert not {p.pid for p in multiprocessing.active_children()} & set(err.pids)
+    for pid in err.pids:  # no stray process left
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_grads_ddp_flags_the_parameters_whose_ranks_disagree(ranks, truth):
+    from gradcli.distributed.grads import grads_distributed
+    from gradcli.render.formats import render
+
+    per_rank, single = truth[("AuxHead", "mean", "ddp")]
+    torch_unsynced = {n for n in single if single[n] is not None and _rel(per_rank[0][0][n], per_rank[1][0][n]) > 1e-6}
+    setup = make_setup(f"{MODELS}:AuxHead", [_var()], loss="out.pow(2).mean()", seed=SEED, world=WORLD)
+    result = grads_distributed(setup, ranks=ranks)
+    assert not result.ok
+    assert {p.subject for p in result.problems if p.kind == "unsynchronised"} == torch_unsynced
+    rows = {p.name: p for p in result.health.params}
+    for name in torch_unsynced:  # the table's numbers are the reduced gradient's (rank 0's, unsynchronised here)
+        assert rows[name].grad_norm == pytest.approx(float(per_rank[0][0][name].norm()), rel=1e-5)
+    assert "NO GRAD" in rows["aux.weight"].flags
+    text = "\n".join(str(line.item) for line in render(result, "text", width=120))
+    assert "RANKS DIFFER" in text and "DDP raised on the next iteration" in text
+    document = json.loads(render(result, "json"))
+    assert document["distributed"]["unsynchronised"] and document["ok"] is False
+
+
+def test_the_results_follow_the_protocol(ranks, cli):
+    from gradcli.distributed.grads import grads_distributed
+    from test_outcome import follows_the_protocol
+
+    def setup(name):
+        return make_setup(f"{MODELS}:{name}", [_var()], loss="out.pow(2).mean()", seed=SEED, world=WORLD)
+
+    follows_the_protocol(compare_distributed(setup("MLP"), ranks=ranks), passes=True)
+    follows_the_protocol(compare_distributed(setup("WithBatchNorm"), ranks=ranks), passes=False)  # per-rank statistics
+    follows_the_protocol(grads_distributed(setup("MLP"), ranks=ranks), passes=True)
+    follows_the_protocol(grads_distributed(setup("AuxHead"), ranks=ranks), passes=False)  # an unsynchronised head
+
+
+def test_cli_refuses_a_batch_the_ranks_cannot_share_and_two_wrappers(cli):
+    bad = cli("compare", f"{MODELS}:MLP", "--var", "x=randn(15, 8)", "--ddp", "2")
+    assert bad.exit_code == 2 and "a batch of 15 does not split evenly between 2 ranks" in bad.stderr
+    both = cli("compare", f"{MODELS}:MLP", "--var", "x=randn(16, 8)", "--ddp", "2", "--fsdp", "2")
+    assert both.exit_code == 2 and "give one of them" in both.stderr
+    one = cli("grads", f"{MODELS}:MLP", "--var", "x=randn(16, 8)", "--ddp", "1")
+    assert one.exit_code == 2 and "needs 2 or more ranks" in one.stderr
