@@ -129,7 +129,7 @@ def trace_computation(computation: Computation, options: TraceOptions) -> TraceR
         result=described(output),
         leaves=[leaf_record(name, t, computation.sources[name], computation.strict_output) for name, t in leaves.items()],
         graph=graph,
-        passes=[pass_record(r) for r in records],
+        passes=[pass_record(r, computation.strict_output) for r in records],
         intermediates=[intermediate_record(name, t, node_of, kept.get(name)) for name, t in intermediates.items()],
         seed=computation.seed if drew_random(computation, options.grad_output) else None,
         options={**asdict(options), "wrt": list(targets), "retain_grad": list(options.retain_grad)},

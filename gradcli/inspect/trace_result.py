@@ -136,9 +136,12 @@ def intermediate_record(name: str, tensor: Any, node_of: dict[int, str], kept: s
     )
 
 
-def pass_record(record: Any) -> Pass:
+def pass_record(record: Any, whole: bool = True) -> Pass:
+    """`whole` as for `leaf_record`: a pass's gradient of a model's weight is that weight's
+    `.grad`, so it is summarised as the leaf's is (ResNet-18's were 144 MB of the JSON, 11.7
+    million numbers written in full, twice the CPU time of torchviz on the same model)."""
     return Pass(
         record.index, record.mode, record.retain_graph, record.create_graph,
-        {name: None if g is None else full_value(g) for name, g in record.grads.items()},
+        {name: None if g is None else _values(g, whole) for name, g in record.grads.items()},
         dict(record.grad_fns), record.nonfinite, record.error, record.warnings,
     )
