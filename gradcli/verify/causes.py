@@ -32,7 +32,6 @@ from ..inspect.values import all_finite
 from .arbitrate import UNDEFINED, sample
 from .cause import Cause
 from .node_causes import NodeReasoning
-from .symbolic import CHUNK
 
 #: Most points of one group run again with every node recorded (they are alike by construction).
 EVIDENCE_POINTS = 2_000
@@ -190,7 +189,11 @@ def _undefined(name: str, index: torch.Tensor, got: torch.Tensor, target: Any, w
 def _wrong(got: torch.Tensor, target: Any, rtol: float, atol: float, largest: float) -> tuple[torch.Tensor, dict[int, float]]:
     """Indices where autograd is wrong against the exact value (50 digits where in doubt),
     as compare.py decides it, and those exact values."""
-    chosen = sample(_disputed(got, target, rtol, atol))
+    ref = target.reference
+    valid = ~target.undefined & ~target.kink
+    close = torch.isfinite(ref) & torch.isfinite(got) & ((got - ref).abs() <= atol + rtol * ref.abs())
+    disputed = (valid & ~close).nonzero().flatten().tolist()
+    chosen = sample(disputed)
     values = target.exact(chosen) if chosen else []
     bad, exact = [], {}
     for index, value in zip(chosen, values):
@@ -201,22 +204,6 @@ def _wrong(got: torch.Tensor, target: Any, rtol: float, atol: float, largest: fl
             bad.append(index)
             exact[index] = value
     return torch.tensor(bad, dtype=torch.long), exact
-
-
-def _disputed(got: torch.Tensor, target: Any, rtol: float, atol: float) -> list[int]:
-    """Indices of valid points (not undefined, not at a kink) where autograd and the float64
-    reference are not close: CHUNK points at a time, as compare.py runs its passes (the same
-    values; on 10^7 points whole-size temporaries cost 0.55 s of CPU against 0.14 s, most of
-    it faulting in freshly mapped pages)."""
-    ref, found = target.reference, []
-    for start in range(0, got.numel(), CHUNK):
-        part = slice(start, start + CHUNK)
-        g, r = got[part], ref[part]
-        close = torch.isfinite(r) & torch.isfinite(g) & ((g - r).abs() <= atol + rtol * r.abs())
-        index = (~target.undefined[part] & ~target.kink[part] & ~close).nonzero().flatten()
-        if index.numel():
-            found.append(index + start)
-    return torch.cat(found).tolist() if found else []
 
 
 def _confirm_undefined(
