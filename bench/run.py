@@ -39,7 +39,9 @@ EXAMPLES = HERE.parent / "examples"
 sys.path.insert(0, str(HERE))
 
 import programs  # noqa: E402  (bench/programs.py: the chain and DAG program texts)
+from model_args import BLOCKS  # noqa: E402
 from model_args import GRADCLI_ARGS as MODEL_ARGS  # noqa: E402  (no torch here: see model_args.py)
+import real_models  # noqa: E402  (ResNet-18 and GPT-2 command lines, without torch)
 
 PYTHON = sys.executable
 BIG_POINTS = 10_000_000
@@ -50,9 +52,17 @@ DEFAULT_REPS, QUICK_REPS = 7, 3
 TABLE_START, TABLE_END = "<!-- bench-table -->", "<!-- /bench-table -->"
 
 
-def gradcli_script() -> str:
+def gradcli_script(work: Path) -> str:
+    """The `gradcli` console script beside this interpreter; else (gradcli importable from a
+    source tree on PYTHONPATH, as in an environment that has torchvision and transformers but
+    not gradcli installed) one written into `work` as pip writes it."""
     beside = Path(PYTHON).with_name("gradcli")
-    return str(beside) if beside.exists() else "gradcli"
+    if beside.exists():
+        return str(beside)
+    script = work / "gradcli"
+    script.write_text(f"#!{PYTHON}\nimport sys\nfrom gradcli.cli import main\nsys.exit(main())\n")
+    script.chmod(0o755)
+    return str(script)
 
 
 @dataclass
@@ -63,6 +73,7 @@ class Command:
     argv: list[str]
     shown: str  # how the table names it
     expect: int = 0
+    needs: tuple[str, ...] = ()  # packages beyond torch (torchvision...): the row is skipped without them
     seconds: list[float] = field(default_factory=list)
     cpu: list[float] = field(default_factory=list)
     peak_mb: list[float] = field(default_factory=list)
@@ -81,11 +92,18 @@ class Comparison:
     theirs: str
     time_target: float
     memory_target: float | None = None
+    # Growth rows: `base`, `theirs` and `ours` are the same command at 1x, 2x and 4x the size;
+    # each ratio is the second doubling's cost over twice the first's, (4x - 2x) / 2(2x - 1x):
+    # 1 when the cost per node is flat, 2 when it grows with the size (quadratic).
+    base: str | None = None
+
+    def names(self) -> list[str]:
+        return [n for n in (self.ours, self.theirs, self.base) if n is not None]
 
 
 def commands(work: Path) -> dict[str, Command]:
     """Every command the comparisons need, each measured once per repetition."""
-    gradcli = gradcli_script()
+    gradcli = gradcli_script(work)
     chain = work / "chain20000.txt"
     chain.write_text(programs.chain(CHAIN_OPS))
     dag = work / "dag40.txt"
@@ -175,6 +193,8 @@ def commands(work: Path) -> dict[str, Command]:
         Command(
             "handwritten_memory", [PYTHON, str(HERE / "memory_handwritten.py")],
             "bench/memory_handwritten.py (same model: forward under a saved_tensors_hooks counter, backward)",
+        ),
+        Command(
             "compare_ddp", [gradcli, "compare", f"{HERE / 'mlp24.py'}:MLP24", "--var", "x=randn(64, 1024)", "--loss",
                             "out.pow(2).mean()", "--ddp", "2"],
             "gradcli compare --ddp 2, 24-layer MLP (2 gloo ranks, batch 64)",
@@ -211,7 +231,46 @@ def commands(work: Path) -> dict[str, Command]:
             "the same CI loop, collector off and no teardown (bench/as_gradcli_exits.py)", expect=1,
         ),
     ]
+    listed += real_model_commands(gradcli) + scaling_commands(gradcli)
     return {c.name: c for c in listed}
+
+
+def real_model_commands(gradcli: str) -> list[Command]:
+    """torchvision's ResNet-18 and a 2-layer GPT-2 (real_models.py), where installed."""
+    vision, gpt = ("torchvision", "torchviz"), ("transformers", "torchviz")
+    return [
+        Command("resnet_json", [gradcli, "trace", *real_models.RESNET_ARGS, "--json"],
+                "gradcli trace --json, torchvision.models:resnet18 (2x3x32x32)", needs=vision),
+        Command("torchviz_resnet", [PYTHON, str(HERE / "torchviz_real.py"), "resnet18"],
+                "torchviz make_dot(loss, params=...).source, same ResNet-18", needs=vision),
+        Command("gpt2_json", [gradcli, "trace", *real_models.GPT2_ARGS, "--json"],
+                "gradcli trace --json, 2-layer GPT-2 (GPT2Config, 2x16 tokens)", needs=gpt),
+        Command("torchviz_gpt2", [PYTHON, str(HERE / "torchviz_real.py"), "gpt2"],
+                "torchviz make_dot(loss, params=...).source, same GPT-2", needs=gpt),
+        Command("grads_resnet", [gradcli, "grads", *real_models.RESNET_ARGS],
+                "gradcli grads, torchvision.models:resnet18 (2x3x32x32)", needs=("torchvision",)),
+        Command("handwritten_grads_resnet", [PYTHON, str(HERE / "handwritten_grads_resnet.py")],
+                "bench/handwritten_grads_resnet.py (same model: per parameter norm, max, zero share)",
+                needs=("torchvision",)),
+    ]
+
+
+#: The scaling rows' sizes: DeepMLP (bench/model.py) at 1x, 2x and 4x these blocks (~9 nodes each).
+SCALES = (BLOCKS // 2, BLOCKS, BLOCKS * 2)
+
+
+def scaling_commands(gradcli: str) -> list[Command]:
+    """trace --json and grads on the same model at 1x, 2x, 4x its depth."""
+    listed = []
+    for blocks, times in zip(SCALES, (1, 2, 4)):
+        depth = ["--init", f"blocks={blocks}"]
+        listed += [
+            Command(f"trace_{times}x", [gradcli, *MODEL_ARGS, "--json", *depth],
+                    f"gradcli trace --json, DeepMLP {blocks} blocks ({times}x)"),
+            Command(f"grads_{times}x", [gradcli, "grads", *MODEL_ARGS[1:], *depth],
+                    f"gradcli grads, DeepMLP {blocks} blocks ({times}x)"),
+        ]
+    return listed
 
 
 COMPARISONS = [
@@ -251,6 +310,15 @@ COMPARISONS = [
                "handwritten_function_bare", 1.5),
     Comparison("function_package_bare", "same package, loop without collector and teardown", "function_package",
                "handwritten_function_ci_bare", 1.5),
+    # Real architectures (issue 29), skipped where torchvision / transformers / torchviz are missing.
+    Comparison("resnet_json", "trace --json, ResNet-18", "resnet_json", "torchviz_resnet", 1.0),
+    Comparison("gpt2_json", "trace --json, 2-layer GPT-2", "gpt2_json", "torchviz_gpt2", 1.0),
+    Comparison("grads_resnet", "grads, ResNet-18", "grads_resnet", "handwritten_grads_resnet", 1.2, 1.3),
+    # How the cost grows with depth: the cost per node of going 2x -> 4x over that of 1x -> 2x.
+    Comparison("trace_growth", "trace --json, per-node cost 2x->4x over 1x->2x depth", "trace_4x", "trace_2x",
+               1.25, 1.25, base="trace_1x"),
+    Comparison("grads_growth", "grads, per-node cost 2x->4x over 1x->2x depth", "grads_4x", "grads_2x",
+               1.25, 1.25, base="grads_1x"),
 ]
 
 
@@ -324,6 +392,12 @@ def table(cmds: dict[str, Command], chosen: list[Comparison], reps: int, load: t
         m_ours, m_theirs = ours.median(ours.peak_mb), theirs.median(theirs.peak_mb)
         ratio, mem_ratio = t_ours / t_theirs, m_ours / m_theirs
         cpu_ratio = ours.median(ours.cpu) / theirs.median(theirs.cpu)
+        if c.base is not None:
+            base = cmds[c.base]
+            ratio, cpu_ratio, mem_ratio = (
+                _growth(base.median(values(base)), theirs.median(values(theirs)), ours.median(values(ours)))
+                for values in (lambda k: k.seconds, lambda k: k.cpu, lambda k: k.peak_mb)
+            )
         met = ratio <= c.time_target and (c.memory_target is None or mem_ratio <= c.memory_target)
         target = f"≤ {c.time_target:g}" + (f" (mem ≤ {c.memory_target:g})" if c.memory_target else "")
         lines.append(
@@ -335,7 +409,7 @@ def table(cmds: dict[str, Command], chosen: list[Comparison], reps: int, load: t
               "| command | wall s | min s | max s | CPU s | peak MB |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
     used = []
     for c in chosen:
-        used += [n for n in (c.ours, c.theirs) if n not in used]
+        used += [n for n in c.names() if n not in used]
     for name in used:
         cmd = cmds[name]
         lines.append(
@@ -343,6 +417,11 @@ def table(cmds: dict[str, Command], chosen: list[Comparison], reps: int, load: t
             f"{max(cmd.seconds):.3f} | {cmd.median(cmd.cpu):.3f} | {cmd.median(cmd.peak_mb):.0f} |"
         )
     return "\n".join(lines)
+
+
+def _growth(small: float, mid: float, large: float) -> float:
+    """(large - mid) / 2(mid - small): the second doubling's cost per node over the first's."""
+    return (large - mid) / (2 * (mid - small)) if mid != small else float("nan")
 
 
 def write_readme(text: str) -> None:
@@ -361,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help="put the table into bench/README.md")
     args = parser.parse_args(argv)
     reps = args.reps or (QUICK_REPS if args.quick else DEFAULT_REPS)
-    chosen = COMPARISONS
+    chosen = list(COMPARISONS)
     if args.only:
         keys = args.only.split(",")
         unknown = set(keys) - {c.key for c in COMPARISONS}
@@ -370,14 +449,22 @@ def main(argv: list[str] | None = None) -> int:
         chosen = [c for c in COMPARISONS if c.key in keys]
     with tempfile.TemporaryDirectory(prefix="gradcli-bench-") as work:
         cmds = commands(Path(work))
+        skipped = []
+        for c in list(chosen):
+            missing = real_models.installed(*{p for n in c.names() for p in cmds[n].needs})
+            if missing:
+                chosen.remove(c)
+                skipped.append(f"skipped: {c.what} ({', '.join(sorted(missing))} not installed)")
+        for note in skipped:
+            print(f"bench: {note}", file=sys.stderr)
         names = []
         for c in chosen:
-            names += [n for n in (c.ours, c.theirs) if n not in names]
+            names += [n for n in c.names() if n not in names]
         compile_gradcli()
         before = os.getloadavg()[0]
         measure([cmds[n] for n in names], reps, args.seed)
         after = os.getloadavg()[0]
-    text = table(cmds, chosen, reps, (before, after))
+    text = table(cmds, chosen, reps, (before, after)) + "".join(f"\n\n{note}" for note in skipped)
     print(text)
     if args.write:
         write_readme(text)

@@ -45,7 +45,7 @@ def run_module(tmp_path_factory):
 
 def test_every_comparison_names_declared_commands_and_every_command_is_compared(run_module):
     run, commands = run_module
-    used = {name for c in run.COMPARISONS for name in (c.ours, c.theirs)}
+    used = {name for c in run.COMPARISONS for name in c.names()}
     assert used <= set(commands), used - set(commands)
     assert set(commands) - used == set()
     assert len({c.key for c in run.COMPARISONS}) == len(run.COMPARISONS)

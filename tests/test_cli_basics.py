@@ -92,7 +92,7 @@ HOSTILE_CLI = [
     ("open('{marker}', 'w')", "unknown function 'open'"),
     ("lambda: open('{marker}', 'w')", "lambdas are not part of the language"),
     ("[open('{marker}', 'w') for i in x]", "comprehensions are not part of the language"),
-    ("x[0]", "subscripts (x[0]) are not part of the language"),
+    ("x[::-1]", "a slice step must be positive"),  # subscripts are in the language; a negative step is not
     ("'{marker}'", "strings are not part of the language"),
     ("f'{{open(\"{marker}\")}}'", "strings are not part of the language"),
     ("(y := x)", "':=' is not part of the language"),

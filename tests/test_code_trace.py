@@ -210,6 +210,29 @@ def test_torch_nn_linear_is_a_module_target(cli):
     assert "parameters: 2 tensors, 8 values, 2 require grad" in result.stdout
 
 
+def test_a_large_gradient_is_a_summary_in_every_pass_as_in_its_leaf(cli):
+    """A 60x200 weight (12,000 gradients): each pass gives it as a summary, as its leaf does,
+    while the 60-element bias stays whole; the numbers are torch's own backward's."""
+    args = ["torch.nn:Linear", "--init", "in_features=200", "--init", "out_features=60",
+            "--var", "input=ones(3,200)", "--loss", "out.sum()", "--seed", "0", "--repeat", "2", "--retain-graph"]
+    result = cli("trace", *args, "--json")
+    assert result.exit_code == 0, result.stderr
+    document = json.loads(result.stdout)
+    linear = torch.nn.Linear(200, 60)
+    linear(torch.ones(3, 200)).sum().backward()
+    first, second = (p["grads"]["weight"] for p in document["passes"])
+    assert first["numel"] == 12_000 and first["shape"] == [60, 200]
+    assert first["preview"] == linear.weight.grad.reshape(-1)[:6].tolist()
+    assert first["norm"] == pytest.approx(float(linear.weight.grad.double().norm()), rel=1e-12)
+    # .grad accumulates: the second pass doubles it, and the leaf keeps the last pass's
+    assert second == {**first, "preview": [2 * v for v in first["preview"]], "norm": 2 * first["norm"]}
+    assert next(leaf for leaf in document["leaves"] if leaf["name"] == "weight")["grad"] == second
+    assert [p["grads"]["bias"] for p in document["passes"]] == [(linear.bias.grad * k).tolist() for k in (1, 2)]
+    text = cli("trace", *args)
+    assert text.exit_code == 0, text.stderr
+    assert ".grad of weight: [3.0, 3.0, 3.0, 3.0, 3.0, 3.0, …] (shape [60, 200])" in text.stdout
+
+
 @pytest.mark.parametrize(("name", "extra", "found"), [
     ("make_mlp", ["--init", "hidden=5"], "model factory make_mlp, called as make_mlp(hidden=5) -> MLP"),
     ("model", [], "nn.Module instance of MLP"),
@@ -545,7 +568,7 @@ def test_several_outputs_hint_offers_only_floating_ones(cli, tmp_path):
 
 def test_init_values_are_python_literals_and_a_bare_word_is_a_string():
     from gradcli.errors import UsageError
-    from gradcli.targets.code import parse_init
+    from gradcli.targets.construct import parse_init
 
     assert parse_init(["width=16", "sizes=(3, 4)", "act=relu", "name='gelu'", "bias=False"]) == {
         "width": 16, "sizes": (3, 4), "act": "relu", "name": "gelu", "bias": False}

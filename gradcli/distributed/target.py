@@ -16,7 +16,7 @@ import torch
 
 from ..errors import UsageError
 from ..health.run import _scalar as scalar_loss
-from ..targets.code import parse_init, resolve
+from ..targets.construct import parse_init, resolve
 from ..targets.inputs import bind_inputs
 from ..targets.load import load_object
 from ..targets.outputs import loss_variables, name_outputs, reduce_output

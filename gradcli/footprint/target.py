@@ -11,7 +11,8 @@ from typing import Any, Sequence
 import torch
 
 from ..errors import UsageError
-from ..targets.code import parse_init, resolve, tag_loss
+from ..targets.code import tag_loss
+from ..targets.construct import parse_init, resolve
 from ..targets.inputs import bind_inputs
 from ..targets.load import load_object, users_code
 from ..targets.outputs import loss_variables, name_outputs, reduce_output

@@ -82,8 +82,12 @@ def run_passes(plan: PassPlan, before_pass: Callable[[int], None] | None = None)
         if gradients is None:
             break
         live = gradients
+        # A later pass accumulates into .grad in place, so each pass keeps a copy of what it
+        # left; after the last one nothing writes to it again, and a copy of a model's
+        # gradients (GPT-2's: 150 MB) would only cost time and memory.
+        last = index == plan.repeat - 1
         for name, grad in gradients.items():
-            record.grads[name] = None if grad is None else grad.detach().clone()
+            record.grads[name] = None if grad is None else (grad.detach() if last else grad.detach().clone())
             fn = None if grad is None else grad.grad_fn
             record.grad_fns[name] = None if fn is None else fn.name()
     return records, live

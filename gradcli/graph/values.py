@@ -32,9 +32,27 @@ def full_value(tensor: Any) -> Any:
 
 def preview(tensor: Any, count: int = PREVIEW, numel: int | None = None) -> list[Any]:
     """The first `count` elements, flattened (`numel`, when the caller knows it, saves asking)."""
-    if (tensor.numel() if numel is None else numel) == 1:  # long chains of scalars: 10x cheaper
+    numel = tensor.numel() if numel is None else numel
+    if numel == 1:  # long chains of scalars: 10x cheaper
         return [tensor.item()]
-    return tensor.detach().reshape(-1)[:count].cpu().tolist()
+    if numel == 0:
+        return []
+    return _head(tensor.detach(), count, numel).reshape(-1)[:count].cpu().tolist()
+
+
+def _head(tensor: Any, count: int, numel: int) -> Any:
+    """The leading rows that hold the first `count` elements in row-major order.
+
+    `reshape(-1)` of a non-contiguous tensor copies all of it: a transposed saved weight
+    (GPT-2's 50257x768 embedding as the head's `mat2`) cost 0.18 s of CPU and 150 MB for
+    six numbers. Narrowing first copies at most a few rows.
+    """
+    while tensor.dim() > 1:
+        row = numel // tensor.shape[0]
+        if row < count:
+            return tensor[: -(-count // row)]
+        tensor, numel = tensor[0], row
+    return tensor
 
 
 def summary(tensor: Any) -> dict[str, Any]:
@@ -56,7 +74,14 @@ def described(tensor: Any) -> dict[str, Any]:
 def all_finite(tensor: Any) -> bool:
     import torch
 
-    return bool(torch.isfinite(tensor.detach()).all())
+    tensor = tensor.detach()
+    if tensor.is_floating_point() and tensor.layout == torch.strided and tensor.numel():
+        # nan and ±inf reach the minimum or the maximum (aminmax propagates nan): one
+        # vectorised pass, where isfinite().all() writes a bool per element first (GPT-2's
+        # 38M-element embedding gradient: 0.26 s of CPU against 0.007 s)
+        low, high = torch.aminmax(tensor)
+        return bool(low.isfinite() and high.isfinite())
+    return bool(torch.isfinite(tensor).all())
 
 
 def plain_scalar(value: Any) -> Any:

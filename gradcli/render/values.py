@@ -30,9 +30,12 @@ def fmt_number(value: Any) -> str:
 
 
 def fmt_value(value: Any) -> str:
-    """A number, a nested list (whole when small, else a preview with its size), or None."""
+    """A number, a nested list (whole when small, else a preview with its size), a tensor
+    summary (a model's large tensor, shown as its whole list would be), or None."""
     if value is None:
         return "None"
+    if isinstance(value, dict):
+        return f"[{', '.join(fmt_number(v) for v in value['preview'][:PREVIEW])}, …] (shape {value['shape']})"
     if not isinstance(value, list):
         return fmt_number(value)
     flat = flatten(value, WHOLE + 1)

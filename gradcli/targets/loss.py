@@ -96,7 +96,7 @@ def as_loss(loss: Any, init: Sequence[str] = (), library_dirs: Sequence[str | Pa
 def _load(given: Any, init: Sequence[str], where: str) -> Any:
     import torch
 
-    from .code import _call_user, parse_init
+    from .construct import call_user, parse_init
     from .load import load_object
 
     obj = load_object(given)[0] if isinstance(given, str) else given
@@ -106,7 +106,7 @@ def _load(given: Any, init: Sequence[str], where: str) -> Any:
         err.message = err.message.replace("--init", "--loss-init", 1)
         raise
     if inspect.isclass(obj) and issubclass(obj, torch.nn.Module):
-        return _call_user(obj, options, where, "constructing the loss")
+        return call_user(obj, options, where, "constructing the loss")
     if init:
         raise UsageError(f"--loss-init applies to an nn.Module loss class; {where} is {_kind(obj)}",
                          hint="drop --loss-init, or give the arguments through --var")

@@ -128,21 +128,30 @@ class TraceResult(Reported):
 FULL_VALUES = 10_000
 
 
-def leaf_record(name: str, tensor: Any, source: LeafSource, whole: bool = True) -> Leaf:
-    """`whole`: every value (expressions); else large tensors (a model's weights) summarised."""
+def leaf_record(name: str, tensor: Any, source: LeafSource, whole: bool = True, made: dict | None = None) -> Leaf:
+    """`whole`: every value (expressions); else large tensors (a model's weights) summarised.
+    `made`: summaries already made in this trace (see `_values`)."""
     grad = tensor.grad
     return Leaf(
         name, source.spec, source.defaulted, list(tensor.shape), dtype_name(tensor),
-        tensor.requires_grad, _values(tensor, whole), None if grad is None else _values(grad, whole),
+        tensor.requires_grad, _values(tensor, whole, made), None if grad is None else _values(grad, whole, made),
     )
 
 
-def _values(tensor: Any, whole: bool) -> Any:
+def _values(tensor: Any, whole: bool, made: dict | None = None) -> Any:
     if whole or tensor.numel() <= FULL_VALUES:
         return full_value(tensor)
+    # After the last backward pass a weight's .grad and the pass's gradient are one tensor:
+    # its summary (a float64 copy for the norm: 0.22 s for GPT-2's 38M-element embedding) is
+    # made once. Same memory, same view and same version counter: the same values.
+    key = (tensor.data_ptr(), tuple(tensor.shape), tensor.stride(), tensor.dtype, tensor._version)
+    if made is not None and key in made:
+        return dict(made[key])
     data = summary(tensor)
     data["norm"] = float(tensor.detach().double().norm())
-    return data
+    if made is not None:
+        made[key] = data
+    return dict(data)
 
 
 def intermediate_record(name: str, tensor: Any, node_of: dict[int, str], kept: str | None) -> Intermediate:
@@ -153,9 +162,12 @@ def intermediate_record(name: str, tensor: Any, node_of: dict[int, str], kept: s
     )
 
 
-def pass_record(record: Any) -> Pass:
+def pass_record(record: Any, whole: bool = True, made: dict | None = None) -> Pass:
+    """`whole` as for `leaf_record`: a pass's gradient of a model's weight is that weight's
+    `.grad`, so it is summarised as the leaf's is (ResNet-18's were 144 MB of the JSON, 11.7
+    million numbers written in full, twice the CPU time of torchviz on the same model)."""
     return Pass(
         record.index, record.mode, record.retain_graph, record.create_graph,
-        {name: None if g is None else full_value(g) for name, g in record.grads.items()},
+        {name: None if g is None else _values(g, whole, made) for name, g in record.grads.items()},
         dict(record.grad_fns), record.nonfinite, record.error, record.warnings,
     )

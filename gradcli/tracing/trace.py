@@ -127,12 +127,13 @@ def trace_computation(computation: Computation, options: TraceOptions) -> TraceR
     kept = {name: "kept by --retain-grad" for name in options.retain_grad}
     if options.mode == "backward" and options.wrt:
         kept.update({name: "written by backward(inputs=...) for --wrt" for name in targets if name not in kept})
+    whole, made = computation.strict_output, {}
     result = TraceResult(
         expression=computation.description,
         result=described(output),
-        leaves=[leaf_record(name, t, computation.sources[name], computation.strict_output) for name, t in leaves.items()],
+        leaves=[leaf_record(name, t, computation.sources[name], whole, made) for name, t in leaves.items()],
         graph=graph,
-        passes=[pass_record(r) for r in records],
+        passes=[pass_record(r, whole, made) for r in records],
         intermediates=[intermediate_record(name, t, node_of, kept.get(name)) for name, t in intermediates.items()],
         seed=computation.seed if drew_random(computation, options.grad_output) else None,
         options={**asdict(options), "wrt": list(targets), "retain_grad": list(options.retain_grad)},

@@ -28,6 +28,7 @@ from typing import Any, Mapping
 import torch
 
 from ...graph.evidence import Evidence, gather
+from ...graph.values import all_finite
 from ...exact.arbitrate import UNDEFINED, sample
 from .cause import Cause
 from .nodes import NodeReasoning
@@ -92,7 +93,10 @@ def classify(got: torch.Tensor, target: Any, *, rtol: float, atol: float, larges
     """(indices where autograd is wrong, their exact values, mask of points where autograd is
     not finite and the exact derivative looks undefined or infinite)."""
     bad, exact = _wrong(got, target, rtol, atol, largest)
-    undefined = (target.undefined | ~torch.isfinite(target.reference)) & ~target.kink & ~torch.isfinite(got)
+    if all_finite(got):  # the mask below needs a non-finite autograd value: none, so no pass over the points
+        undefined = torch.zeros(got.shape, dtype=torch.bool)
+    else:
+        undefined = (target.undefined | ~torch.isfinite(target.reference)) & ~target.kink & ~torch.isfinite(got)
     undefined[bad] = False
     bad, undefined = _confirm_undefined(bad, exact, undefined, target, largest, outside)
     return bad, exact, undefined

@@ -25,7 +25,7 @@ from typing import Any, Iterator, Sequence
 import torch
 
 from ...errors import UsageError
-from ...targets.code import Callee, parse_init, resolve
+from ...targets.construct import Callee, parse_init, resolve
 from ...targets.inputs import bind_inputs
 from ...targets.load import users_code
 from .find import Passed

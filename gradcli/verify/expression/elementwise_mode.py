@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from ...graph.values import all_finite
 from ...interpret.variables import resolve_dtype
 from ...errors import DomainError
 from ...exact.boundaries import near_boundaries
@@ -38,7 +39,8 @@ def check_elementwise(check: CheckContext, pts: dict[str, torch.Tensor], simplif
         return
     rounded = {n: v.detach().to(resolve_dtype(result.dtype)).to(torch.float64).clone() for n, v in pts.items()}
     result.points = rounded
-    result.autograd_nonfinite = sum(int((~torch.isfinite(v)).sum()) for v in ev.autograd.values())
+    # all_finite (one aminmax) first: a bool per element and its sum cost 0.17 s on 10^7 points
+    result.autograd_nonfinite = sum(0 if all_finite(v) else int((~torch.isfinite(v)).sum()) for v in ev.autograd.values())
     if ev.symbolic_skipped is not None:
         result.symbolic_skipped = f"{ev.symbolic_skipped}; gradcheck still runs"
     if ev.targets is not None and ev.formulas is not None:
@@ -70,7 +72,7 @@ def check_elementwise(check: CheckContext, pts: dict[str, torch.Tensor], simplif
         result.causes = _causes(check, rounded, ev)
         keep = ~ev.outside & ~ev.near_kink
         for t in first:
-            keep &= ~t.undefined & torch.isfinite(t.reference)
+            keep &= ~t.undefined if all_finite(t.reference) else ~t.undefined & torch.isfinite(t.reference)
         gradchecks_elementwise(check, rounded, keep, (targets, size))
         return
     near = near_boundaries(program, library, rounded, size)
