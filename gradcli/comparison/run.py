@@ -9,14 +9,14 @@ reruns that make the evidence of causes.py.
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
 from ..errors import GradcliError, UsageError
 from ..targets.load import user_error
+from ..targets.model import python_loss
 from .gradients import Flag, Tolerance, compare_gradients
 from .result import CompareResult
 from .setup import Setup
@@ -47,13 +47,8 @@ def compare(model: torch.nn.Module, *inputs: Any, loss: LossFn | str | None = No
     `.grad`, buffers) is never changed: both runs use copies."""
     setup = Setup(compile=compile, backend=backend, mode=mode, amp=amp, scaler=scaler, dtype=dtype,  # type: ignore[arg-type]
                   reference=reference)  # type: ignore[arg-type]
-    kwargs, for_loss = _split_named(model, named)
-    if isinstance(loss, str):
-        loss_fn: LossFn = _ExpressionLoss(loss, for_loss)
-    elif for_loss:
-        raise UsageError(f"forward takes no input '{next(iter(for_loss))}'", hint="values for the loss need loss= as an expression")
-    else:
-        loss_fn = loss if loss is not None else (lambda output: output)
+    loss_init = tuple(named.pop("loss_init", ()))
+    kwargs, loss_fn = python_loss(model, inputs, named, loss, loss_init)
     return compare_of(model, tuple(inputs), kwargs, loss_fn, setup)
 
 
@@ -200,27 +195,3 @@ class Runs:
         model's loosest, since what it passes on feeds the layers that have them."""
         own = [self.tolerance(n) for n, m in self.module_of.items() if m == path]
         return max(own or [self.tolerance(n) for n in self.module_of])
-
-
-def _split_named(model: Any, named: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Keyword values for forward, and the rest (for a loss expression)."""
-    if not named:
-        return {}, {}
-    try:
-        accepted = set(inspect.signature(model.forward).parameters)
-    except (TypeError, ValueError, AttributeError):
-        accepted = set()
-    return ({k: v for k, v in named.items() if k in accepted}, {k: v for k, v in named.items() if k not in accepted})
-
-
-class _ExpressionLoss:
-    """A loss written in gradcli's language, as --loss is: `out` and the named values bound."""
-
-    def __init__(self, text: str, values: dict[str, Any]) -> None:
-        self.text, self.values = text, values
-
-    def __call__(self, output: Any) -> Any:
-        from ..targets.outputs import name_outputs, reduce_output
-
-        value, _ = reduce_output(name_outputs(output, "the model"), self.values, self.text)
-        return value

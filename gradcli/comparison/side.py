@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from ..targets.base import Origin
+from ..targets.model import scalar_loss
 
 LossFn = Callable[[Any], Any]
 #: GradScaler halves its scale at every skipped step: from 65536, 40 steps reach 2^-24.
@@ -123,7 +124,7 @@ def _forward(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, An
         with recorder:
             output = fn(*args, **kwargs)
         value = loss_fn(output)
-    return _scalar(value)
+    return scalar_loss(value)
 
 
 def _scaler_loop(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], loss_fn: LossFn, how: How,
@@ -149,16 +150,6 @@ def _scaler_loop(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str
         if not skipped:
             break
     return loss, steps
-
-
-def _scalar(value: Any) -> torch.Tensor:
-    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.is_floating_point():
-        return value.reshape(())
-    from ..errors import UsageError
-
-    what = f"a {value.dtype} tensor of shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) else f"a {type(value).__name__}"
-    raise UsageError(f"the loss must be a floating-point scalar, and it is {what}",
-                     hint='reduce the output to one number: --loss "out.pow(2).mean()" (in Python: loss=lambda out: ...)')
 
 
 def _cast(value: Any, dtype: torch.dtype) -> Any:

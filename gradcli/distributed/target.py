@@ -15,11 +15,7 @@ from typing import Any, Callable
 import torch
 
 from ..errors import UsageError
-from ..health.run import _scalar as scalar_loss
-from ..targets.construct import parse_init, resolve
-from ..targets.inputs import bind_inputs
-from ..targets.load import load_object
-from ..targets.outputs import loss_variables, name_outputs, reduce_output
+from ..targets.model import model_run, scalar_loss
 from .setup import Setup
 
 
@@ -38,29 +34,19 @@ class Built:
 
 def build(setup: Setup, rank: int | None = None, world: int = 1) -> Built:
     """`setup`'s target made on this process; `rank` None: the whole batch (the reference)."""
-    obj, where = load_object(setup.target)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(setup.seed)
-        callee = resolve(obj, where, parse_init(setup.init))
-        model = callee.model
-        if model is None or next(model.parameters(), None) is None:
-            raise UsageError(f"{where} is {callee.found}: --ddp and --fsdp run a model with parameters on each rank",
-                             hint="name an nn.Module subclass, a factory returning one, or a module instance")
-        inputs = bind_inputs(
-            callee.signature_of, where, setup.variables, (), {}, dtype=_model_dtype(model), device="cpu",
-            seed=setup.seed, data_inputs=True, loss_names=loss_variables(setup.loss, setup.library_dirs),
-        )
-    batch = batch_size(inputs.tensors, world)
-    shards = {name: _shard(t, rank, world, batch) for name, t in inputs.tensors.items()}
-    swap = {id(t): shards[name] for name, t in inputs.tensors.items()}
-    args = tuple(swap.get(id(a), a) for a in inputs.args)
-    kwargs = {k: swap.get(id(v), v) for k, v in inputs.kwargs.items()}
+    with model_run(setup.target, setup.variables, purpose="--ddp and --fsdp run a model with parameters on each rank",
+                   loss=setup.loss, init=setup.init, seed=setup.seed, library_dirs=setup.library_dirs) as run:
+        pass  # made under the seed; each rank's shard is cut from the same whole batch below
+    batch = batch_size(run.tensors, world)
+    shards = {name: _shard(t, rank, world, batch) for name, t in run.tensors.items()}
+    swap = {id(t): shards[name] for name, t in run.tensors.items()}
+    args = tuple(swap.get(id(a), a) for a in run.args)
+    kwargs = {k: swap.get(id(v), v) for k, v in run.kwargs.items()}
 
     def loss_fn(output: Any) -> torch.Tensor:
-        value, _ = reduce_output(name_outputs(output, where), shards, setup.loss, setup.library_dirs)
-        return scalar_loss(value)  # grads' own refusal of a loss that is not one number
+        return scalar_loss(run.loss_of(output, shards))  # grads' own refusal of a loss that is not one number
 
-    return Built(model, args, kwargs, loss_fn, where, callee.found, batch)
+    return Built(run.model, args, kwargs, loss_fn, run.where, run.found, batch)
 
 
 def batch_size(tensors: dict[str, torch.Tensor], world: int) -> int:
@@ -86,10 +72,3 @@ def _shard(tensor: torch.Tensor, rank: int | None, world: int, batch: int) -> to
     if rank is None or tensor.dim() == 0:
         return tensor
     return tensor.detach()[rank::world].clone().requires_grad_(tensor.requires_grad)
-
-
-def _model_dtype(model: torch.nn.Module) -> str:
-    for tensor in (*model.parameters(), *model.buffers()):
-        if tensor.is_floating_point():
-            return str(tensor.dtype).removeprefix("torch.")
-    return "float32"

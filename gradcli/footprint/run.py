@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
 
 from ..errors import UsageError
+from ..targets.model import model_dtype, python_loss, restored_buffers, scalar_loss
 from ..targets.record import ForwardRecorder, origin_of
 from .checkpoint import ModuleInputs, advise
 from .peak import PeakMeter, tensor_bytes
@@ -44,33 +45,9 @@ def memory(model: torch.nn.Module, *inputs: Any, loss: LossFn | str | None = Non
     forward's signature names go to forward by keyword.
     """
     options = {name: named.pop(name) for name in RUN_OPTIONS if name in named}
-    try:
-        accepted = set(inspect.signature(model.forward).parameters)
-    except (TypeError, ValueError, AttributeError):
-        accepted = set()
-    kwargs = {k: v for k, v in named.items() if k in accepted}
-    for_loss = {k: v for k, v in named.items() if k not in accepted}
-    if isinstance(loss, str):
-        loss_fn: LossFn = _ExpressionLoss(loss, for_loss)
-    elif for_loss:
-        raise UsageError(f"forward takes no input '{next(iter(for_loss))}'",
-                         hint="values for the loss need loss= as an expression; the options are " + ", ".join(RUN_OPTIONS))
-    else:
-        loss_fn = loss if loss is not None else (lambda output: output)
+    loss_init = tuple(named.pop("loss_init", ()))
+    kwargs, loss_fn = python_loss(model, inputs, named, loss, loss_init, RUN_OPTIONS)
     return memory_of(model, inputs, kwargs, loss_fn, **options)
-
-
-class _ExpressionLoss:
-    """A loss written in gradcli's language, as --loss is: `out` and the named values bound."""
-
-    def __init__(self, text: str, values: dict[str, Any]) -> None:
-        self.text, self.values = text, values
-
-    def __call__(self, output: Any) -> Any:
-        from ..targets.outputs import name_outputs, reduce_output
-
-        value, _ = reduce_output(name_outputs(output, "the model"), self.values, self.text)
-        return value
 
 
 def memory_of(
@@ -103,17 +80,17 @@ def memory_of(
     device = _device_of(model, inputs)
     run = Run(model, args, kwargs, loss_fn, amp, device)
     result = MemoryResult(
-        model=type(model).__name__, device=str(device), dtype=_dtype_of(model), amp=amp, nodes=[], by_kind={},
+        model=type(model).__name__, device=str(device), dtype=model_dtype(model), amp=amp, nodes=[], by_kind={},
         baseline_bytes=tensor_bytes([*model.parameters(), *model.buffers(), *inputs]), peak_bytes=None,
         peak_how="none", end_bytes=None, freed_by_backward=0, create_graph_bytes=None, depth=depth,
         module_types={path: type(m).__name__ for path, m in model.named_modules()},
     )
-    with _restored_buffers(model):
+    with restored_buffers(model):
         names = {id(m): path for path, m in model.named_modules()}
         recorder, counter, module_inputs = ForwardRecorder(names), SavedCounter(), ModuleInputs(model)
         with PeakMeter(device) as meter:
             with run.forward_context(), counter, recorder, module_inputs:
-                value = _scalar(loss_fn(run.forward()))
+                value = scalar_loss(loss_fn(run.forward()))
             result.loss = float(value.detach())
             identities = Identities(model, args, kwargs)
             reached, numbers = _nodes(result, counter, value, run.output, identities)
@@ -169,7 +146,7 @@ class Run:
     def loss(self) -> Any:
         """A whole forward and loss (under the forward context)."""
         with self.forward_context():
-            return _scalar(self.loss_fn(self.forward()))
+            return scalar_loss(self.loss_fn(self.forward()))
 
     def forget(self) -> None:
         self.output = None
@@ -250,37 +227,7 @@ def _explain(result: MemoryResult) -> None:
             "output the loss did not use, or a torch.utils.checkpoint's saved inputs; they stay alive as long as those")
 
 
-def _scalar(value: Any) -> Any:
-    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.is_floating_point():
-        return value.reshape(())
-    what = f"a {value.dtype} tensor of shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) else f"a {type(value).__name__}"
-    raise UsageError(
-        f"the loss must be a floating-point scalar, and it is {what}",
-        hint='reduce the output to one number: --loss "out.pow(2).mean()" (in Python: loss=lambda out: ...)',
-    )
-
-
 def _device_of(model: Any, inputs: list[Any]) -> Any:
     for tensor in (*model.parameters(), *model.buffers(), *inputs):
         return tensor.device
     return torch.device("cpu")
-
-
-def _dtype_of(model: Any) -> str:
-    for tensor in (*model.parameters(), *model.buffers()):
-        if tensor.is_floating_point():
-            return str(tensor.dtype).removeprefix("torch.")
-    return "float32"
-
-
-@contextlib.contextmanager
-def _restored_buffers(model: torch.nn.Module) -> Iterator[None]:
-    """Put back every buffer forward changed in place (BatchNorm's running statistics): the
-    runs here are measurements, not training steps."""
-    saved = [(b, b.detach().clone()) for b in model.buffers()]
-    try:
-        yield
-    finally:
-        with torch.no_grad():
-            for buffer, value in saved:
-                buffer.copy_(value)

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import inspect
 import math
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
 
 from ..errors import LimitError, UsageError
+from ..targets.model import python_loss, restored_buffers, scalar_loss
 from .nonfinite import find_origin
 from .observe import ForwardObserver
 from .reasons import no_grad_findings, zero_finding
@@ -48,65 +48,8 @@ def grads(model: torch.nn.Module, *inputs: Any, loss: LossFn | str | None = None
     """
     options = {name: named.pop(name) for name in RUN_OPTIONS if name in named}
     loss_init = tuple(named.pop("loss_init", ()))
-    kwargs, for_loss = _split_named(model, named)
-    if loss is None:
-        if for_loss:
-            raise UsageError(f"forward takes no input '{next(iter(for_loss))}'", hint="values for the loss need loss=")
-        return grads_of(model, inputs, kwargs, _output_is_loss, **options)
-    from ..targets.loss import as_loss
-
-    made = as_loss(loss, loss_init)
-    assert made is not None
-    reads = made.names()
-    takes_all = made.is_code and _takes_all(made.callable())
-    # As --var on the command line: a value neither forward nor the loss reads is refused
-    # (`seed=0` is no option of grads, and was silently bound as an unused loss variable).
-    unread = [name for name in for_loss if name not in reads and not takes_all]
-    if unread:
-        raise UsageError(f"forward takes no input '{unread[0]}', and the loss does not use it",
-                         hint="seed with torch.manual_seed before the call; the options are " + ", ".join(RUN_OPTIONS))
-    # The loss reads forward's inputs too (ids for a shifted loss), by forward's names.
-    return grads_of(model, inputs, kwargs, _ModelLoss(made, {**_by_name(model, inputs, kwargs), **for_loss}), **options)
-
-
-def _by_name(model: Any, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-    try:
-        bound = inspect.signature(model.forward).bind_partial(*inputs, **kwargs).arguments
-    except (TypeError, ValueError):
-        return {}
-    return {name: value for name, value in bound.items() if isinstance(value, torch.Tensor)}
-
-
-def _takes_all(fn: Any) -> bool:
-    target = fn.forward if isinstance(fn, torch.nn.Module) else fn
-    try:
-        return any(p.kind == p.VAR_KEYWORD for p in inspect.signature(target).parameters.values())
-    except (TypeError, ValueError):
-        return False
-
-
-def _split_named(model: Any, named: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Keyword values for forward, and the rest (for a --loss-style expression)."""
-    if not named:
-        return {}, {}
-    try:
-        accepted = set(inspect.signature(model.forward).parameters)
-    except (TypeError, ValueError, AttributeError):
-        accepted = set()
-    return ({k: v for k, v in named.items() if k in accepted}, {k: v for k, v in named.items() if k not in accepted})
-
-
-class _ModelLoss:
-    """The loss as --loss gives it (targets/loss.py): an expression with `out` and the named
-    values bound, or the user's callable `loss(out, **values it names)`."""
-
-    def __init__(self, loss: Any, values: dict[str, Any]) -> None:
-        self.loss, self.values = loss, values
-
-    def __call__(self, output: Any) -> Any:
-        from ..targets.outputs import name_outputs
-
-        return self.loss.apply(output, name_outputs(output, "the model"), self.values)[0]
+    kwargs, loss_fn = python_loss(model, inputs, named, loss, loss_init, RUN_OPTIONS)
+    return grads_of(model, inputs, kwargs, loss_fn, **options)
 
 
 def grads_of(
@@ -140,9 +83,9 @@ def grads_of(
     ids = {id(p): name for name, p in named}
     trainable = [p for _, p in named if p.requires_grad]
     rng_state = torch.random.get_rng_state()
-    with _restored_buffers(model):
+    with restored_buffers(model):
         with ForwardObserver(model) as watch:
-            value = _scalar(loss_fn(call()))
+            value = scalar_loss(loss_fn(call()))
         found, error = _gradients(value, trainable)
         record = watch.record
         params = _rows(model, named, dict(zip((id(p) for p in trainable), found)), record.first_use)
@@ -236,32 +179,3 @@ class _Call:
 
     def __call__(self) -> Any:
         return self.model(*self.args, **self.kwargs)
-
-
-def _output_is_loss(output: Any) -> Any:
-    return output
-
-
-def _scalar(value: Any) -> torch.Tensor:
-    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.is_floating_point():
-        return value.reshape(())
-    if isinstance(value, torch.Tensor):
-        what = f"a {value.dtype} tensor of shape {tuple(value.shape)}"
-    else:
-        what = f"a {type(value).__name__}"
-    raise UsageError(
-        f"the loss must be a floating-point scalar, and it is {what}",
-        hint='reduce the output to one number: --loss "out.pow(2).mean()" (in Python: loss=lambda out: ...)',
-    )
-
-
-@contextmanager
-def _restored_buffers(model: torch.nn.Module) -> Iterator[None]:
-    """Put back every buffer forward changed in place (BatchNorm's running statistics)."""
-    saved = [(b, b.detach().clone()) for b in model.buffers()]
-    try:
-        yield
-    finally:
-        with torch.no_grad():
-            for buffer, value in saved:
-                buffer.copy_(value)

@@ -1,0 +1,203 @@
+"""The user's model as the model commands take it: grads, compare, memory and the distributed runs.
+
+From the command line (`model_run`): TARGET loaded, constructed with `--init` under one seed,
+converted to `--dtype`/`--device`, fed its `--var` inputs by forward's signature, and its output
+reduced by `--loss` (an expression, `losses.py:NAME`, or an `nn.Module` loss with `--loss-init`:
+targets/loss.py). From Python (`python_loss`): the values forward's signature names go to
+forward, the rest to the loss. Each command then runs the model its own way; what a TARGET may
+be, and how the run is seeded and fed, is decided here once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+import torch
+
+from ..errors import UsageError
+from .construct import parse_init, resolve
+from .inputs import bind_inputs
+from .load import load_object
+from .loss import Loss, as_loss
+from .outputs import name_outputs, reduce_output
+
+LossFn = Callable[[Any], Any]
+
+
+@dataclass
+class ModelRun:
+    """A model made from TARGET, forward's arguments, and how its output becomes the loss."""
+
+    model: torch.nn.Module
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    tensors: dict[str, torch.Tensor]  # the bound --var tensors by name (the loss reads them too)
+    loss: Loss | None
+    where: str
+    found: str
+    seed: int
+
+    def loss_of(self, output: Any, tensors: dict[str, torch.Tensor] | None = None) -> Any:
+        """The loss of forward's `output` (`tensors`: the values the loss reads, default the run's)."""
+        outputs = name_outputs(output, self.where)
+        tensors = self.tensors if tensors is None else tensors
+        if self.loss is None:
+            return reduce_output(outputs, tensors, None)[0]
+        return self.loss.apply(output, outputs, tensors)[0]
+
+
+@contextlib.contextmanager
+def model_run(
+    where: str,
+    variables: Sequence[str] = (),
+    *,
+    purpose: str,
+    loss: Any = None,
+    init: Sequence[str] = (),
+    loss_init: Sequence[str] = (),
+    seed: int | None = None,
+    dtype: str | None = None,
+    device: str = "cpu",
+    library_dirs: Sequence[str | Path] = (),
+) -> Iterator[ModelRun]:
+    """TARGET made and fed, inside one seeded copy of torch's RNG state.
+
+    The seed drives the initialisation, the random inputs and forward's own randomness
+    (dropout) when the command runs the model inside this block, so `--seed` repeats the whole
+    run. `purpose` ends the refusal of a target that is no model with parameters ("grads judges
+    a model's parameters").
+    """
+    obj, where = load_object(where)
+    made = as_loss(loss, loss_init, library_dirs)
+    if seed is None:
+        seed = int(torch.randint(0, 2**31 - 1, ()).item())
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        callee = resolve(obj, where, parse_init(init))
+        model = callee.model
+        if model is None:
+            raise UsageError(f"{where} is {callee.found}: {purpose}",
+                             hint="name an nn.Module subclass, a factory returning one, or a module instance")
+        if next(model.parameters(), None) is None:  # "OK: all 0 parameters ..." would pass CI on nothing
+            raise UsageError(f"{where} is {callee.found}, which has no parameters: {purpose}",
+                             hint="name the model that holds the layers (trace follows the gradient of any callable)")
+        if dtype is not None:
+            from ..interpret.variables import resolve_dtype
+
+            model.to(resolve_dtype(dtype))
+        if device != "cpu":
+            from ..interpret.variables import resolve_device
+
+            model.to(resolve_device(device))
+        inputs = bind_inputs(
+            callee.signature_of, where, variables, (), {}, dtype=dtype or model_dtype(model),
+            device=device, seed=seed, data_inputs=True, loss_names=made.names() if made else (),
+        )
+        yield ModelRun(model, tuple(inputs.args), inputs.kwargs, inputs.tensors, made, where, callee.found, seed)
+
+
+def python_loss(model: Any, inputs: tuple[Any, ...], named: dict[str, Any], loss: LossFn | str | None,
+                loss_init: Sequence[str] = (), options: Sequence[str] = ()) -> tuple[dict[str, Any], LossFn]:
+    """From Python: forward's keyword values, and the loss of its output.
+
+    `loss` is a callable `loss(output, **named values it names)`, an expression in gradcli's
+    language (`out` and the values forward does not take bound), your loss as text
+    (`"losses.py:NAME"`, `"torch.nn:CrossEntropyLoss"` with `loss_init`), or None: the output is
+    the loss. A named value neither forward nor the loss reads is refused, as an unused --var is
+    (`options`: the command's own option names, for the hint).
+    """
+    kwargs, for_loss = _split_named(model, named)
+    if loss is None:
+        if for_loss:
+            raise UsageError(f"forward takes no input '{next(iter(for_loss))}'", hint="values for the loss need loss=")
+        return kwargs, _output_is_loss
+    made = as_loss(loss, loss_init)
+    assert made is not None
+    takes_all = made.is_code and _takes_all(made.callable())
+    unread = [name for name in for_loss if name not in made.names() and not takes_all]
+    if unread:
+        raise UsageError(f"forward takes no input '{unread[0]}', and the loss does not use it",
+                         hint="seed with torch.manual_seed before the call; the options are " + ", ".join(options))
+    # The loss reads forward's inputs too (ids for a shifted loss), by forward's names.
+    return kwargs, _ModelLoss(made, {**_by_name(model, inputs, kwargs), **for_loss})
+
+
+class _ModelLoss:
+    """The loss as --loss gives it (targets/loss.py): an expression with `out` and the named
+    values bound, or the user's callable `loss(out, **values it names)`."""
+
+    def __init__(self, loss: Loss, values: dict[str, Any]) -> None:
+        self.loss, self.values = loss, values
+
+    def __call__(self, output: Any) -> Any:
+        return self.loss.apply(output, name_outputs(output, "the model"), self.values)[0]
+
+
+def _output_is_loss(output: Any) -> Any:
+    return output
+
+
+def _split_named(model: Any, named: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Keyword values for forward, and the rest (for the loss)."""
+    if not named:
+        return {}, {}
+    try:
+        accepted = set(inspect.signature(model.forward).parameters)
+    except (TypeError, ValueError, AttributeError):
+        accepted = set()
+    return ({k: v for k, v in named.items() if k in accepted}, {k: v for k, v in named.items() if k not in accepted})
+
+
+def _by_name(model: Any, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    try:
+        bound = inspect.signature(model.forward).bind_partial(*inputs, **kwargs).arguments
+    except (TypeError, ValueError):
+        return {}
+    return {name: value for name, value in bound.items() if isinstance(value, torch.Tensor)}
+
+
+def _takes_all(fn: Any) -> bool:
+    target = fn.forward if isinstance(fn, torch.nn.Module) else fn
+    try:
+        return any(p.kind == p.VAR_KEYWORD for p in inspect.signature(target).parameters.values())
+    except (TypeError, ValueError):
+        return False
+
+
+def scalar_loss(value: Any) -> torch.Tensor:
+    """The loss as one floating-point number; anything else is refused (exit 2)."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.is_floating_point():
+        return value.reshape(())
+    if isinstance(value, torch.Tensor):
+        what = f"a {value.dtype} tensor of shape {tuple(value.shape)}"
+    else:
+        what = f"a {type(value).__name__}"
+    raise UsageError(
+        f"the loss must be a floating-point scalar, and it is {what}",
+        hint='reduce the output to one number: --loss "out.pow(2).mean()" (in Python: loss=lambda out: ...)',
+    )
+
+
+def model_dtype(model: Any) -> str:
+    """The dtype of the model's first floating parameter or buffer (its inputs are made in it)."""
+    for tensor in (*model.parameters(), *model.buffers()):
+        if tensor.is_floating_point():
+            return str(tensor.dtype).removeprefix("torch.")
+    return "float32"
+
+
+@contextlib.contextmanager
+def restored_buffers(model: torch.nn.Module) -> Iterator[None]:
+    """Put back every buffer forward changed in place (BatchNorm's running statistics): the
+    runs of these commands are measurements, not training steps."""
+    saved = [(b, b.detach().clone()) for b in model.buffers()]
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for buffer, value in saved:
+                buffer.copy_(value)
