@@ -60,7 +60,8 @@ def gradcli_script(work: Path) -> str:
     if beside.exists():
         return str(beside)
     script = work / "gradcli"
-    script.write_text(f"#!{PYTHON}\nimport sys\nfrom gradcli.cli import main\nsys.exit(main())\n")
+    # guarded, as pip writes it: spawned ranks (--ddp) import the main module again
+    script.write_text(f"#!{PYTHON}\nimport sys\nfrom gradcli.cli import main\nif __name__ == \"__main__\":\n    sys.exit(main())\n")
     script.chmod(0o755)
     return str(script)
 

@@ -276,3 +276,16 @@ def test_cli_refuses_a_batch_the_ranks_cannot_share_and_two_wrappers(cli):
     assert both.exit_code == 2 and "give one of them" in both.stderr
     one = cli("grads", f"{MODELS}:MLP", "--var", "x=randn(16, 8)", "--ddp", "1")
     assert one.exit_code == 2 and "needs 2 or more ranks" in one.stderr
+
+
+def test_python_dash_m_gradcli_starts_ranks():
+    # Spawned ranks import the main module again (as __mp_main__): `python -m gradcli` must not
+    # run gradcli there too (it did, and every rank died before it reported).
+    import subprocess
+
+    run = subprocess.run([sys.executable, "-m", "gradcli", "compare", f"{MODELS}:MLP", "--var", "x=randn(16, 8)",
+                          "--loss", "out.pow(2).mean()", "--ddp", "2", "--seed", "0", "--json"],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    document = json.loads(run.stdout)
+    assert document["ok"] is True and document["world"] == 2
