@@ -297,8 +297,13 @@ def test_an_nn_module_loss_with_loss_init_on_the_command_line(cli, tmp_path):
 
     value = json.loads(traced.stdout)["result"]["value"]
     # The same model, inputs and seed in torch: only the three rows whose target is not 0 count.
-    sys.path.insert(0, str(tmp_path))
-    from classifier import Classifier
+    # By path and under a name of its own: another test may have cached a module 'classifier'.
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_loss_line_classifier", tmp_path / "classifier.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    Classifier = module.Classifier
 
     with torch.random.fork_rng():
         torch.manual_seed(3)
