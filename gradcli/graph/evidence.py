@@ -69,13 +69,17 @@ class Evidence:
         """Each leaf as a node of its own (its AccumulateGrad): its value, the gradient that
         reached it, and the nodes that used it, so that gradient parts meeting at a leaf
         (a function's own input used twice) are seen as at any node."""
+        # One pass over the edges, not one per leaf: a model's thousands of parameters times
+        # its thousands of nodes made this the slowest step of trace --flow (7 s of 11).
+        users_of: dict[int, list[tuple[NodeEvidence, int]]] = {}
+        for node in self.nodes:
+            for index, (next_node, _) in enumerate(node.node.next_functions):
+                variable = getattr(next_node, "variable", None) if next_node is not None else None
+                if variable is not None:
+                    users_of.setdefault(id(variable), []).append((node, index))
         found = []
         for name, leaf in self.leaves.items():
-            users = []
-            for node in self.nodes:
-                for index, (next_node, _) in enumerate(node.node.next_functions):
-                    if next_node is not None and getattr(next_node, "variable", None) is leaf:
-                        users.append((node, index))
+            users = users_of.get(id(leaf), [])
             if users:
                 accumulate = users[0][0].node.next_functions[users[0][1]][0]
                 found.append(NodeEvidence(accumulate, "AccumulateGrad", name, None, leaf.detach(), [],
