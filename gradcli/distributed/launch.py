@@ -15,6 +15,7 @@ gathered to all (`all_gather_object`), so every rank takes the same decisions fr
 
 from __future__ import annotations
 
+import abc
 import datetime
 import os
 import queue
@@ -58,22 +59,24 @@ def start_ranks(world: int, backend: str = "gloo", timeout: float = TIMEOUT) -> 
     return SpawnedRanks(world, backend, timeout)
 
 
-class Ranks:
+class Ranks(abc.ABC):
     """A process group of `world` ranks that runs jobs; a context manager that tears it down."""
 
     world: int
     rank: int = 0  # this process's rank: 0 for the parent of spawned ranks
     pids: tuple[int, ...] = ()
 
+    @abc.abstractmethod
     def run(self, job: Job) -> list[Any]:
-        raise NotImplementedError
+        """Run `job` on every rank; each rank's answer, in rank order."""
 
     def agree(self, value: Any) -> Any:
         """Rank 0's `value` on every rank (a seed each torchrun rank drew on its own)."""
         return value
 
+    @abc.abstractmethod
     def close(self, abort: bool = False) -> None:
-        pass
+        """End the ranks: let them finish (or, with `abort`, stop them now)."""
 
     def __enter__(self) -> "Ranks":
         return self

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import torch
 
+from .kinds import storage_of
 from .peak import PeakMeter
 from .result import KEPT_FOR_BACKWARD, CheckpointTrial
 from .saved import SavedCounter, loss_nodes
@@ -65,13 +66,9 @@ class ModuleInputs:
             return
         found = self._found.setdefault(path, {})
         for value in args if isinstance(args, tuple) else (args,):
-            if isinstance(value, torch.Tensor):
-                try:
-                    storage = value.untyped_storage()
-                    if storage.data_ptr() not in found:
-                        found[storage.data_ptr()] = (storage.nbytes(), StorageWeakRef(storage))
-                except (RuntimeError, NotImplementedError):
-                    pass
+            storage = storage_of(value) if isinstance(value, torch.Tensor) else None
+            if storage is not None and storage.data_ptr() not in found:
+                found[storage.data_ptr()] = (storage.nbytes(), StorageWeakRef(storage))
 
     def settle(self, numbers: dict[int, int], own: set[int]) -> None:
         """While forward's saves are alive: an input whose storage died since was saved by

@@ -14,6 +14,15 @@ from typing import Any
 import torch
 
 
+def storage_of(tensor: Any) -> Any:
+    """The untyped storage behind `tensor`, or None where it has no single one (a sparse
+    tensor, a tensor subclass): such a tensor is counted by its own elements instead."""
+    try:
+        return tensor.untyped_storage()
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
 class Identities:
     """Which storages are the model's parameters and buffers and forward's inputs."""
 
@@ -23,10 +32,9 @@ class Identities:
         for label, values in (("input", _named_inputs(model, args, kwargs)),
                               ("buffer", dict(model.named_buffers())), ("parameter", dict(model.named_parameters()))):
             for name, tensor in values.items():
-                try:
-                    self.names[tensor.untyped_storage().data_ptr()] = (label, name)
-                except (RuntimeError, NotImplementedError):
-                    pass
+                storage = storage_of(tensor)
+                if storage is not None:
+                    self.names[storage.data_ptr()] = (label, name)
 
     def of(self, storage: int, cast_of: int | None) -> tuple[str, str | None]:
         if storage in self.names:

@@ -22,6 +22,8 @@ import sys
 import tempfile
 from typing import Any
 
+from .kinds import storage_of
+
 #: c10's CPU allocator logs this (to fd 2, once per 1,000) when a tensor made before the
 #: profiler started is freed while it runs: expected here, and no news to the user.
 _ALLOCATOR_NOISE = b"Memory block of unknown size was allocated before the profiling started"
@@ -81,10 +83,10 @@ def tensor_bytes(tensors: Any) -> int:
     """The bytes of the distinct storages behind `tensors`."""
     seen: dict[int, int] = {}
     for tensor in tensors:
-        try:
-            storage = tensor.untyped_storage()
+        storage = storage_of(tensor)
+        if storage is not None:
             seen[storage.data_ptr()] = storage.nbytes()
-        except (RuntimeError, NotImplementedError):
+        else:
             seen[id(tensor)] = tensor.numel() * tensor.element_size()
     return sum(seen.values())
 

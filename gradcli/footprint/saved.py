@@ -20,6 +20,9 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from ..targets.record import flat_values
+from .kinds import storage_of
+
 
 @dataclass
 class Packed:
@@ -66,10 +69,10 @@ class SavedCounter:
 
     def _pack(self, tensor: Any) -> _Held:
         index = len(self.packed)
-        try:
-            storage = tensor.untyped_storage()
+        storage = storage_of(tensor)
+        if storage is not None:
             where, size = storage.data_ptr(), storage.nbytes()
-        except (RuntimeError, NotImplementedError):  # sparse or a subclass without one storage
+        else:  # its own elements, at an address no storage has
             where, size = -1 - index, tensor.numel() * tensor.element_size()
         grad_fn = tensor.grad_fn
         cast_of = None
@@ -171,7 +174,7 @@ class SavedCounter:
 
 def loss_nodes(value: Any, output: Any) -> set[int]:
     """The nodes the loss made from forward's output (ids): those between the two."""
-    stop = {id(t.grad_fn) for t in _flat(output) if hasattr(t, "grad_fn") and t.grad_fn is not None}
+    stop = {id(t.grad_fn) for t in flat_values(output) if hasattr(t, "grad_fn") and t.grad_fn is not None}
     found: set[int] = set()
     stack = [value.grad_fn]
     while stack:
@@ -181,14 +184,6 @@ def loss_nodes(value: Any, output: Any) -> set[int]:
         found.add(id(node))
         stack.extend(fn for fn, _ in node.next_functions)
     return found
-
-
-def _flat(value: Any) -> list[Any]:
-    if isinstance(value, (tuple, list)):
-        return [item for part in value for item in _flat(part)]
-    if isinstance(value, dict):
-        return [item for part in value.values() for item in _flat(part)]
-    return [value]
 
 
 _NAMES: dict[type, tuple[str, ...]] = {}

@@ -145,7 +145,7 @@ class ForwardRecorder:
         """After `func` ran: tag the nodes it made; note cuts, in-place calls, non-finite output."""
         tensor_type = self._tensor
         # Most calls return one tensor; property reads (x.shape) return no tensor at all.
-        tensors = [result] if isinstance(result, tensor_type) else [t for t in _flat(result) if isinstance(t, tensor_type)]
+        tensors = [result] if isinstance(result, tensor_type) else [t for t in flat_values(result) if isinstance(t, tensor_type)]
         name = getattr(func, "__name__", "")
         if not tensors and before is None and name not in _TO_PYTHON:
             return
@@ -159,7 +159,7 @@ class ForwardRecorder:
             origin = origin or self.origin()
             self.recording.inplace.append(Event(name, origin, before))
         if (tensors or name in _TO_PYTHON) and not any(t.requires_grad for t in tensors):
-            if any(isinstance(a, self._tensor) and a.requires_grad for a in _flat(args)):
+            if any(isinstance(a, self._tensor) and a.requires_grad for a in flat_values(args)):
                 if getattr(func, "__self__", None) is self._data or not name.startswith("__") or name in _TO_PYTHON:
                     self._cut(func, name, tensors, result, origin)
         if self.watch_nonfinite and self.recording.first_nan is None:
@@ -243,16 +243,17 @@ def _tag(grad_fn: Any, origin: Origin) -> None:
         )
 
 
-def _flat(value: Any) -> list[Any]:
+def flat_values(value: Any) -> list[Any]:
+    """The leaves of nested tuples, lists and dicts (arguments or results), in order."""
     if isinstance(value, (tuple, list)):
-        return [item for part in value for item in _flat(part)]
+        return [item for part in value for item in flat_values(part)]
     if isinstance(value, dict):
-        return [item for part in value.values() for item in _flat(part)]
+        return [item for part in value.values() for item in flat_values(part)]
     return [value]
 
 
 def _shapes(value: Any) -> list[list[int]]:
-    return [list(t.shape) for t in _flat(value) if hasattr(t, "shape") and hasattr(t, "grad_fn")]
+    return [list(t.shape) for t in flat_values(value) if hasattr(t, "shape") and hasattr(t, "grad_fn")]
 
 
 class Listener(Protocol):
