@@ -9,6 +9,7 @@ start their own.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
@@ -26,11 +27,14 @@ from gradcli.distributed.run import compare_distributed, make_setup
 from gradcli.distributed.setup import Fix
 
 MODELS = Path(__file__).resolve().parent.parent / "examples" / "distributed" / "models.py"
+STEPS = MODELS.with_name("steps.py")
 SEED = 7
 WORLD = 2
 BATCH = 16
 #: The tolerance of a float32 gradient reduced over ranks, against one process (rel. error).
 CLOSE = 1e-5
+#: Micro-steps of the gradient-accumulation cases.
+MICRO = 4
 
 
 def _models():
@@ -56,15 +60,30 @@ def _model(name: str) -> nn.Module:
     return getattr(_models(), name)()
 
 
+def _steps():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("distributed_steps_for_tests", STEPS)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _one_process(name: str, reduce: str) -> dict[str, torch.Tensor | None]:
     model = _model(name)
     out = model(_data())
     (out.pow(2).sum() if reduce == "sum" else out.pow(2).mean()).backward()
+    if reduce.startswith("clip-"):  # the step after backward, on one process
+        getattr(_steps(), reduce.replace("-", "_") + "_norm")(model)
     return {n: None if p.grad is None else p.grad.clone() for n, p in model.named_parameters()}
 
 
+# (model, loss and step, wrap): "accumulate" is MICRO micro-batches of a mean loss per rank,
+# the first MICRO-1 under no_sync; "clip-local"/"clip-whole" a mean loss, then steps.py's
+# clip_local_norm / clip_whole_norm after backward.
 CASES = [("MLP", "mean", "ddp"), ("MLP", "mean", "fsdp"), ("WithBatchNorm", "mean", "ddp"),
-         ("MLP", "sum", "ddp"), ("AuxHead", "mean", "ddp"), ("SeededByRank", "mean", "fsdp")]
+         ("MLP", "sum", "ddp"), ("AuxHead", "mean", "ddp"), ("SeededByRank", "mean", "fsdp"),
+         ("MLP", "accumulate", "ddp"), ("MLP", "clip-local", "fsdp"), ("MLP", "clip-whole", "fsdp")]
 
 
 def _handwritten(rank: int, world: int, port: int, out: str) -> None:
@@ -87,7 +106,14 @@ def _handwritten(rank: int, world: int, port: int, out: str) -> None:
                 fully_shard(child, mesh=mesh)
             wrapped = fully_shard(model, mesh=mesh)
         loss = lambda: (lambda o: o.pow(2).sum() if reduce == "sum" else o.pow(2).mean())(wrapped(_data()[rank::world]))
-        loss().backward()
+        if reduce == "accumulate":  # a gradient-accumulation loop, as training scripts write it (without / MICRO)
+            for k, micro in enumerate(_data()[rank::world].chunk(MICRO)):
+                with (wrapped.no_sync() if k < MICRO - 1 else contextlib.nullcontext()):
+                    wrapped(micro).pow(2).mean().backward()
+        else:
+            loss().backward()
+        if reduce.startswith("clip-"):
+            getattr(_steps(), reduce.replace("-", "_") + "_norm")(model)
         grads = {}
         for n, p in model.named_parameters():
             g = p.grad
@@ -128,8 +154,9 @@ def ranks():
         yield group
 
 
-def _compare(ranks, name: str, reduce: str, wrap: str):
-    setup = make_setup(f"{MODELS}:{name}", [_var()], loss=f"out.pow(2).{reduce}()", seed=SEED, wrap=wrap, world=WORLD)
+def _compare(ranks, name: str, reduce: str, wrap: str, loss: str | None = None, **options):
+    setup = make_setup(f"{MODELS}:{name}", [_var()], loss=loss or f"out.pow(2).{reduce}()", seed=SEED, wrap=wrap,
+                       world=WORLD, **options)
     return compare_distributed(setup, ranks=ranks)
 
 
@@ -220,6 +247,53 @@ def test_initial_weights_that_differ_between_ranks_under_fsdp2(ranks, truth):
     assert cause.kind is CauseKind.INITIAL_WEIGHTS and cause.fix is Fix.BROADCAST and cause.proven is True
 
 
+def test_accumulation_off_by_the_step_count_is_found_with_ratio_k(ranks, truth):
+    per_rank, single = truth[("MLP", "accumulate", "ddp")]
+    for grads, _ in per_rank:  # torch: MICRO mean losses accumulated under no_sync give MICRO x the gradient
+        assert all(_rel(grads[n] / MICRO, single[n]) < CLOSE for n in single)
+        assert all(_rel(grads[n], single[n]) > 1 for n in single)
+    result = _compare(ranks, "MLP", "mean", "ddp", accumulate=MICRO)
+    assert {p.subject for p in result.problems if p.kind == "rank-gradient-differs"} == set(single)
+    rows = {r.name: r for r in result.first.rows}
+    for n in single:  # gradcli's reduced gradients are torch's accumulated ones
+        assert rows[n].worst.rel_err == pytest.approx(_rel(per_rank[0][0][n], single[n]), rel=1e-4)
+    (cause,) = result.causes
+    assert cause.kind is CauseKind.ACCUMULATION and cause.fix is Fix.DIVIDE_BY_STEPS and cause.proven is True
+    assert cause.evidence["steps"] == MICRO and cause.evidence["expected_ratio"] == MICRO
+    assert all(r == pytest.approx(MICRO, rel=1e-5) for r in cause.evidence["ratios"].values())
+    # The loop written right (the loss over the micro-steps: `/ accumulate`) agrees, as torch's does.
+    healthy = _compare(ranks, "MLP", "mean", "ddp", loss="out.pow(2).mean() / accumulate", accumulate=MICRO)
+    assert healthy.ok and healthy.causes == [], healthy.problems
+
+
+def test_norm_clipping_on_shards_under_fsdp2_is_found_and_clipping_the_whole_norm_agrees(ranks, truth):
+    steps = _steps()
+    local, single_local = truth[("MLP", "clip-local", "fsdp")]
+    whole, single_whole = truth[("MLP", "clip-whole", "fsdp")]
+    # torch: clipping each rank's shard by its own norm is not one process's clipping; the
+    # DTensor-aware clip_grad_norm_ is
+    assert all(_rel(local[0][0][n], single_local[n]) > 1e-2 for n in single_local)
+    assert all(_rel(whole[0][0][n], single_whole[n]) < CLOSE for n in single_whole)
+    result = _compare(ranks, "MLP", "mean", "fsdp", before_step=f"{STEPS}:clip_local_norm")
+    assert {p.subject for p in result.problems if p.kind == "rank-gradient-differs"} == set(single_local)
+    rows = {r.name: r for r in result.first.rows}
+    for n in single_local:
+        assert rows[n].worst.rel_err == pytest.approx(_rel(local[0][0][n], single_local[n]), rel=1e-3)
+    (cause,) = result.causes
+    assert cause.kind is CauseKind.CLIP_ON_SHARDS and cause.fix is Fix.CLIP_WHOLE and cause.proven is True
+    assert cause.evidence["max_norm"] == pytest.approx(steps.MAX_NORM, rel=1e-5)
+    # Each rank's factor is clip_grad_norm_'s rule applied to its own shard's norm (torch, here)
+    model = _model("MLP")
+    model(_data()).pow(2).mean().backward()
+    for r, factor in enumerate(cause.evidence["factors"]):
+        shard = [p.grad.chunk(WORLD)[r] for p in model.parameters()]  # fully_shard splits dim 0 evenly here
+        norm = float(torch.stack([g.norm() for g in shard]).norm())
+        assert factor == pytest.approx(min(1.0, steps.MAX_NORM / (norm + 1e-6)), rel=1e-5)
+    healthy = _compare(ranks, "MLP", "mean", "fsdp", clip=steps.MAX_NORM)
+    assert healthy.ok and healthy.causes == [], healthy.problems
+    assert healthy.first.norms.reduced == [pytest.approx(steps.MAX_NORM, rel=1e-4)] * WORLD
+
+
 def test_a_rank_that_raises_ends_the_group_with_its_error():
     setup = make_setup(f"{MODELS}:RankOneFails", ["x=randn(16, 8)"], loss="out.pow(2).mean()", seed=SEED, world=WORLD)
     with pytest.raises(RankError) as caught:
@@ -276,6 +350,15 @@ def test_cli_refuses_a_batch_the_ranks_cannot_share_and_two_wrappers(cli):
     assert both.exit_code == 2 and "give one of them" in both.stderr
     one = cli("grads", f"{MODELS}:MLP", "--var", "x=randn(16, 8)", "--ddp", "1")
     assert one.exit_code == 2 and "needs 2 or more ranks" in one.stderr
+    uneven = cli("compare", f"{MODELS}:MLP", "--var", "x=randn(16, 8)", "--ddp", "2", "--accumulate", "3")
+    assert uneven.exit_code == 2 and "do not split evenly into 3 micro-batches" in uneven.stderr
+    alone = cli("compare", f"{MODELS}:MLP", "--var", "x=randn(16, 8)", "--clip-grad-norm", "1")
+    assert alone.exit_code == 2 and "give it with --ddp N or --fsdp N" in alone.stderr
+    two = cli("compare", f"{MODELS}:MLP", "--var", "x=randn(16, 8)", "--ddp", "2", "--clip-grad-norm", "1",
+              "--before-step", f"{STEPS}:clip_whole_norm")
+    assert two.exit_code == 2 and "give one of them" in two.stderr
+    missing = cli("compare", f"{MODELS}:MLP", "--var", "x=randn(16, 8)", "--ddp", "2", "--before-step", f"{STEPS}:nope")
+    assert missing.exit_code == 2 and "has no 'nope'" in missing.stderr
 
 
 def test_python_dash_m_gradcli_starts_ranks():

@@ -8,7 +8,8 @@ import typer
 
 from ..errors import UsageError
 from .app import DeviceOption, JsonOption, LibraryOption, SeedOption, VarOption, app, reports_errors
-from .distributed import DdpOption, DistributedOptions, FsdpOption, TimeoutOption, compare_ranks, wanted
+from .distributed import (AccumulateOption, BeforeStepOption, ClipOption, DdpOption, DistributedOptions, FsdpOption,
+                          TimeoutOption, compare_ranks, wanted)
 
 
 @app.command("compare")
@@ -28,6 +29,9 @@ def compare_command(
     ddp: DdpOption = None,
     fsdp: FsdpOption = None,
     timeout: TimeoutOption = 600.0,
+    accumulate: AccumulateOption = 1,
+    clip_grad_norm: ClipOption = None,
+    before_step: BeforeStepOption = None,
     plot: Annotated[Optional[str], typer.Option("--plot", metavar="PATH", help="Draw the relative error per layer (log scale) with its tolerance band to PATH: .png, .svg or .pdf (needs matplotlib).")] = None,
     json: JsonOption = False,
     seed: SeedOption = None,
@@ -54,6 +58,7 @@ Exit status 0 all agree, 1 a parameter differs, 2 bad input (or a rank that rais
       gradcli compare examples/compare/models.py:MLP --var "x=randn(16, 32)" --loss "out.pow(2).mean()" --amp float16 --scaler
       gradcli compare examples/compare/models.py:MLP --var "x=randn(16, 32)" --loss "1e-7 * out.pow(2).mean()" --amp float16  # exit 1
       gradcli compare examples/distributed/models.py:WithBatchNorm --var "x=randn(16, 8)" --loss "out.pow(2).mean()" --ddp 2  # exit 1
+      gradcli compare examples/distributed/models.py:MLP --var "x=randn(16, 8)" --loss "out.pow(2).mean()" --ddp 2 --accumulate 4  # exit 1
     """
     from ..comparison.setup import Setup
     from ..comparison.target import compare_target
@@ -65,8 +70,14 @@ Exit status 0 all agree, 1 a parameter differs, 2 bad input (or a rank that rais
         if given:
             raise UsageError(f"{given[0]} with --ddp/--fsdp is not supported: the distributed run is compared in float32",
                              hint="compare the setup and the distribution in two runs")
-        options = DistributedOptions(target, var or (), init or (), loss, seed, json, ddp, fsdp, device, library or (), timeout)
+        options = DistributedOptions(target, var or (), init or (), loss, seed, json, ddp, fsdp, device, library or (), timeout,
+                                     accumulate, clip_grad_norm, before_step)
         raise typer.Exit(compare_ranks(options))
+    alone = [name for name, on in (("--accumulate", accumulate != 1), ("--clip-grad-norm", clip_grad_norm is not None),
+                                   ("--before-step", before_step is not None)) if on]
+    if alone:
+        raise UsageError(f"{alone[0]} is a step of a distributed run: give it with --ddp N or --fsdp N",
+                         hint="e.g. --ddp 2 " + alone[0] + " ...")
     if device != "cpu":
         raise UsageError("compare without --ddp/--fsdp runs on the CPU", hint="--device chooses the ranks' device with --ddp N")
     setup = Setup(compile=compile, backend=backend, mode=mode, amp=amp, scaler=scaler, dtype=dtype, reference=reference)  # type: ignore[arg-type]

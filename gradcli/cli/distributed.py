@@ -14,6 +14,9 @@ from ..errors import UsageError
 
 DdpOption = Annotated[Optional[int], typer.Option("--ddp", metavar="N", help="Run the model on N processes under DistributedDataParallel (torch.distributed: gloo on CPU, nccl with --device cuda; under torchrun, its ranks) and compare the reduced gradients with one process on the whole batch.")]
 FsdpOption = Annotated[Optional[int], typer.Option("--fsdp", metavar="N", help="As --ddp, with FSDP2 (fully_shard): the sharded gradients are gathered (DTensor.full_tensor) to compare.")]
+AccumulateOption = Annotated[int, typer.Option("--accumulate", metavar="K", help="Gradient accumulation (--ddp/--fsdp): each rank runs its shard as K micro-batches, the first K-1 under no_sync (FSDP2: set_requires_gradient_sync(False)), backward after each, as your training loop does.")]
+ClipOption = Annotated[Optional[float], typer.Option("--clip-grad-norm", metavar="MAX", help="After backward, torch.nn.utils.clip_grad_norm_(model.parameters(), MAX) on every rank and on the one process (--ddp/--fsdp): the clipped gradients are compared.")]
+BeforeStepOption = Annotated[Optional[str], typer.Option("--before-step", metavar="FILE:NAME", help="Your own code between backward and optimizer.step (clipping, say), called as NAME(model) on every rank and on the one process (--ddp/--fsdp).")]
 TimeoutOption = Annotated[float, typer.Option("--timeout", metavar="SECONDS", help="End the ranks (with an error, exit 2) if a run on them takes longer (--ddp/--fsdp).")]
 
 
@@ -32,6 +35,9 @@ class DistributedOptions:
     device: str = "cpu"
     library: Sequence[Any] = ()
     timeout: float = 600.0
+    accumulate: int = 1
+    clip: float | None = None
+    before_step: str | None = None
     grads: dict[str, Any] = field(default_factory=dict)  # grads' own options (thresholds, strict) for grads --ddp
 
     @property
@@ -60,7 +66,7 @@ def _setup(options: DistributedOptions) -> Any:
         raise UsageError(f"--timeout must be a positive number of seconds, not {options.timeout:g}")
     return make_setup(options.target, options.var, loss=options.loss, init=options.init, seed=options.seed,
                       library_dirs=[str(d) for d in options.library], wrap=options.wrap, world=options.world,  # type: ignore[arg-type]
-                      device=options.device)
+                      device=options.device, accumulate=options.accumulate, clip=options.clip, before_step=options.before_step)
 
 
 def compare_ranks(options: DistributedOptions) -> int:

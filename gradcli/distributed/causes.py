@@ -7,6 +7,8 @@ cause is then proven (or not) by rerunning the user's model on the same ranks wi
 | loss reduced with sum | every gradient is the reference times exactly 1/N | the loss times N |
 | parameters unused on a rank | no gradient on a rank's shard; DDP's next forward raises | find_unused_parameters=True |
 | initial weights differ | the ranks' weight fingerprints differ | rank 0's weights broadcast first |
+| accumulation off by the step count | every gradient is the reference times exactly K (K micro-steps' mean losses add up) | each micro-step's loss divided by K |
+| norm clipping on shards | the step scaled each rank's shard by its own factor, which takes that shard's norm (not the whole gradient's) to the same maximum | clip_grad_norm_ over the whole (DTensor) gradients, at that maximum |
 """
 
 from __future__ import annotations
@@ -15,16 +17,23 @@ import math
 from typing import Callable
 
 from .result import Cause, CauseKind, Comparison
-from .setup import Fix
+from .setup import Fix, Setup
+from .step import StepEffect
 
-#: How close to exactly 1/N the scale of a sum-reduced loss's gradients comes (float32 rounding).
+#: How close to exactly 1/N (or K) the scale of every gradient comes (float32 rounding).
 SCALE_SLACK = 1e-4
+#: How close the maximum norms the ranks clipped their shards to must be to one another (the
+#: clipping's eps, 1e-6 added to the norm, and float32 rounding).
+NORM_SLACK = 1e-4
+#: clip_grad_norm_'s factor is max_norm / (norm + 1e-6): the maximum is recovered with the same eps.
+CLIP_EPS = 1e-6
 
 
-def suspects(run: Comparison, world: int, wrap: str) -> list[Cause]:
+def suspects(run: Comparison, setup: Setup, reference_step: StepEffect | None = None) -> list[Cause]:
     """The causes the first run's evidence points at, most definite first (none when the run
     agrees: differing initial weights under DDP, say, are harmless, as DDP broadcasts rank 0's)."""
     found: list[Cause] = []
+    world = setup.world
     if run.clean:
         return found
     unused = sorted({n for names in run.no_grad for n in names})
@@ -44,18 +53,24 @@ def suspects(run: Comparison, world: int, wrap: str) -> list[Cause]:
             "differing": [r.name for r in run.differing],
             "max_rel_err": max(r.worst.rel_err or 0.0 for r in run.differing),
         }, Fix.SYNC_BATCHNORM))
-    scaled = _sum_loss_evidence(run, world)
+    compared = [r.name for r in run.rows if not r.no_grad]
+    scaled = _scale_evidence(run, 1.0 / world)
     if scaled is not None:
-        found.append(Cause(CauseKind.SUM_LOSS, [r.name for r in run.rows if not r.no_grad], scaled, Fix.SCALE_LOSS))
+        found.append(Cause(CauseKind.SUM_LOSS, compared, scaled, Fix.SCALE_LOSS))
+    scaled = _scale_evidence(run, float(setup.accumulate)) if setup.accumulate > 1 else None
+    if scaled is not None:
+        found.append(Cause(CauseKind.ACCUMULATION, compared, scaled | {"steps": setup.accumulate}, Fix.DIVIDE_BY_STEPS))
+    clipped = _clip_evidence(run, reference_step, setup.wrap)
+    if clipped is not None:
+        found.append(Cause(CauseKind.CLIP_ON_SHARDS, compared, clipped, Fix.CLIP_WHOLE))
     return found
 
 
-def _sum_loss_evidence(run: Comparison, world: int) -> dict | None:
-    """Every compared gradient is the reference times 1/N, up to rounding."""
+def _scale_evidence(run: Comparison, expected: float) -> dict | None:
+    """Every compared gradient is the reference times `expected`, up to rounding."""
     rows = [r for r in run.rows if not r.no_grad and r.scale is not None]
     if not run.differing or not rows:
         return None
-    expected = 1.0 / world
     scales = [r.scale for r in rows]
     residuals = []
     for r in rows:
@@ -66,13 +81,46 @@ def _sum_loss_evidence(run: Comparison, world: int) -> dict | None:
     return None
 
 
-def prove(causes: list[Cause], rerun: Callable[[tuple[Fix, ...]], Comparison]) -> None:
+def _clip_evidence(run: Comparison, reference: StepEffect | None, wrap: str) -> dict | None:
+    """Each rank's step scaled its own shard by one factor, the factors differ from the one
+    process's, and each clipped rank's factor takes its shard's norm to the same maximum M
+    (clip_grad_norm_'s rule, min(1, M / ‖g‖), applied to ‖shard‖ instead of ‖g‖)."""
+    steps = run.steps
+    if not run.differing or reference is None or not reference.uniform or not steps or not all(
+            e is not None and e.uniform for e in steps):
+        return None
+    factors = [e.factor for e in steps]  # type: ignore[union-attr]
+    if all(abs(f - reference.factor) <= SCALE_SLACK * reference.factor for f in factors):  # type: ignore[operator]
+        return None  # the step scaled every rank as it scaled one process: not where they differ
+    limits = [f * (e.norm_before + CLIP_EPS) for f, e in zip(factors, steps) if f < 1 - SCALE_SLACK]  # type: ignore[union-attr]
+    if reference.factor < 1 - SCALE_SLACK:  # type: ignore[operator]
+        limits.append(reference.factor * (reference.norm_before + CLIP_EPS))  # type: ignore[operator]
+    if not limits:
+        return None
+    limit = sum(limits) / len(limits)
+    if any(abs(m - limit) > NORM_SLACK * limit for m in limits):
+        return None
+    unclipped = [e.norm_before for f, e in zip(factors, steps) if f >= 1 - SCALE_SLACK]  # type: ignore[union-attr]
+    if any(n > limit * (1 + NORM_SLACK) for n in unclipped):
+        return None  # a shard over the maximum left alone: not clipping by the shard's norm
+    # Clipping by the ranks' whole gradient would scale every rank alike (DDP's ranks each hold
+    # the whole gradient, so their factors differ from one process's only when the gradients do).
+    norms = [e.norm_before for e in steps]  # type: ignore[union-attr]
+    whole = math.sqrt(sum(n * n for n in norms)) if wrap == "fsdp" else norms[0]
+    by_whole = min(1.0, limit / (whole + CLIP_EPS))
+    if all(abs(f - by_whole) <= SCALE_SLACK * by_whole for f in factors):
+        return None
+    return {"max_norm": limit, "factors": factors, "shard_norms": [e.norm_before for e in steps],  # type: ignore[union-attr]
+            "reference_factor": reference.factor, "whole_norm": reference.norm_before}
+
+
+def prove(causes: list[Cause], rerun: Callable[[tuple[Cause, ...]], Comparison]) -> None:
     """Rerun with each cause's fix; if no fix alone makes every gradient agree, all together."""
     for cause in causes:
-        after = rerun((cause.fix,))
+        after = rerun((cause,))
         cause.proven, cause.after = after.clean, after.summary()
     if len(causes) > 1 and not any(c.proven for c in causes):
-        after = rerun(tuple(c.fix for c in causes))
+        after = rerun(tuple(causes))
         if after.clean:
             for cause in causes:
                 cause.proven = True

@@ -47,6 +47,7 @@ def judge(ref: Reference, runs: Sequence[RankRun]) -> Comparison:
         skipped=next((r.skipped for r in runs if r.skipped), None),
         ddp_error=next((r.ddp_error for r in runs if r.ddp_error), None),
         init_digests=[r.init_digest for r in runs], batchnorms=first.batchnorms, bytes_reduced=first.bytes_reduced,
+        steps=[r.step for r in runs],
     )
 
 

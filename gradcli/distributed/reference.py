@@ -10,6 +10,7 @@ import torch
 
 from ..targets.load import users_code
 from .setup import Setup
+from .step import StepEffect, run_step
 from .target import Built, build
 
 
@@ -25,16 +26,18 @@ class Reference:
     model_bytes: int  # parameters' bytes: what one gradient copy weighs
     model: str  # the class name
     noise: dict[str, float]  # each float32 gradient's relative error against float64 (empty for float64 models)
+    step: StepEffect | None = None  # what the step between backward and optimizer.step did here
 
 
 def reference(setup: Setup, world: int) -> Reference:
     built = build(setup, None, world)
-    model = built.model
+    model, whole = built.model, built.micro[0]
     exact = copy.deepcopy(model).double() if _float32(model) else None
     torch.manual_seed(setup.seed)
     with users_code(built.where):
-        loss = built.loss_fn(model(*built.args, **built.kwargs))
+        loss = whole.loss_fn(model(*whole.args, **whole.kwargs))
         loss.backward()
+    step = run_step(model, setup)
     grads = {n: (None if p.grad is None else p.grad.detach().clone()) for n, p in model.named_parameters() if p.requires_grad}
     noise = _rounding_noise(exact, built, setup, grads) if exact is not None else {}
     norm = sum(float(g.double().pow(2).sum()) for g in grads.values() if g is not None) ** 0.5
@@ -42,7 +45,7 @@ def reference(setup: Setup, world: int) -> Reference:
     dtype = params[0].dtype if params else torch.float32
     size = sum(p.numel() * p.element_size() for p in params if p.requires_grad)
     return Reference(grads, float(loss.detach()), norm, built.where, built.found, built.batch, dtype, size,
-                     type(model).__name__, noise)
+                     type(model).__name__, noise, step)
 
 
 def _float32(model: torch.nn.Module) -> bool:
@@ -55,11 +58,13 @@ def _rounding_noise(exact: torch.nn.Module, built: Built, setup: Setup,
     same run in float64. A deep network's float32 gradients carry errors well above one sum's
     rounding (8u√batch); two float32 runs that sum in another order (N ranks, one process)
     differ by about this much, so the tolerance is never below a multiple of it."""
-    args = tuple(a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in built.args)
-    kwargs = {k: v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v for k, v in built.kwargs.items()}
+    whole = built.micro[0]
+    args = tuple(a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in whole.args)
+    kwargs = {k: v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v for k, v in whole.kwargs.items()}
     torch.manual_seed(setup.seed)
     with users_code(built.where):
-        built.loss_fn(exact(*args, **kwargs)).backward()
+        whole.loss_fn(exact(*args, **kwargs)).backward()
+    run_step(exact, setup)
     noise = {}
     for name, p in exact.named_parameters():
         g32 = grads.get(name)

@@ -15,6 +15,7 @@ from ..comparison.gradients import ParamComparison, _json_number
 from ..outcome import Problem, Reported
 from ..words import problem_sentences
 from .setup import Fix
+from .step import StepEffect
 
 
 @dataclass
@@ -67,6 +68,8 @@ class CauseKind(str, enum.Enum):
     SUM_LOSS = "sum-loss"
     UNUSED = "unused-parameters"
     INITIAL_WEIGHTS = "initial-weights"
+    ACCUMULATION = "accumulation-steps"
+    CLIP_ON_SHARDS = "clip-on-shards"
 
 
 @dataclass
@@ -99,6 +102,7 @@ class Comparison:
     init_digests: list[str] = field(default_factory=list)
     batchnorms: list[str] = field(default_factory=list)
     bytes_reduced: int = 0  # per rank per step
+    steps: list[StepEffect | None] = field(default_factory=list)  # per rank: what the step after backward did
 
     @property
     def differing(self) -> list[ParamRow]:
@@ -139,6 +143,9 @@ class DistributedResult(Reported):
     first: Comparison
     causes: list[Cause] = field(default_factory=list)
     model_bytes: int = 0
+    accumulate: int = 1  # micro-steps per rank, all but the last under no_sync
+    step: str | None = None  # the step between backward and optimizer.step, in words
+    reference_step: StepEffect | None = None  # what it did on the one process
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -169,8 +176,18 @@ class DistributedResult(Reported):
             "no_grad": run.no_grad, "skipped": run.skipped, "ddp_error": run.ddp_error,
             "batchnorms": run.batchnorms, "initial_weights_agree": len(set(run.init_digests)) <= 1,
             "bytes_reduced_per_step": run.bytes_reduced, "model_bytes": self.model_bytes,
+            "accumulate": self.accumulate, "step": self.step,
+            "step_effect": None if self.step is None else {
+                "reference": _effect(self.reference_step), "ranks": [_effect(e) for e in run.steps]},
             "causes": [c.as_dict() for c in self.causes],
             "problems": problem_sentences(self.problems),
             "notes": self.notes,
         }
 
+
+
+def _effect(effect: StepEffect | None) -> dict[str, Any] | None:
+    if effect is None:
+        return None
+    return {"factor": _json_number(effect.factor), "residual": _json_number(effect.residual),
+            "norm_before": _json_number(effect.norm_before)}

@@ -4,18 +4,21 @@ the one-process reference, and prove the causes by rerunning with fixes on the s
 from __future__ import annotations
 
 import contextlib
+import math
 from dataclasses import replace
 from typing import Sequence
 
 import torch
 
 from ..errors import UsageError
+from ..targets.load import load_object
 from .causes import prove, suspects
 from .judge import judge
 from .launch import TIMEOUT, Ranks, start_ranks
 from .reference import Reference, reference
-from .result import Comparison, DistributedResult
+from .result import Cause, Comparison, DistributedResult
 from .setup import Fix, Setup, Wrap
+from .step import describe
 from .worker import job
 
 #: The most ranks spawned on one machine (each imports torch: ~0.4 GB and seconds).
@@ -24,7 +27,8 @@ MAX_SPAWNED = 16
 
 def make_setup(target: str, variables: Sequence[str] = (), *, loss: str | None = None, init: Sequence[str] = (),
                seed: int | None = None, library_dirs: Sequence[str] = (), wrap: Wrap = "ddp", world: int = 2,
-               device: str = "cpu") -> Setup:
+               device: str = "cpu", accumulate: int = 1, clip: float | None = None,
+               before_step: str | None = None) -> Setup:
     """The run's plain description, checked before any rank starts."""
     from .launch import under_torchrun
 
@@ -36,9 +40,20 @@ def make_setup(target: str, variables: Sequence[str] = (), *, loss: str | None =
     if device.startswith("cuda") and torch.cuda.device_count() < (1 if under_torchrun() else world):
         raise UsageError(f"--device cuda with {world} ranks needs {world} GPUs; this machine has {torch.cuda.device_count()}",
                          hint="leave out --device to run the ranks on the CPU (backend gloo)")
+    if accumulate < 1:
+        raise UsageError(f"--accumulate {accumulate}: the micro-steps per optimizer step are 1 or more",
+                         hint="--accumulate 4 runs each rank's shard as 4 micro-batches, the first 3 under no_sync")
+    if clip is not None and before_step is not None:
+        raise UsageError("--clip-grad-norm and --before-step are two steps after backward: give one of them",
+                         hint="put the clipping into your --before-step function if it does more")
+    if clip is not None and not (clip > 0 and math.isfinite(clip)):
+        raise UsageError(f"--clip-grad-norm {clip:g}: the maximum norm is a positive number")
+    if before_step is not None:
+        load_object(before_step)  # a missing file or name is an error before any rank starts
     if seed is None:
         seed = int(torch.randint(0, 2**31 - 1, ()).item())
-    return Setup(target, tuple(variables), loss, tuple(init), seed, tuple(str(d) for d in library_dirs), wrap, world, device)
+    return Setup(target, tuple(variables), loss, tuple(init), seed, tuple(str(d) for d in library_dirs), wrap, world, device,
+                 accumulate, clip, before_step)
 
 
 def compare_distributed(setup: Setup, *, timeout: float = TIMEOUT, ranks: Ranks | None = None) -> DistributedResult:
@@ -52,15 +67,25 @@ def compare_distributed(setup: Setup, *, timeout: float = TIMEOUT, ranks: Ranks 
         # the ranks it started are torn down on the way out).
         ref = reference(setup, setup.world)
         first = _run(ranks, setup, ref)
-        causes = suspects(first, setup.world, setup.wrap)
-        prove(causes, lambda fixes: _run(ranks, setup.with_fixes(*fixes), ref))
+        causes = suspects(first, setup, ref.step)
+        prove(causes, lambda fixing: _run(ranks, _fixed(setup, fixing), ref))
     result = DistributedResult(ref.where, ref.found, ref.model, setup.seed, setup.wrap, ranks.world, setup.backend,
-                               ref.batch, ref.loss, first, causes, ref.model_bytes)
+                               ref.batch, ref.loss, first, causes, ref.model_bytes, setup.accumulate, describe(setup), ref.step)
     return result
 
 
 def _run(ranks: Ranks, setup: Setup, ref: Reference) -> Comparison:
     return judge(ref, ranks.run(job(setup)))
+
+
+def _fixed(setup: Setup, causes: Sequence[Cause]) -> Setup:
+    """`setup` with every cause's fix (clipping the whole gradient at the maximum the shards
+    were clipped to)."""
+    fixed = setup.with_fixes(*(c.fix for c in causes))
+    for cause in causes:
+        if cause.fix is Fix.CLIP_WHOLE:
+            fixed = replace(fixed, clip=cause.evidence["max_norm"])
+    return fixed
 
 
 __all__ = ["Fix", "compare_distributed", "make_setup"]

@@ -17,6 +17,8 @@ class Fix(str, enum.Enum):
     SCALE_LOSS = "scale-loss"  # a sum-reduced loss times the world size (DDP averages)
     FIND_UNUSED = "find-unused-parameters"  # DDP(find_unused_parameters=True)
     BROADCAST = "broadcast-weights"  # rank 0's initial weights on every rank before wrapping
+    DIVIDE_BY_STEPS = "divide-by-steps"  # each accumulation micro-step's loss divided by their count
+    CLIP_WHOLE = "clip-whole-norm"  # clip_grad_norm_ over the whole (DTensor) gradients instead of the step given
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,9 @@ class Setup:
     wrap: Wrap = "ddp"
     world: int = 2
     device: str = "cpu"
+    accumulate: int = 1  # micro-steps per optimizer step: all but the last under no_sync
+    clip: float | None = None  # clip_grad_norm_(model.parameters(), clip) after backward
+    before_step: str | None = None  # the user's FILE:NAME called as NAME(model) after backward
     fixes: frozenset[Fix] = field(default_factory=frozenset)
 
     def with_fixes(self, *fixes: Fix) -> "Setup":

@@ -4,7 +4,9 @@ one-process reference (the whole batch) or for one rank (its shard of the batch)
 
 Every rank and the reference seed torch alike, so they build the same initial weights and the
 same whole batch; a rank then keeps the samples a DistributedSampler (shuffle off) gives it:
-rank r of N takes samples r, r+N, r+2N, ... of every --var tensor (split along dim 0).
+rank r of N takes samples r, r+N, r+2N, ... of every --var tensor (split along dim 0). With
+gradient accumulation (`--accumulate K`) a rank's shard is K consecutive micro-batches, as a
+DataLoader over that sampler hands them out.
 """
 
 from __future__ import annotations
@@ -19,38 +21,62 @@ from ..targets.model import model_run, scalar_loss
 from .setup import Setup
 
 
-@dataclass
-class Built:
-    """The model, forward's arguments (a rank's shard), and the loss of its output."""
+#: The name --loss reads the accumulation's micro-step count by.
+ACCUMULATE = "accumulate"
 
-    model: torch.nn.Module
+
+@dataclass
+class Micro:
+    """One forward and backward: its arguments, and the loss of its output."""
+
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     loss_fn: Callable[[Any], torch.Tensor]
+
+
+@dataclass
+class Built:
+    """The model and its micro-batches (one: the rank's shard, or the whole batch)."""
+
+    model: torch.nn.Module
+    micro: list[Micro]
     where: str
     found: str
     batch: int  # the whole batch's size (dim 0 of the --var tensors)
 
 
 def build(setup: Setup, rank: int | None = None, world: int = 1) -> Built:
-    """`setup`'s target made on this process; `rank` None: the whole batch (the reference)."""
+    """`setup`'s target made on this process; `rank` None: the whole batch in one step (the
+    reference), else the rank's shard in `setup.accumulate` micro-batches."""
     with model_run(setup.target, setup.variables, purpose="--ddp and --fsdp run a model with parameters on each rank",
                    loss=setup.loss, init=setup.init, seed=setup.seed, library_dirs=setup.library_dirs) as run:
         pass  # made under the seed; each rank's shard is cut from the same whole batch below
-    batch = batch_size(run.tensors, world)
-    shards = {name: _shard(t, rank, world, batch) for name, t in run.tensors.items()}
-    swap = {id(t): shards[name] for name, t in run.tensors.items()}
+    batch = batch_size(run.tensors, world, setup.accumulate)
+    steps = 1 if rank is None else setup.accumulate
+    micro = []
+    for step in range(steps):
+        part = {name: _micro(_shard(t, rank, world), step, steps) for name, t in run.tensors.items()}
+        micro.append(_step(run, part, steps))
+    return Built(run.model, micro, run.where, run.found, batch)
+
+
+def _step(run: Any, part: dict[str, torch.Tensor], steps: int) -> Micro:
+    swap = {id(t): part[name] for name, t in run.tensors.items()}
     args = tuple(swap.get(id(a), a) for a in run.args)
     kwargs = {k: swap.get(id(v), v) for k, v in run.kwargs.items()}
+    # The loss may divide by the micro-steps as the training loop does (`... / accumulate`): K
+    # on the ranks, 1 on the one process, whose single step on the whole batch they stand for.
+    values = {ACCUMULATE: torch.tensor(float(steps)), **part}
 
     def loss_fn(output: Any) -> torch.Tensor:
-        return scalar_loss(run.loss_of(output, shards))  # grads' own refusal of a loss that is not one number
+        return scalar_loss(run.loss_of(output, values))  # grads' own refusal of a loss that is not one number
 
-    return Built(run.model, args, kwargs, loss_fn, run.where, run.found, batch)
+    return Micro(args, kwargs, loss_fn)
 
 
-def batch_size(tensors: dict[str, torch.Tensor], world: int) -> int:
-    """The batch the ranks share: dim 0 of the --var tensors, which must agree and divide evenly."""
+def batch_size(tensors: dict[str, torch.Tensor], world: int, accumulate: int = 1) -> int:
+    """The batch the ranks share: dim 0 of the --var tensors, which must agree and divide
+    evenly into `world` shards of `accumulate` micro-batches each."""
     sizes = {name: t.shape[0] for name, t in tensors.items() if t.dim() >= 1}
     if not sizes:
         raise UsageError("--ddp and --fsdp split the batch between ranks, and no --var tensor has a batch dimension",
@@ -65,10 +91,22 @@ def batch_size(tensors: dict[str, torch.Tensor], world: int) -> int:
             f"a batch of {batch} does not split evenly between {world} ranks",
             hint=f"DistributedSampler would pad it with repeated samples, which changes the gradient; give a multiple of {world}",
         )
+    if (batch // world) % accumulate:
+        raise UsageError(
+            f"each rank's {batch // world} samples do not split evenly into {accumulate} micro-batches (--accumulate {accumulate})",
+            hint=f"a last, shorter micro-batch weighs its samples differently; give a batch that is a multiple of {world * accumulate}",
+        )
     return batch
 
 
-def _shard(tensor: torch.Tensor, rank: int | None, world: int, batch: int) -> torch.Tensor:
+def _shard(tensor: torch.Tensor, rank: int | None, world: int) -> torch.Tensor:
     if rank is None or tensor.dim() == 0:
         return tensor
     return tensor.detach()[rank::world].clone().requires_grad_(tensor.requires_grad)
+
+
+def _micro(tensor: torch.Tensor, step: int, steps: int) -> torch.Tensor:
+    if steps == 1 or tensor.dim() == 0:
+        return tensor
+    size = tensor.shape[0] // steps
+    return tensor.detach()[step * size:(step + 1) * size].clone().requires_grad_(tensor.requires_grad)

@@ -10,11 +10,14 @@ What a rank reports (`RankRun`) is what the parent compares and explains:
 - the parameters that get no gradient on this rank (under DDP found before backward, from the
   graph forward built), and DDP's own error when they make its next iteration fail;
 - a digest of the initial weights (ranks that initialise differently disagree here) and the
-  BatchNorm layers that normalise with this rank's statistics.
+  BatchNorm layers that normalise with this rank's statistics;
+- with `--accumulate K`, the K micro-steps' mean loss (the first K-1 under no_sync), and with a
+  step after backward (`--clip-grad-norm`, `--before-step`), what it did to this rank's shard.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import io
@@ -28,7 +31,8 @@ import torch
 from ..targets.load import users_code
 from . import syncbn
 from .setup import Fix, Setup
-from .target import Built, build
+from .step import StepEffect, run_step
+from .target import Micro, build
 
 
 @dataclass
@@ -46,6 +50,7 @@ class RankRun:
     init_digest: str = ""
     batchnorms: list[str] = field(default_factory=list)
     bytes_reduced: int = 0  # gradient bytes this rank sends through the all-reduce / reduce-scatter per step
+    step: StepEffect | None = None  # what the step between backward and optimizer.step did to this rank's shard
 
     def gradients(self) -> dict[str, torch.Tensor | None]:
         return torch.load(io.BytesIO(self.blob), weights_only=True)
@@ -70,7 +75,7 @@ def _run_rank(setup: Setup, rank: int, world: int) -> RankRun:
     built = build(setup, rank, world)
     device = _device(setup)
     model = built.model.to(device)
-    args, kwargs = _to(built.args, device), _to(built.kwargs, device)
+    micro = [Micro(_to(m.args, device), _to(m.kwargs, device), m.loss_fn) for m in built.micro]
     digest = _digest(model)
     if Fix.BROADCAST in setup.fixes:
         with torch.no_grad():
@@ -83,39 +88,58 @@ def _run_rank(setup: Setup, rank: int, world: int) -> RankRun:
     find_unused = Fix.FIND_UNUSED in setup.fixes
     wrapped = _wrap(model, setup, world, find_unused)
     torch.manual_seed(setup.seed)
-    with users_code(built.where):
-        loss = _loss(wrapped, built, args, kwargs, setup, world)
     everyone: list[Any] = [[]] * world
-    if setup.wrap == "ddp":
-        # Before backward, from the graph forward built (as find_unused_parameters does): a
-        # bucket holding a parameter used on one rank and not on another is all-reduced by
-        # some ranks only, and the others would wait for it forever. Not run then.
-        run.no_grad = _unreached(loss, model)
-        everyone = [None] * world
-        dist.all_gather_object(everyone, run.no_grad)
-        if not find_unused and any(e != everyone[0] for e in everyone):
-            run.skipped = "unused-on-some-ranks"
-            run.blob = _blob({n: None for n in names})
-            return run
-    with users_code(built.where):
-        loss.backward()
+    losses = []
+    for k, step in enumerate(micro):
+        synced = k == len(micro) - 1  # gradient accumulation: only the last micro-step reduces
+        with _sync(wrapped, setup, synced):
+            with users_code(built.where):
+                loss = _loss(wrapped, step, setup, world)
+            if setup.wrap == "ddp" and synced:
+                # Before backward, from the graph forward built (as find_unused_parameters does): a
+                # bucket holding a parameter used on one rank and not on another is all-reduced by
+                # some ranks only, and the others would wait for it forever. Not run then.
+                run.no_grad = _unreached(loss, model)
+                everyone = [None] * world
+                dist.all_gather_object(everyone, run.no_grad)
+                if not find_unused and any(e != everyone[0] for e in everyone):
+                    run.skipped = "unused-on-some-ranks"
+                    run.blob = _blob({n: None for n in names})
+                    return run
+            with users_code(built.where):
+                loss.backward()
+        losses.append(float(loss.detach()))
     if setup.wrap == "fsdp":
         params = dict(model.named_parameters())
         run.no_grad = [n for n in names if params[n].grad is None]
-    run.loss = float(loss.detach())
+    run.loss = sum(losses) / len(losses)
+    run.step = run_step(model, setup)
     grads, shard_sq, run.bytes_reduced = _gather(model, names, setup.wrap, world)
     full = [g for g in grads.values() if g is not None]
     run.full_norm = math.sqrt(sum(float(g.double().pow(2).sum()) for g in full))
     run.shard_norm = math.sqrt(shard_sq)
     run.blob = _blob(grads)
     if setup.wrap == "ddp" and any(everyone) and not find_unused:  # the same unused parameters on every rank
-        run.ddp_error = _next_iteration_error(wrapped, built, args, kwargs, setup, world)
+        run.ddp_error = _next_iteration_error(wrapped, micro[0], setup, world)
     return run
 
 
-def _loss(wrapped: Any, built: Built, args: tuple, kwargs: dict, setup: Setup, world: int) -> torch.Tensor:
-    loss = built.loss_fn(wrapped(*args, **kwargs))
-    return loss * world if Fix.SCALE_LOSS in setup.fixes else loss
+def _sync(wrapped: Any, setup: Setup, synced: bool) -> Any:
+    """A micro-step that accumulates without reducing: DDP's no_sync(), FSDP2's
+    set_requires_gradient_sync(False) (the last micro-step reduces what they accumulated)."""
+    if setup.wrap == "fsdp":
+        wrapped.set_requires_gradient_sync(synced)
+        return contextlib.nullcontext()
+    return contextlib.nullcontext() if synced else wrapped.no_sync()
+
+
+def _loss(wrapped: Any, step: Micro, setup: Setup, world: int) -> torch.Tensor:
+    loss = step.loss_fn(wrapped(*step.args, **step.kwargs))
+    if Fix.SCALE_LOSS in setup.fixes:
+        loss = loss * world
+    if Fix.DIVIDE_BY_STEPS in setup.fixes:
+        loss = loss / setup.accumulate
+    return loss
 
 
 def _unreached(loss: torch.Tensor, model: torch.nn.Module) -> list[str]:
@@ -175,10 +199,10 @@ def _gather(model: torch.nn.Module, names: list[str], wrap: str, world: int) -> 
     return grads, shard_sq, sent
 
 
-def _next_iteration_error(wrapped: Any, built: Built, args: tuple, kwargs: dict, setup: Setup, world: int) -> str | None:
+def _next_iteration_error(wrapped: Any, step: Micro, setup: Setup, world: int) -> str | None:
     """DDP's own words when a parameter went without a gradient: its next forward raises."""
     try:
-        _loss(wrapped, built, args, kwargs, setup, world)
+        _loss(wrapped, step, setup, world)
     except RuntimeError as err:
         return str(err).strip()
     return None

@@ -21,11 +21,19 @@ def _num(x: float | None, digits: int = 2) -> str:
 
 def heading(result: DistributedResult) -> list[str]:
     wrap = "DDP" if result.wrap == "ddp" else "FSDP2 (fully_shard)"
-    return [
+    lines = [
         f"{result.target}: {result.found}; seed {result.seed}",
         f"{wrap} on {result.world} ranks ({result.backend}), a batch of {result.batch} split {result.batch // result.world} "
         f"per rank as DistributedSampler would, against one process with the whole batch",
     ]
+    k = result.accumulate
+    if k > 1:
+        skip = "no_sync()" if result.wrap == "ddp" else "set_requires_gradient_sync(False)"
+        lines.append(f"gradient accumulation: each rank's {result.batch // result.world} samples as {k} micro-batches of "
+                     f"{result.batch // result.world // k}, backward after each, the first {k - 1} under {skip}")
+    if result.step is not None:
+        lines.append(f"after backward, on every rank and on the one process: {result.step}")
+    return lines
 
 
 def table(run: Comparison) -> list[str]:
@@ -91,10 +99,28 @@ def cause_lines(cause: Cause, result: DistributedResult) -> list[str]:
                  "(a zero contribution on the ranks that did not use them), at the cost of that walk each step; "
                  "or leave them out of the model")
         fix = "with DDP(find_unused_parameters=True)"
-    else:
+    elif cause.kind is CauseKind.INITIAL_WEIGHTS:
         what = (f"the initial weights differ between ranks (fingerprints {', '.join(e['fingerprints'])}): DDP broadcasts "
                 "rank 0's at construction, FSDP2's fully_shard does not, so each rank keeps its shard of its own initialisation")
         fix = "with rank 0's weights broadcast before wrapping (or the same seed on every rank)"
+    elif cause.kind is CauseKind.ACCUMULATION:
+        ratios = list(e["ratios"].values())
+        k = e["steps"]
+        what = (f"gradient accumulation is off by the step count: every gradient is the reference times "
+                f"{min(ratios):.6f}..{max(ratios):.6f} = {k}: the {k} micro-steps' losses are each a mean over their "
+                f"micro-batch, and their gradients add up in .grad (no_sync only defers the reduction), so the "
+                f"optimizer gets {k}x the whole batch's mean gradient")
+        fix = (f"with each micro-step's loss divided by {k} (loss / accumulation_steps before backward; here "
+               "--loss \"... / accumulate\", which is the micro-step count on the ranks and 1 on the one process)")
+    else:
+        factors = ", ".join(f"rank {r}: {_num(f, 4)}" for r, f in enumerate(e["factors"]))
+        shards = ", ".join(f"rank {r}: {_num(n, 4)}" for r, n in enumerate(e["shard_norms"]))
+        what = (f"norm clipping on shards: the step {result.step} scaled each rank's own elements by its own factor "
+                f"({factors}; one process: {_num(e['reference_factor'], 4)}), each taking its shard's norm ({shards}) to "
+                f"the maximum {_num(e['max_norm'], 4)}; the whole gradient's norm is {_num(e['whole_norm'], 4)}. Under "
+                "FSDP2 every rank holds 1/N of each gradient: a norm of p.grad.to_local() sees only that share")
+        fix = (f"with torch.nn.utils.clip_grad_norm_(model.parameters(), {_num(e['max_norm'], 4)}) on the DTensor gradients "
+               "(it reduces the norm over every rank)")
     if cause.proven is None:
         proof = "not rerun"
     elif cause.proven:
