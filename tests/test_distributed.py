@@ -294,6 +294,19 @@ def test_norm_clipping_on_shards_under_fsdp2_is_found_and_clipping_the_whole_nor
     assert healthy.first.norms.reduced == [pytest.approx(steps.MAX_NORM, rel=1e-4)] * WORLD
 
 
+def test_fsdp2_shards_a_model_with_tied_weights(ranks):
+    # A language model's head shares the embedding's weight: sharding each top-level block
+    # on its own makes fully_shard raise; gradcli leaves tied blocks to the root unit.
+    model = _model("Tied")
+    model(_data()).pow(2).mean().backward()
+    assert model.out.weight is model.inp.weight
+    norm = float(torch.stack([p.grad.norm() for p in model.parameters()]).norm())
+    result = _compare(ranks, "Tied", "mean", "fsdp")
+    assert result.ok, result.problems
+    assert [r.name for r in result.first.rows] == [n for n, _ in model.named_parameters()]
+    assert result.first.norms.reduced == [pytest.approx(norm, rel=CLOSE)] * WORLD
+
+
 def test_a_rank_that_raises_ends_the_group_with_its_error():
     setup = make_setup(f"{MODELS}:RankOneFails", ["x=randn(16, 8)"], loss="out.pow(2).mean()", seed=SEED, world=WORLD)
     with pytest.raises(RankError) as caught:

@@ -93,3 +93,19 @@ class HeadOnRankZero(nn.Module):
         if not dist.is_initialized() or dist.get_rank() == 0:
             out = out + self.extra(h)
         return out
+
+
+class Tied(nn.Module):
+    """Tied weights, as a language model's embedding and head share theirs: `out` reuses
+    `inp`'s weight. fully_shard refuses a parameter managed by two groups, so gradcli leaves
+    the tied blocks to the root's group."""
+
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(8, 10, bias=False)
+        self.mid = nn.Linear(10, 8)
+        self.out = nn.Linear(8, 10, bias=False)
+        self.out.weight = self.inp.weight
+
+    def forward(self, x):
+        return self.out(torch.tanh(self.mid(torch.tanh(self.inp(x)))))

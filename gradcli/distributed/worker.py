@@ -168,9 +168,18 @@ def _wrap(model: torch.nn.Module, setup: Setup, world: int, find_unused: bool) -
     from torch.distributed.fsdp import fully_shard
 
     mesh = init_device_mesh(_device(setup).type, (world,))
-    # As training scripts shard: each top-level block its own unit, then the root.
-    for child in model.children():
-        if any(p.requires_grad for p in child.parameters()):
+    # As training scripts shard: each top-level block its own unit, then the root. A block
+    # holding a parameter tied to another block's (a language model's embedding and head) is
+    # left to the root: fully_shard refuses a parameter managed by two groups.
+    children = list(model.children())
+    owners: dict[int, int] = {}
+    for i, child in enumerate(children):
+        for p in child.parameters():
+            owners.setdefault(id(p), i)
+    tied = {i for i, child in enumerate(children) for p in child.parameters() if owners[id(p)] != i}
+    tied |= {owners[id(p)] for i in tied for p in children[i].parameters()}
+    for i, child in enumerate(children):
+        if i not in tied and any(p.requires_grad for p in child.parameters()):
             fully_shard(child, mesh=mesh)
     fully_shard(model, mesh=mesh)
     return model
