@@ -374,6 +374,25 @@ def test_cli_refuses_a_batch_the_ranks_cannot_share_and_two_wrappers(cli):
     assert missing.exit_code == 2 and "has no 'nope'" in missing.stderr
 
 
+def test_under_torchrun_the_launchers_ranks_run_it_and_rank_zero_reports(truth):
+    # torchrun starts the ranks and sets RANK/WORLD_SIZE: gradcli joins its group instead of
+    # spawning one, and only rank 0 prints.
+    import subprocess
+
+    per_rank, single = truth[("WithBatchNorm", "mean", "ddp")]
+    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(WORLD),
+                          "--master-port", str(_port()), "-m", "gradcli", "compare", f"{MODELS}:WithBatchNorm",
+                          "--var", _var(), "--loss", "out.pow(2).mean()", "--ddp", str(WORLD), "--seed", str(SEED),
+                          "--json"], capture_output=True, text=True, timeout=600)
+    assert run.returncode != 0  # a rank's exit status 1 (a gradient differs) is torchrun's failure
+    document = json.loads(run.stdout)  # one document: rank 0's
+    assert document["world"] == WORLD and document["ok"] is False
+    assert [(c["kind"], c["proven"]) for c in document["causes"]] == [("batchnorm-statistics", True)]
+    l1 = next(p for p in document["parameters"] if p["name"] == "l1.weight")
+    for r, grads in enumerate(per_rank):  # torch DDP's own error, rank by rank
+        assert l1["ranks"][r]["rel_err"] == pytest.approx(_rel(grads[0]["l1.weight"], single["l1.weight"]), rel=1e-3)
+
+
 def test_python_dash_m_gradcli_starts_ranks():
     # Spawned ranks import the main module again (as __mp_main__): `python -m gradcli` must not
     # run gradcli there too (it did, and every rank died before it reported).
