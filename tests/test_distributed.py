@@ -266,6 +266,23 @@ def test_accumulation_off_by_the_step_count_is_found_with_ratio_k(ranks, truth):
     assert healthy.ok and healthy.causes == [], healthy.problems
 
 
+def test_batchnorm_under_accumulation_is_not_proven_by_whole_batch_statistics(ranks):
+    # torch, one process: BatchNorm over the micro-steps' samples (even all ranks' together)
+    # is not BatchNorm over the whole batch, so no rerun on the ranks can agree.
+    whole, chunked = _model("WithBatchNorm"), _model("WithBatchNorm")
+    whole(_data()).pow(2).mean().backward()
+    for part in _data().chunk(2):
+        (chunked(part).pow(2).mean() / 2).backward()
+    assert _rel(chunked.l1.weight.grad, whole.l1.weight.grad) > 1e-3
+    result = _compare(ranks, "WithBatchNorm", "mean", "ddp", loss="out.pow(2).mean() / accumulate", accumulate=2)
+    (cause,) = result.causes
+    assert cause.kind is CauseKind.BATCHNORM and cause.proven is False
+    from gradcli.render.training.distributed import distributed_text
+
+    text = distributed_text(result)
+    assert "its 4 samples of each micro-step" in text and "no setup gives BatchNorm the whole batch's statistics" in text
+
+
 def test_norm_clipping_on_shards_under_fsdp2_is_found_and_clipping_the_whole_norm_agrees(ranks, truth):
     steps = _steps()
     local, single_local = truth[("MLP", "clip-local", "fsdp")]

@@ -76,8 +76,10 @@ def cause_lines(cause: Cause, result: DistributedResult) -> list[str]:
 
     e, world = cause.evidence, result.world
     if cause.kind is CauseKind.BATCHNORM:
+        micro = result.batch // world // result.accumulate
         what = (f"BatchNorm statistics per rank ({', '.join(cause.subjects)}): each rank normalises its "
-                f"{result.batch // world} samples with their own mean and variance, one process with all {result.batch}'s")
+                f"{micro} samples{' of each micro-step' if result.accumulate > 1 else ''} with their own mean and variance, "
+                f"one process with all {result.batch}'s")
         fix = "with whole-batch statistics (nn.SyncBatchNorm; on CPU gradcli's all-reduced equivalent, as SyncBatchNorm is GPU-only)"
     elif cause.kind is CauseKind.SUM_LOSS:
         ratios = list(e["ratios"].values())
@@ -133,6 +135,10 @@ def cause_lines(cause: Cause, result: DistributedResult) -> list[str]:
         if cause.kind is CauseKind.UNUSED and e.get("would_hang") and not cause.after.get("skipped"):
             proof += (": DDP now runs without hanging, but the ranks computed different functions (a branch taken on "
                       "some ranks only), which one process on the whole batch does not")
+        if cause.kind is CauseKind.BATCHNORM and result.accumulate > 1:
+            proof += (f": with --accumulate {result.accumulate} each micro-step normalises {result.batch // result.accumulate} "
+                      "samples even across ranks, so no setup gives BatchNorm the whole batch's statistics; "
+                      "--accumulate 1 shows the ranks' own part")
     return [f"  - {what}.", f"    {proof}"]
 
 
