@@ -83,7 +83,8 @@ def _one_process(name: str, reduce: str) -> dict[str, torch.Tensor | None]:
 # clip_local_norm / clip_whole_norm after backward.
 CASES = [("MLP", "mean", "ddp"), ("MLP", "mean", "fsdp"), ("WithBatchNorm", "mean", "ddp"),
          ("MLP", "sum", "ddp"), ("AuxHead", "mean", "ddp"), ("SeededByRank", "mean", "fsdp"),
-         ("MLP", "accumulate", "ddp"), ("MLP", "clip-local", "fsdp"), ("MLP", "clip-whole", "fsdp")]
+         ("MLP", "accumulate", "ddp"), ("MLP", "accumulate", "fsdp"), ("MLP", "clip-local", "fsdp"),
+         ("MLP", "clip-whole", "fsdp")]
 
 
 def _handwritten(rank: int, world: int, port: int, out: str) -> None:
@@ -108,6 +109,10 @@ def _handwritten(rank: int, world: int, port: int, out: str) -> None:
         loss = lambda: (lambda o: o.pow(2).sum() if reduce == "sum" else o.pow(2).mean())(wrapped(_data()[rank::world]))
         if reduce == "accumulate":  # a gradient-accumulation loop, as training scripts write it (without / MICRO)
             for k, micro in enumerate(_data()[rank::world].chunk(MICRO)):
+                if wrap == "fsdp":
+                    wrapped.set_requires_gradient_sync(k == MICRO - 1)
+                    wrapped(micro).pow(2).mean().backward()
+                    continue
                 with (wrapped.no_sync() if k < MICRO - 1 else contextlib.nullcontext()):
                     wrapped(micro).pow(2).mean().backward()
         else:
@@ -247,12 +252,13 @@ def test_initial_weights_that_differ_between_ranks_under_fsdp2(ranks, truth):
     assert cause.kind is CauseKind.INITIAL_WEIGHTS and cause.fix is Fix.BROADCAST and cause.proven is True
 
 
-def test_accumulation_off_by_the_step_count_is_found_with_ratio_k(ranks, truth):
-    per_rank, single = truth[("MLP", "accumulate", "ddp")]
+@pytest.mark.parametrize("wrap", ["ddp", "fsdp"])
+def test_accumulation_off_by_the_step_count_is_found_with_ratio_k(ranks, truth, wrap):
+    per_rank, single = truth[("MLP", "accumulate", wrap)]
     for grads, _ in per_rank:  # torch: MICRO mean losses accumulated under no_sync give MICRO x the gradient
         assert all(_rel(grads[n] / MICRO, single[n]) < CLOSE for n in single)
         assert all(_rel(grads[n], single[n]) > 1 for n in single)
-    result = _compare(ranks, "MLP", "mean", "ddp", accumulate=MICRO)
+    result = _compare(ranks, "MLP", "mean", wrap, accumulate=MICRO)
     assert {p.subject for p in result.problems if p.kind == "rank-gradient-differs"} == set(single)
     rows = {r.name: r for r in result.first.rows}
     for n in single:  # gradcli's reduced gradients are torch's accumulated ones
@@ -262,7 +268,7 @@ def test_accumulation_off_by_the_step_count_is_found_with_ratio_k(ranks, truth):
     assert cause.evidence["steps"] == MICRO and cause.evidence["expected_ratio"] == MICRO
     assert all(r == pytest.approx(MICRO, rel=1e-5) for r in cause.evidence["ratios"].values())
     # The loop written right (the loss over the micro-steps: `/ accumulate`) agrees, as torch's does.
-    healthy = _compare(ranks, "MLP", "mean", "ddp", loss="out.pow(2).mean() / accumulate", accumulate=MICRO)
+    healthy = _compare(ranks, "MLP", "mean", wrap, loss="out.pow(2).mean() / accumulate", accumulate=MICRO)
     assert healthy.ok and healthy.causes == [], healthy.problems
 
 
