@@ -134,3 +134,24 @@ def test_trace_json_takes_a_numpy_value_in_a_member():
         leaves, passes, intermediates, options = [], [], [], {}
 
     assert strict(lines_json(trace_document(Result())))["result"]["value"] == "nan"
+
+
+def test_trace_of_code_writes_each_gradient_in_its_leaf_and_its_pass():
+    # After the one pass a weight's .grad and the pass's gradient are one tensor, read and
+    # written once (render/trace_json.py); both places must still hold torch's own values,
+    # a nan among them.
+    from gradcli import trace
+
+    torch.manual_seed(0)
+    model, x = torch.nn.Linear(3, 2), torch.randn(4, 3)
+    with torch.no_grad():
+        model.weight[0, 0] = float("nan")
+    document = strict(trace_json(trace(model, x, loss=lambda out: out.pow(2).sum())))
+    model.zero_grad()
+    model(x).pow(2).sum().backward()
+    (written,) = document["passes"]
+    for leaf in document["leaves"]:
+        if leaf["name"] in ("weight", "bias"):
+            expected = finite_safe(getattr(model, leaf["name"]).grad.tolist())
+            assert leaf["grad"] == written["grads"][leaf["name"]] == expected
+    assert "nan" in strings(written["grads"]["weight"])

@@ -87,3 +87,40 @@ def test_two_listeners_hear_the_same_calls_and_the_observer_still_sees_a_cut():
     assert cut.kind == "detach" and cut.module == ""
     assert cut.source is not None and cut.source.file == __file__ and "detach" in cut.source.code
     assert str(cut.source).startswith("test_recorder.py:")
+
+
+def test_the_recorder_hears_the_models_calls_and_not_its_own_shape_reads():
+    # The module hooks read every module's input and output shapes while the mode is on; those
+    # reads are gradcli's, not the model's. The truth: torch's own TorchFunctionMode, with no
+    # hooks, on the same forward.
+    from torch.overrides import TorchFunctionMode
+
+    from gradcli.targets.record import ForwardRecorder
+
+    class Seen(TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.names = []
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            self.names.append(getattr(func, "__name__", repr(func)))
+            return func(*args, **(kwargs or {}))
+
+    class Heard(ForwardRecorder):
+        def called(self, func, args, kwargs, result, before):
+            self.heard.append(getattr(func, "__name__", repr(func)))
+            super().called(func, args, kwargs, result, before)
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), nn.LayerNorm(4), nn.GELU(), nn.Linear(4, 2))
+    x = torch.randn(3, 4)
+    with Seen() as seen:
+        model(x)
+    recorder = Heard({id(m): path for path, m in model.named_modules()})
+    recorder.heard = []
+    with recorder:
+        model(x)
+    assert recorder.heard == seen.names and "__get__" not in recorder.heard
+    run = recorder.recording.modules["1"]
+    assert (run.cls, run.inputs, run.output) == ("LayerNorm", [[3, 4]], [[3, 4]])
+    assert recorder.recording.modules[""].output == [[3, 2]]
