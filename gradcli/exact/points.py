@@ -3,8 +3,8 @@
 A library call (`swish(x)`) is checked on its entry's domain: DEFAULT_POINTS evenly spaced
 points plus 0, +-1 and its kinks when they lie inside. Anything else gets DEFAULT_POINTS
 uniform draws from DRAW_RANGE plus SPECIAL points, which always include 0, +-1 and large
-magnitudes (up to 1000), where overflow hides. With one variable the points are sorted, so
-that a report's ranges ("x from 709.8 to 1000") read as intervals.
+magnitudes (up to 1000), where overflow hides. With one variable the points are in ascending
+order, so that a report's ranges ("x from 709.8 to 1000") read as intervals.
 """
 
 from __future__ import annotations
@@ -79,11 +79,13 @@ def drawn_points(names: Sequence[str], count: int, seed: int) -> Points:
     low, high = DRAW_RANGE
     special = torch.tensor(SPECIAL, dtype=torch.float64)
     tensors = {}
-    for k, name in enumerate(names):
+    if len(names) == 1:
+        drawn = low + (high - low) * _sorted_uniform(count, generator)
+        tensors[names[0]] = _merged(drawn, special.sort().values)
+    for k, name in enumerate(names if len(names) > 1 else ()):
         drawn = low + (high - low) * torch.rand(count, generator=generator, dtype=torch.float64)
         # Each variable sees the special points in another order, so that pairs differ.
-        values = torch.cat([special.roll(k), drawn])
-        tensors[name] = _sort_in_place(values) if len(names) == 1 else values
+        tensors[name] = torch.cat([special.roll(k), drawn])
     total = count + len(SPECIAL)
     specials = ", ".join(f"{v:g}" for v in SPECIAL if v >= 0)
     return Points(
@@ -93,8 +95,23 @@ def drawn_points(names: Sequence[str], count: int, seed: int) -> Points:
     )
 
 
-def _sort_in_place(values: torch.Tensor) -> torch.Tensor:
-    """`values` (a fresh CPU float64 tensor) sorted ascending, in place: numpy sorts 10^7
-    float64 in ~0.66 s CPU here against torch's 1.2 s, and in place there is no copy."""
-    values.numpy().sort()
-    return values
+def _sorted_uniform(count: int, generator: torch.Generator) -> torch.Tensor:
+    """`count` uniform draws from [0, 1), in ascending order, without a sort: the partial sums
+    of count+1 exponential spacings over their total are distributed exactly as the sorted
+    draws are (the order statistics of the uniform distribution), in one pass where a sort of
+    10^7 float64 took 0.7 s CPU here."""
+    # -log(1 - U) is exponential (and finite: 1 - U lies in (0, 1]); torch's own
+    # exponential_ took 0.27 s on 10^7 against this 0.2 s.
+    gaps = torch.rand(count + 1, generator=generator, dtype=torch.float64).neg_().log1p_().neg_()
+    sums = gaps.cumsum_(0)
+    return sums[:count].div_(sums[count])
+
+
+def _merged(ascending: torch.Tensor, few: torch.Tensor) -> torch.Tensor:
+    """Two ascending tensors as one, for a handful of `few` values (the special points)."""
+    cuts = torch.searchsorted(ascending, few).tolist()
+    pieces, start = [], 0
+    for cut, value in zip(cuts, few.split(1)):
+        pieces += [ascending[start:cut], value]
+        start = cut
+    return torch.cat([*pieces, ascending[start:]])
