@@ -85,33 +85,34 @@ def _clip_evidence(run: Comparison, reference: StepEffect | None, wrap: str) -> 
     """Each rank's step scaled its own shard by one factor, the factors differ from the one
     process's, and each clipped rank's factor takes its shard's norm to the same maximum M
     (clip_grad_norm_'s rule, min(1, M / ‖g‖), applied to ‖shard‖ instead of ‖g‖)."""
-    steps = run.steps
-    if not run.differing or reference is None or not reference.uniform or not steps or not all(
-            e is not None and e.uniform for e in steps):
+    effects = [e for e in run.steps if e is not None and e.factor is not None and e.uniform]
+    if not run.differing or reference is None or reference.factor is None or not reference.uniform or (
+            not effects or len(effects) != len(run.steps)):
         return None
-    factors = [e.factor for e in steps]  # type: ignore[union-attr]
-    if all(abs(f - reference.factor) <= SCALE_SLACK * reference.factor for f in factors):  # type: ignore[operator]
+    factors = [e.factor for e in effects if e.factor is not None]  # all of them (the filter above)
+    ref_factor = reference.factor
+    if all(abs(f - ref_factor) <= SCALE_SLACK * ref_factor for f in factors):
         return None  # the step scaled every rank as it scaled one process: not where they differ
-    limits = [f * (e.norm_before + CLIP_EPS) for f, e in zip(factors, steps) if f < 1 - SCALE_SLACK]  # type: ignore[union-attr]
-    if reference.factor < 1 - SCALE_SLACK:  # type: ignore[operator]
-        limits.append(reference.factor * (reference.norm_before + CLIP_EPS))  # type: ignore[operator]
+    limits = [f * (e.norm_before + CLIP_EPS) for f, e in zip(factors, effects) if f < 1 - SCALE_SLACK]
+    if ref_factor < 1 - SCALE_SLACK:
+        limits.append(ref_factor * (reference.norm_before + CLIP_EPS))
     if not limits:
         return None
     limit = sum(limits) / len(limits)
     if any(abs(m - limit) > NORM_SLACK * limit for m in limits):
         return None
-    unclipped = [e.norm_before for f, e in zip(factors, steps) if f >= 1 - SCALE_SLACK]  # type: ignore[union-attr]
+    unclipped = [e.norm_before for f, e in zip(factors, effects) if f >= 1 - SCALE_SLACK]
     if any(n > limit * (1 + NORM_SLACK) for n in unclipped):
         return None  # a shard over the maximum left alone: not clipping by the shard's norm
     # Clipping by the ranks' whole gradient would scale every rank alike (DDP's ranks each hold
     # the whole gradient, so their factors differ from one process's only when the gradients do).
-    norms = [e.norm_before for e in steps]  # type: ignore[union-attr]
+    norms = [e.norm_before for e in effects]
     whole = math.sqrt(sum(n * n for n in norms)) if wrap == "fsdp" else norms[0]
     by_whole = min(1.0, limit / (whole + CLIP_EPS))
     if all(abs(f - by_whole) <= SCALE_SLACK * by_whole for f in factors):
         return None
-    return {"max_norm": limit, "factors": factors, "shard_norms": [e.norm_before for e in steps],  # type: ignore[union-attr]
-            "reference_factor": reference.factor, "whole_norm": reference.norm_before}
+    return {"max_norm": limit, "factors": factors, "shard_norms": norms,
+            "reference_factor": ref_factor, "whole_norm": reference.norm_before}
 
 
 def prove(causes: list[Cause], rerun: Callable[[tuple[Cause, ...]], Comparison]) -> None:

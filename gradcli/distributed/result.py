@@ -185,7 +185,6 @@ class DistributedResult(Reported):
         }
 
 
-
 def _effect(effect: StepEffect | None) -> dict[str, Any] | None:
     if effect is None:
         return None
