@@ -196,3 +196,43 @@ def test_a_model_without_parameters_is_refused_rather_than_passed(cli):
     assert result.stderr.startswith("error: torch.nn:ReLU is nn.Module subclass ReLU, constructed as ReLU(), which has "
                                     "no parameters: grads judges a model's parameters\n")
     assert result.stdout == ""
+
+
+TOKEN_MODEL = '''
+from typing import Optional
+
+import torch
+from torch import nn
+
+
+class TinyLM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(10, 4)
+        self.head = nn.Linear(4, 10)
+
+    def forward(self, input_ids: Optional[torch.LongTensor] = None):
+        return self.head(torch.tanh(self.embed(input_ids)))
+'''
+
+
+@pytest.mark.parametrize("future", [False, True])
+def test_token_ids_written_out_for_a_long_tensor_parameter(cli, tmp_path, future):
+    # transformers annotate `input_ids: Optional[torch.LongTensor]`: integers written out are
+    # token ids (a long tensor), not floats an embedding refuses; with `from __future__ import
+    # annotations` the annotation is text, read the same way.
+    name = f"token_lm_{int(future)}"
+    (tmp_path / f"{name}.py").write_text(("from __future__ import annotations\n" if future else "") + TOKEN_MODEL)
+    ids = [[1, 2, 3], [7, 8, 9]]
+    result = grads(cli, f"{tmp_path / name}.py:TinyLM", "--var", f"input_ids={ids}", *SQUARE, "--seed", "3", "--json")
+    assert result.exit_code == 0, result.stderr
+    sys.path.insert(0, str(tmp_path))
+    try:
+        module = __import__(name)
+    finally:
+        sys.path.remove(str(tmp_path))
+    torch.manual_seed(3)  # as grads: the seed drives the initialisation
+    model = module.TinyLM()
+    model(torch.tensor(ids)).pow(2).mean().backward()
+    for p in json.loads(result.stdout)["parameters"]:
+        assert p["grad_norm"] == pytest.approx(model.get_parameter(p["name"]).grad.norm().item(), rel=1e-5)

@@ -2,7 +2,8 @@
 
 Inputs are matched by name to the signature, as a call would bind them. A parameter with a
 numeric default given a number (`--var beta=1.5`) is passed as that Python number; other
-values become tensors of the model's dtype. A module's tensor inputs are data (no gradient)
+values become tensors of the model's dtype, but integers written out for a parameter annotated
+`torch.LongTensor` are a long tensor (token ids). A module's tensor inputs are data (no gradient)
 unless `--wrt` names them; a function's floating inputs require grad, as an expression's
 variables do; integer tensors (token ids, labels) never do. A required parameter without a
 value is an exit-2 error that prints the signature and an example.
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ..errors import UsageError, VariableError
+from ..interpret.annotations import ArgKind, argument_type
 from ..interpret.constructors import Values
 from ..interpret.variables import VarSpec, check_total, make_tensor, parse_var, resolve_device, resolve_dtype
 
@@ -125,9 +127,15 @@ def _signature(fn: Any, where: str) -> inspect.Signature:
 
 
 def _value(p: inspect.Parameter, spec: VarSpec, dtype: Any, device: Any, generator: Any) -> Any:
+    import torch
+
     numeric_default = isinstance(p.default, (int, float)) and not isinstance(p.default, bool)
     if numeric_default and spec.kind == "number":
         return spec.args[0]
+    if spec.kind == "list" and spec.written is Values.INTEGER and argument_type(p).kind is ArgKind.INTEGER_TENSOR:
+        # Token ids written out (`--var "input_ids=[[464, 3290]]"`) for a parameter annotated
+        # torch.LongTensor, as transformers' models annotate input_ids: ids, not floats.
+        return torch.tensor(spec.args[0], dtype=torch.long, device=device)
     return make_tensor(spec, dtype=dtype, device=device, generator=generator)
 
 
