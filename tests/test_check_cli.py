@@ -6,6 +6,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from gradcli.language.library import default_library
 
 FUNCTIONS = Path(__file__).parent / "fixtures" / "functions.py"
@@ -221,3 +223,17 @@ def test_the_seed_is_printed_when_every_value_comes_from_var_and_repeats_the_run
     assert again.stdout == first.stdout
     drawn = cli("check", "x*sigmoid(x)", "--seed", "4").stdout.splitlines()[1]
     assert drawn.count("seed") == 1 and "(seed 4)" in drawn  # said once, where the points were drawn
+
+
+@pytest.mark.parametrize("written, count", [("2000", 2000), ("2e3", 2000), ("2_000", 2000)])
+def test_points_read_as_people_write_large_counts(cli, written, count):
+    result = cli("check", "x*sigmoid(x)", "--points", written, "--seed", "0", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["variables"][0]["points"] == count + 11  # and the 11 special points
+
+
+@pytest.mark.parametrize("written, message", [("2.5", "is not a whole number"), ("inf", "is not a whole number"),
+                                              ("1e300", "is too large to count"), ("many", "is not a whole number")])
+def test_points_that_are_no_count_are_refused(cli, written, message):
+    result = cli("check", "x*sigmoid(x)", "--points", written)
+    assert result.exit_code == 2 and message in result.stderr

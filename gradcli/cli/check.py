@@ -18,6 +18,23 @@ from .app import (
     reports_errors,
 )
 
+def _count(text: str) -> int:
+    """A count as people write large ones: 10000000, 10_000_000 or 1e7 (a whole number)."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        raise typer.BadParameter(f"'{text}' is not a whole number") from None
+    if not value.is_integer():
+        raise typer.BadParameter(f"'{text}' is not a whole number")
+    if abs(value) >= 2**63:  # the limit's own message would print all of its digits
+        raise typer.BadParameter(f"'{text}' is too large to count")
+    return int(value)
+
+
 OrderOption = Annotated[int, typer.Option("--order", help="1: first derivatives; 2: also second derivatives (mixed partials) and gradgradcheck.")]
 
 
@@ -26,7 +43,7 @@ OrderOption = Annotated[int, typer.Option("--order", help="1: first derivatives;
 def check_command(
     expr: Annotated[Optional[str], typer.Argument(help="The expression (or @FILE, or - for stdin).", show_default=False)] = None,
     var: VarOption = None,
-    points: Annotated[Optional[int], typer.Option("--points", help="Points drawn without --var (default 1000, plus 0, ±0.5, ±1, ±10, ±100, ±1000).")] = None,
+    points: Annotated[Optional[int], typer.Option("--points", parser=_count, metavar="N", help="Points drawn without --var (default 1000, plus 0, ±0.5, ±1, ±10, ±100, ±1000); 1e7 and 10_000_000 are read as 10,000,000.")] = None,
     order: OrderOption = 1,
     atol: Annotated[Optional[float], typer.Option("--atol", help="Absolute tolerance (default by dtype: 1e-10 for float64, 1e-6 float32).")] = None,
     rtol: Annotated[Optional[float], typer.Option("--rtol", help="Relative tolerance (default by dtype: 1e-7 for float64, 1e-4 float32).")] = None,
