@@ -47,8 +47,7 @@ def compare(model: torch.nn.Module, *inputs: Any, loss: LossFn | str | None = No
     `.grad`, buffers) is never changed: both runs use copies."""
     setup = Setup(compile=compile, backend=backend, mode=mode, amp=amp, scaler=scaler, dtype=dtype,  # type: ignore[arg-type]
                   reference=reference)  # type: ignore[arg-type]
-    loss_init = tuple(named.pop("loss_init", ()))
-    kwargs, loss_fn = python_loss(model, inputs, named, loss, loss_init)
+    kwargs, loss_fn, _ = python_loss(model, inputs, named, loss)
     return compare_of(model, tuple(inputs), kwargs, loss_fn, setup)
 
 

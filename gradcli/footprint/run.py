@@ -44,9 +44,7 @@ def memory(model: torch.nn.Module, *inputs: Any, loss: LossFn | str | None = Non
     `checkpoint`, `create_graph`, `repeats`) are memory_of's; other `named` values that
     forward's signature names go to forward by keyword.
     """
-    options = {name: named.pop(name) for name in RUN_OPTIONS if name in named}
-    loss_init = tuple(named.pop("loss_init", ()))
-    kwargs, loss_fn = python_loss(model, inputs, named, loss, loss_init, RUN_OPTIONS)
+    kwargs, loss_fn, options = python_loss(model, inputs, named, loss, RUN_OPTIONS)
     return memory_of(model, inputs, kwargs, loss_fn, **options)
 
 

@@ -46,9 +46,7 @@ def grads(model: torch.nn.Module, *inputs: Any, loss: LossFn | str | None = None
     `vanish`, `explode` and `spread` are the thresholds; `strict` makes ZERO, VANISHING and
     EXPLODING fail `ok` too.
     """
-    options = {name: named.pop(name) for name in RUN_OPTIONS if name in named}
-    loss_init = tuple(named.pop("loss_init", ()))
-    kwargs, loss_fn = python_loss(model, inputs, named, loss, loss_init, RUN_OPTIONS)
+    kwargs, loss_fn, options = python_loss(model, inputs, named, loss, RUN_OPTIONS)
     return grads_of(model, inputs, kwargs, loss_fn, **options)
 
 

@@ -101,20 +101,25 @@ def model_run(
 
 
 def python_loss(model: Any, inputs: tuple[Any, ...], named: dict[str, Any], loss: LossFn | str | None,
-                loss_init: Sequence[str] = (), options: Sequence[str] = ()) -> tuple[dict[str, Any], LossFn]:
-    """From Python: forward's keyword values, and the loss of its output.
+                options: Sequence[str] = ()) -> tuple[dict[str, Any], LossFn, dict[str, Any]]:
+    """From Python: forward's keyword values, the loss of its output, and the command's own
+    options, all from one call's keywords (`named`).
 
     `loss` is a callable `loss(output, **named values it names)`, an expression in gradcli's
     language (`out` and the values forward does not take bound), your loss as text
-    (`"losses.py:NAME"`, `"torch.nn:CrossEntropyLoss"` with `loss_init`), or None: the output is
-    the loss. A named value neither forward nor the loss reads is refused, as an unused --var is
-    (`options`: the command's own option names, for the hint).
+    (`"losses.py:NAME"`, `"torch.nn:CrossEntropyLoss"` with the keyword `loss_init`), or None:
+    the output is the loss. The keywords named in `options` are the command's (`steps`,
+    `depth`, ...) and come back apart. Any other keyword neither forward nor the loss reads is
+    refused, as an unused --var is.
     """
+    named = dict(named)
+    chosen = {name: named.pop(name) for name in options if name in named}
+    loss_init = tuple(named.pop("loss_init", ()))
     kwargs, for_loss = _split_named(model, named)
     if loss is None:
         if for_loss:
             raise UsageError(f"forward takes no input '{next(iter(for_loss))}'", hint="values for the loss need loss=")
-        return kwargs, _output_is_loss
+        return kwargs, _output_is_loss, chosen
     made = as_loss(loss, loss_init)
     assert made is not None
     takes_all = made.is_code and _takes_all(made.callable())
@@ -123,7 +128,7 @@ def python_loss(model: Any, inputs: tuple[Any, ...], named: dict[str, Any], loss
         raise UsageError(f"forward takes no input '{unread[0]}', and the loss does not use it",
                          hint="seed with torch.manual_seed before the call; the options are " + ", ".join(options))
     # The loss reads forward's inputs too (ids for a shifted loss), by forward's names.
-    return kwargs, _ModelLoss(made, {**_by_name(model, inputs, kwargs), **for_loss})
+    return kwargs, _ModelLoss(made, {**_by_name(model, inputs, kwargs), **for_loss}), chosen
 
 
 class _ModelLoss:
