@@ -18,6 +18,7 @@ from .app import (
     reports_errors,
 )
 
+
 def _count(text: str) -> int:
     """A count as people write large ones: 10000000, 10_000_000 or 1e7 (a whole number)."""
     try:

@@ -20,6 +20,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from ..graph.walk import saved_names
 from ..targets.record import flat_values
 from .kinds import storage_of
 
@@ -186,16 +187,10 @@ def loss_nodes(value: Any, output: Any) -> set[int]:
     return found
 
 
-_NAMES: dict[type, tuple[str, ...]] = {}
-
-
 def _saved_names(cls: type) -> tuple[str, ...]:
     """The attributes of a node type that unpack saved values (`_saved_self`, ...; a custom
     Function's `saved_tensors`)."""
-    names = _NAMES.get(cls)
-    if names is None:
-        names = tuple(n for n in dir(cls) if n.startswith("_saved_"))
-        if hasattr(cls, "_forward_cls"):  # a custom autograd.Function's node is its ctx
-            names += ("saved_tensors",)
-        _NAMES[cls] = names
+    names = saved_names(cls)
+    if hasattr(cls, "_forward_cls"):  # a custom autograd.Function's node is its ctx
+        names += ("saved_tensors",)
     return names

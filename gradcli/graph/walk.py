@@ -107,11 +107,11 @@ def walk_graph(
 _SAVED_NAMES: dict[type, tuple[str, ...]] = {}
 
 
-def _saved_names(grad_fn: Any) -> tuple[str, ...]:
+def saved_names(kind: type) -> tuple[str, ...]:
+    """A node type's `_saved_*` attributes (`_saved_self`, `_saved_result`, ...)."""
     # dir() is the slowest step of the walk; every node of one class has the same attributes.
-    kind = type(grad_fn)
     if kind not in _SAVED_NAMES:
-        _SAVED_NAMES[kind] = tuple(a for a in dir(grad_fn) if a.startswith(_SAVED_PREFIX))
+        _SAVED_NAMES[kind] = tuple(a for a in dir(kind) if a.startswith(_SAVED_PREFIX))
     return _SAVED_NAMES[kind]
 
 
@@ -162,7 +162,7 @@ class _NodeReader:
     def saved(self, grad_fn: Any) -> dict[str, Any]:
         saved: dict[str, Any] = {}
         tensor_type = self.tensor_type
-        for name in _saved_names(grad_fn):
+        for name in saved_names(type(grad_fn)):
             try:
                 value = getattr(grad_fn, name)
             except RuntimeError as err:
