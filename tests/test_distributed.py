@@ -37,13 +37,18 @@ CLOSE = 1e-5
 MICRO = 4
 
 
-def _models():
+def _example(path: Path):
+    """An example file as a module of its own name (never one cached by another test)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("distributed_models_for_tests", MODELS)
+    spec = importlib.util.spec_from_file_location(f"distributed_{path.stem}_for_tests", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _models():
+    return _example(MODELS)
 
 
 def _data() -> torch.Tensor:
@@ -61,12 +66,7 @@ def _model(name: str) -> nn.Module:
 
 
 def _steps():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("distributed_steps_for_tests", STEPS)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _example(STEPS)
 
 
 def _one_process(name: str, reduce: str) -> dict[str, torch.Tensor | None]:
