@@ -16,7 +16,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 __all__ = ["parse", "build", "to_sympy", "trace", "check", "check_function", "grads", "compare", "memory",
-           "GradcliError"]
+           "watch", "WatchStop", "GradcliError"]
 
 _LAZY = {
     "parse": ("gradcli.pipeline", "parse"),
@@ -28,6 +28,8 @@ _LAZY = {
     "grads": ("gradcli.api", "grads"),
     "memory": ("gradcli.api", "memory"),
     "compare": ("gradcli.api", "compare"),
+    "watch": ("gradcli.watcher.api", "watch"),
+    "WatchStop": ("gradcli.watcher.result", "WatchStop"),
     "GradcliError": ("gradcli.errors", "GradcliError"),
 }
 

@@ -15,6 +15,7 @@ from . import grads  # noqa: F401
 from . import memory  # noqa: F401
 from . import compare  # noqa: F401
 from . import library  # noqa: F401
+from . import watch  # noqa: F401
 from .app import app
 
 

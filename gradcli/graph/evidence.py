@@ -102,7 +102,7 @@ class Evidence:
         return seen
 
 
-class _Calls:
+class CallLog:
     """The calls that made a graph node, in order, heard through targets/record.py's mode."""
 
     def __init__(self) -> None:
@@ -138,11 +138,17 @@ def gather(run: Callable[[], Any], leaves: dict[str, torch.Tensor] | None) -> Ev
 
 
 def _gather(run: Callable[[], Any], leaves: dict[str, torch.Tensor] | None) -> Evidence:
-    recorder = _Calls()
+    recorder = CallLog()
     with watching(recorder):
         output = run()
     if leaves is None:
         output, leaves = output
+    return gather_recorded(recorder, output, leaves)
+
+
+def gather_recorded(recorder: "CallLog", output: Any, leaves: dict[str, torch.Tensor]) -> Evidence:
+    """The evidence of a forward already run with `recorder` listening (`with watching(recorder):`):
+    a training step's loss, recorded as it was computed (gradcli watch's rerun)."""
     nodes: list[NodeEvidence] = []
     known: dict[int, NodeEvidence] = {}
     for call, args, result, func, kwargs in recorder.calls:

@@ -72,6 +72,11 @@ class TextFormat(Format):
 
         return self._render_GradsResult(result.health) + [Line(line, soft_wrap=True) for line in grads_rank_lines(result)]
 
+    def _render_WatchResult(self, result: Any) -> list[Line]:
+        from .training.watch import watch_lines
+
+        return [Line(line, soft_wrap=True) for line in watch_lines(result)]
+
     def _render_Listing(self, result: Any) -> list[Line]:
         from .listing import listing_lines
 

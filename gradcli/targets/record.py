@@ -204,6 +204,7 @@ class ForwardRecorder:
             nan = bool(torch.isnan(tensor.detach()).any())
             node = tensor.grad_fn.name() if tensor.grad_fn is not None else None
             detail: dict[str, Any] = {"node": node, "shape": list(tensor.shape), "kind": "nan" if nan else "inf",
+                                      "dtype": str(tensor.dtype).replace("torch.", ""),
                                       "written": not nan and written_nonfinite(name, [*args, *kwargs.values()])}
             if nan:
                 rows = masked_rows(name, args, kwargs, tensor.detach())

@@ -1,0 +1,137 @@
+"""`gradcli watch`: run a training script as python would, checking every optimizer step."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, List, Optional
+
+import typer
+
+from ..errors import UsageError
+from .app import app, reports_errors
+
+
+@app.command(
+    "watch",
+    context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True},
+)
+@reports_errors
+def watch_command(
+    command: Annotated[Optional[List[str]], typer.Argument(
+        metavar="SCRIPT [ARGS]...",
+        help="The training script and its own arguments, as you would give them to python (with -m: the module's arguments).")] = None,
+    module: Annotated[Optional[str], typer.Option("-m", metavar="MODULE", help="Run a module as `python -m MODULE` would.")] = None,
+    every: Annotated[int, typer.Option("--every", metavar="N", help="Check every N-th optimizer step (1: each one, stopped before a bad update).")] = 1,
+    health_every: Annotated[int, typer.Option("--health-every", metavar="M", help="grads' vanishing/exploding verdicts every M-th checked step (0: never).")] = 100,
+    window: Annotated[int, typer.Option("--window", metavar="W", help="Checked steps the spike statistic looks back over.")] = 50,
+    stop_on: Annotated[Optional[List[str]], typer.Option("--stop-on", metavar="WHAT", help="nonfinite (always) or spike: also stop on a loss or gradient-norm spike. Repeatable.")] = None,
+    replay: Annotated[bool, typer.Option("--replay/--no-replay", help="Replay a stopped step to find where the first nan or inf was born, and why.")] = True,
+    save: Annotated[Optional[Path], typer.Option("--save", metavar="DIR", help="Write the stopped step's replay bundle (weights, optimizer state, inputs, random state) to DIR.")] = None,
+    json_path: Annotated[Optional[Path], typer.Option("--json", metavar="PATH", help="Write the result as JSON to PATH (docs/json.md, watch).")] = None,
+    log: Annotated[Optional[Path], typer.Option("--log", metavar="PATH", help="Write one JSON line per checked step to PATH: loss, gradient norm, per-layer norms, spike statistic.")] = None,
+    plot: Annotated[Optional[str], typer.Option("--plot", metavar="PATH", help="Draw the log (loss, gradient norm, per-layer heat map, flagged steps) to PATH: .png, .svg or .pdf.")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No status line on stderr.")] = False,
+) -> None:
+    """Run a training script exactly as `python SCRIPT ARGS` would, and check every
+    optimizer.step() in it: the loss and every gradient finite (one reduction, one host read
+    per step), spikes, and gradient health. A non-finite step is stopped BEFORE it is applied,
+    replayed to find the operation, module and line where the first nan or inf was born, and
+    its cause is named.
+
+    gradcli's options come before the script; everything after it is the script's own.
+    Exit status: 0 the script finished and nothing was found, 1 a stop or a finding, 2
+    gradcli could not run it (the script's own exception is shown as its traceback).
+
+    Examples:
+
+    \b
+      gradcli watch examples/watch/train.py --steps 40
+      gradcli watch --json result.json --log steps.jsonl examples/watch/train.py --fault log0 --at 12
+      gradcli watch -m examples.watch.train --fault inf_batch --at 5
+    """
+    import gc
+
+    from ..watcher.options import WatchOptions
+    from ..watcher.script import Script
+    from .output import exit_status, say, show
+
+    gc.enable()  # main() turns it off for short commands; a training run needs it
+    args = list(command or [])
+    if module is None and not args:
+        raise UsageError("gradcli watch needs a script (gradcli watch train.py [ARGS...]) or a module (-m package.module)")
+    script = Script(None, module, tuple(args)) if module is not None else Script(args[0], None, tuple(args[1:]))
+    if plot is not None:
+        from ..plot.mpl import picture_format, require_matplotlib
+
+        picture_format(plot)
+        require_matplotlib()
+    log_path = log
+    if plot is not None and log_path is None:
+        import tempfile
+
+        log_path = Path(tempfile.mkdtemp(prefix="gradcli-watch-")) / "steps.jsonl"
+    options = WatchOptions(every=every, health_every=health_every, window=window,
+                           stop_on=tuple(dict.fromkeys(["nonfinite", *(stop_on or [])])),  # type: ignore[arg-type]
+                           replay=replay, log=log_path, save=save)
+    status = None if quiet else StatusLine()
+    from ..watcher.run import watch_script
+
+    try:
+        result = watch_script(script, options, listener=status)
+    finally:
+        if status is not None:
+            status.close()
+    if json_path is not None:
+        from ..render.formats import render
+
+        json_path.write_text(str(render(result, "json")) + "\n", encoding="utf-8")
+    if plot is not None and log_path is not None:
+        from ..plot.watch import draw_watch_log
+
+        draw_watch_log(log_path, plot, result)
+        say(f"picture written to {plot}", None)
+    show(result, console=_stderr_console())
+    raise typer.Exit(exit_status(result.ok))
+
+
+def _stderr_console():  # type: ignore[no-untyped-def]
+    """The report goes to stderr: stdout is the script's own."""
+    from .output import make_console
+
+    return make_console(stderr=True)
+
+
+class StatusLine:
+    """The live line on stderr: step, loss, gradient norm, checks so far. On a terminal it is
+    rewritten in place (at most 10 times a second); elsewhere one line every 10 seconds."""
+
+    def __init__(self) -> None:
+        self.terminal = sys.stderr.isatty()
+        self.every = 0.1 if self.terminal else 10.0
+        self.last = time.monotonic()
+        self.checks = 0
+        self.shown = False
+
+    def __call__(self, optimizer: str, step: int, reading: object) -> None:
+        self.checks += 1
+        now = time.monotonic()
+        if now - self.last < self.every:
+            return
+        self.last = now
+        loss = getattr(reading, "loss", None)
+        norm = getattr(reading, "grad_norm", None)
+        text = (f"gradcli watch: {optimizer} step {step}  loss {loss:.4g}  |grad| {norm:.4g}  "
+                f"checks {self.checks}") if loss is not None and norm is not None else f"gradcli watch: step {step}"
+        if self.terminal:
+            sys.stderr.write("\r\x1b[2K" + text)
+            self.shown = True
+        else:
+            sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\x1b[2K")
+            sys.stderr.flush()

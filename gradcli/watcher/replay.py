@@ -1,0 +1,191 @@
+"""Where the bad step's first nan or inf was born, and why: the step replayed in process.
+
+The step was stopped before it was applied, so the weights are the ones its forward used.
+Each top-level model call of the step runs again on the same arguments from the same random
+state (dropout draws the same masks) under targets/record.py's recorder, which tags every
+node with its module and the user's line and notes the first non-finite forward output;
+backward then runs from Σ output·(the gradient that arrived at that output in the real step),
+which sends every parameter exactly the real step's gradient, with every node hooked.
+Gradients are taken with `torch.autograd.grad` (`.grad` is not touched) and the model's
+buffers (BatchNorm's running statistics) are put back afterwards: the run goes on, or stops,
+exactly as it would have. The cause comes from the same node reasoning `check` and
+`trace --flow` use (verify/causes/), named in watch's catalogue.
+
+When the gradient arriving at the model's output is itself non-finite, the nan was born in
+the loss, outside any module: that code cannot be replayed in process, and the CLI reruns the
+script to the step instead (rerun.py).
+"""
+
+from __future__ import annotations
+
+import linecache
+import math
+from typing import Any
+
+import torch
+
+from ..health.nonfinite import _nodes
+from ..targets.record import ForwardRecorder, origin_of
+from .causes import backward_cause, forward_cause, function_origin, origin_from
+from .result import Replay, Stop, WatchCause, WatchOrigin
+
+def replay(stop: Stop, calls: list[Any], params: dict[str, torch.Tensor], names: dict[int, str]) -> None:
+    """Fill `stop.origin`, `stop.cause` and `stop.replay` from the step's captured calls."""
+    if not calls:
+        stop.replay = Replay("not_replayed", why_not="no model call was seen in this step")
+        return
+    stop.replay = Replay("replayed")
+    if _batch(stop, calls, names) or _weights(stop, params):
+        return
+    with _buffers_restored(calls):
+        recorder = ForwardRecorder(names, watch_nonfinite=True)
+        with torch.enable_grad():
+            outputs_finite, root, arrived_bad = _forward(calls, recorder)
+            event = recorder.recording.nonfinite
+            if event is not None and not outputs_finite:
+                stop.origin = origin_from("forward", event.call, event.origin)
+                stop.cause = forward_cause(event, stop.origin)
+                return
+            if arrived_bad or (outputs_finite and stop.kind == "nonfinite_loss"):
+                stop.replay.why_not = "the first nan or inf is in the loss, outside the model's calls"
+                return
+            node = _first_bad_node(root, list(params.values()))
+    if node is None:
+        stop.replay.why_not = "the replayed step's gradients were finite: the step does not replay the same"
+        return
+    stop.origin = function_origin(node) or origin_from("backward", node.name(), origin_of(node))
+    stop.cause = _backward_cause(node, calls, params, names)
+
+
+def _batch(stop: Stop, calls: list[Any], names: dict[int, str]) -> bool:
+    """A nan or inf in what the model was given: the batch, not the model."""
+    for call in calls:
+        for where, value in _arguments(call):
+            if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+                bad = int((~torch.isfinite(value)).sum())
+                stop.batch_nonfinite.append(where)
+                module = names.get(id(call.module), "")
+                file, line = call.site or (None, None)
+                code = linecache.getline(file, line).strip() if file and line else None
+                stop.origin = WatchOrigin("input", None, module, type(call.module).__name__, file, line, code or None)
+                stop.cause = WatchCause("nonfinite_input", (
+                    f"the batch given to {type(call.module).__name__} holds {bad} nan or inf of "
+                    f"{value.numel()} values in {where} (shape {'x'.join(map(str, value.shape))}): "
+                    "the data, not the model"))
+                return True
+    return False
+
+
+def _weights(stop: Stop, params: dict[str, torch.Tensor]) -> bool:
+    """Weights already non-finite (a step applied unchecked, with --every above 1)."""
+    bad = [name for name, p in params.items() if not bool(torch.isfinite(p.detach()).all())]
+    if not bad:
+        return False
+    stop.origin = WatchOrigin("weights", None, bad[0].rpartition(".")[0])
+    stop.cause = WatchCause("nonfinite_weights", (
+        f"{len(bad)} parameter(s) already hold nan or inf ({', '.join(bad[:3])}): an earlier step, not checked, "
+        "applied a non-finite update; check every step (--every 1) to stop before it"))
+    return True
+
+
+def _arguments(call: Any) -> list[tuple[str, torch.Tensor]]:
+    found = [(f"argument {i}", a) for i, a in enumerate(call.args) if isinstance(a, torch.Tensor)]
+    found += [(f"'{k}'", v) for k, v in (call.kwargs or {}).items() if isinstance(v, torch.Tensor)]
+    return found
+
+
+def _forward(calls: list[Any], recorder: ForwardRecorder) -> tuple[bool, torch.Tensor | None, bool]:
+    """Run the calls again under the recorder: (outputs finite, the backward root, whether a
+    gradient that arrived at an output in the real step was non-finite)."""
+    from .session import _tensors
+
+    root: torch.Tensor | None = None
+    finite, arrived_bad = True, False
+    for call in calls:
+        with torch.random.fork_rng(devices=[]):
+            torch.random.set_rng_state(call.rng)
+            with recorder:
+                out = call.module(*_detached(call.args), **_detached(call.kwargs or {}))
+        tensors = [t for t in _tensors(out) if t.requires_grad]
+        for tensor, grad in zip(tensors, call.grads):
+            if not bool(torch.isfinite(tensor.detach()).all()):
+                finite = False
+            if grad is None:
+                continue
+            if not bool(torch.isfinite(grad).all()):
+                arrived_bad = True
+            term = (tensor * grad.detach()).sum()
+            root = term if root is None else root + term
+    return finite, root, arrived_bad
+
+
+def _first_bad_node(root: torch.Tensor | None, params: list[torch.Tensor]) -> Any:
+    """The first node, in the order backward runs them, whose outgoing gradient holds nan or inf."""
+    if root is None or root.grad_fn is None:
+        return None
+    first: list[Any] = []
+
+    def hook_for(node: Any) -> Any:
+        def hook(grad_inputs: Any, grad_outputs: Any) -> None:
+            if not first and any(g is not None and not bool(torch.isfinite(g).all()) for g in grad_inputs):
+                first.append(node)
+
+        return hook
+
+    handles = [node.register_hook(hook_for(node)) for node in _nodes(root.grad_fn)]
+    try:
+        torch.autograd.grad(root, [p for p in params if p.requires_grad], allow_unused=True)
+    except RuntimeError:
+        pass  # the hooks saw what ran before it failed
+    finally:
+        for handle in handles:
+            handle.remove()
+    return first[0] if first else None
+
+
+def _backward_cause(node: Any, calls: list[Any], params: dict[str, torch.Tensor], names: dict[int, str]) -> WatchCause:
+    """The node reasoning of verify/causes/ on the step replayed once more, in watch's words."""
+    if getattr(type(node), "_forward_cls", None) is not None:
+        return backward_cause(node, None)
+    from ..verify.causes.run import explain_nonfinite
+
+    try:
+        with _buffers_restored(calls):
+            cause = explain_nonfinite(lambda: _replayed_root(calls, names), dict(params))
+    except RuntimeError:
+        cause = None
+    return backward_cause(node, cause)
+
+
+def _replayed_root(calls: list[Any], names: dict[int, str]) -> torch.Tensor:
+    root = _forward(calls, ForwardRecorder(names))[1]
+    return root if root is not None else torch.zeros(())
+
+
+def _detached(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach()
+    if isinstance(value, dict):
+        return {k: _detached(v) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return type(value)(_detached(v) for v in value)
+    return value
+
+
+class _buffers_restored:
+    """The models' buffers (running statistics, step counters) as they were before the replay."""
+
+    def __init__(self, calls: list[Any]) -> None:
+        self.buffers = {id(b): (b, b.detach().clone()) for call in calls for b in call.module.buffers()}
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        with torch.no_grad():
+            for buffer, saved in self.buffers.values():
+                buffer.copy_(saved)
+
+
+def _finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)

@@ -1,0 +1,148 @@
+"""What a watched run found, as plain data (outcome.py's protocol): the stop, if any, and the
+findings by step. `as_dict()` is the `--json` document (docs/json.md, "watch")."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from ..outcome import Problem, Reported
+
+#: Why a run was stopped.
+StopKind = Literal["nonfinite_loss", "nonfinite_gradient", "spike"]
+#: What a finding says about one step.
+FindingKind = Literal["loss_spike", "grad_spike", "no_gradient", "dead", "vanishing", "exploding"]
+#: Where the first nan or inf was born.
+Phase = Literal["input", "forward", "backward", "weights"]
+#: The catalogue of causes a stop can name (docs/causes.md, "watch").
+CauseKind = Literal[
+    "nonfinite_input", "nonfinite_weights", "log_of_zero", "float16_overflow", "overflow",
+    "infinite_derivative", "leaked_branch", "zero_times_inf", "inf_minus_inf", "masked_row",
+    "custom_backward", "unexplained",
+]
+
+
+@dataclass
+class WatchOrigin:
+    """The first operation (forward) or node (backward) whose output was nan or inf."""
+
+    phase: Phase
+    node: str | None = None  # LogBackward0, or the forward call (`log`)
+    module: str | None = None  # the module's path in the model ("" for the model itself)
+    module_class: str | None = None
+    file: str | None = None
+    line: int | None = None
+    code: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"phase": self.phase, "node": self.node, "module": self.module, "file": self.file, "line": self.line}
+
+
+@dataclass
+class WatchCause:
+    kind: CauseKind
+    summary: str  # one sentence from the evidence
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "summary": self.summary}
+
+
+@dataclass
+class Replay:
+    """How the origin was found, and what that cost."""
+
+    how: Literal["replayed", "reran", "not_replayed"]
+    seconds: float = 0.0
+    steps: int = 0  # optimizer steps the rerun repeated (0 for an in-process replay)
+    why_not: str | None = None  # when not replayed
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Stop:
+    """The step that was not applied: steps 1..step-1 were."""
+
+    step: int
+    kind: StopKind
+    optimizer: str
+    parameters: list[str]  # the parameters whose gradients were non-finite (all, in order)
+    module: str | None  # the module owning the first of them
+    loss: float | None
+    origin: WatchOrigin | None = None
+    cause: WatchCause | None = None
+    replay: Replay | None = None
+    batch_nonfinite: list[str] = field(default_factory=list)  # model inputs holding nan/inf
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.step, "kind": self.kind, "optimizer": self.optimizer, "parameters": self.parameters,
+            "module": self.module, "loss": _number(self.loss),
+            "origin": self.origin.as_dict() if self.origin else None,
+            "cause": self.cause.as_dict() if self.cause else None,
+            "replay": self.replay.as_dict() if self.replay else None,
+        }
+
+
+@dataclass
+class WatchFinding:
+    step: int
+    kind: FindingKind
+    optimizer: str
+    parameters: list[str]
+    module: str | None
+    detail: dict[str, Any] = field(default_factory=dict)  # the numbers behind it
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"step": self.step, "kind": self.kind, "optimizer": self.optimizer, "parameters": self.parameters,
+                "module": self.module, **{k: _number(v) for k, v in self.detail.items()}}
+
+
+@dataclass
+class WatchResult(Reported):
+    """A watched run: how far it went, where it was stopped, what it found."""
+
+    steps: int = 0  # optimizer steps applied (all optimizers together)
+    checks: int = 0  # checked steps
+    optimizers: list[str] = field(default_factory=list)
+    stop: Stop | None = None
+    findings: list[WatchFinding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    finished: bool = False  # the script (or the with-block) ran to its end
+    script: str | None = None
+
+    @property
+    def problems(self) -> list[Problem]:
+        problems = []
+        if self.stop is not None:
+            problems.append(Problem("watch-stop", self.stop.optimizer, {"step": self.stop.step, "stop": self.stop.kind}))
+        problems += [Problem(f"watch-{f.kind}", ", ".join(f.parameters), {"step": f.step}) for f in self.findings]
+        return problems
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok, "steps": self.steps, "checks": self.checks, "optimizers": self.optimizers,
+            "finished": self.finished, "stop": self.stop.as_dict() if self.stop else None,
+            "findings": [f.as_dict() for f in self.findings],
+            "problems": [p.as_dict() for p in self.problems], "notes": list(self.notes),
+        }
+
+
+class WatchStop(Exception):
+    """Raised at an optimizer's step pre-hook: the step was not applied; `.result` says why."""
+
+    def __init__(self, result: WatchResult) -> None:
+        stop = result.stop
+        where = f" at step {stop.step} ({stop.kind.replace('_', ' ')})" if stop else ""
+        super().__init__(f"gradcli watch stopped the run{where}")
+        self.result = result
+
+
+def _number(value: Any) -> Any:
+    """A float as JSON can hold it: nan and ±inf become strings."""
+    if isinstance(value, float) and value != value:
+        return "nan"
+    if isinstance(value, float) and value in (float("inf"), float("-inf")):
+        return "inf" if value > 0 else "-inf"
+    return value

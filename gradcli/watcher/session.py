@@ -1,0 +1,408 @@
+"""The hooks of a watched run: every optimizer step checked before it is applied.
+
+torch calls `register_optimizer_step_pre_hook`'s hook before any optimizer's `step()` runs;
+raising there leaves the parameters and the optimizer's state as the previous step left them.
+`torch.autograd.backward` (which `tensor.backward()` calls) is wrapped to note the tensor
+backward ran on: the step's loss. The model's top-level calls are captured (their arguments,
+the random state before them, and the gradient that arrived at their outputs) so that a bad
+step can be replayed later; nothing is copied, only referenced until the step is applied.
+Which modules are top-level is learnt from torch's global module hooks during the first step;
+after it, only those modules are hooked.
+
+The cost per checked step is reading.py's one reduction and one host read, a few Python
+calls per hook, and the spike statistic on two numbers.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+import torch
+
+from ..targets.load import is_user_file
+from . import health
+from .options import WatchOptions
+from .reading import StepReading, nonfinite_parameters, read_step
+from .result import Replay, Stop, WatchFinding, WatchResult, WatchStop
+from .spikes import SpikeDetector
+
+#: Checked steps of a loss more than doubling each time that make a divergence.
+DIVERGING = 3
+#: Called after each checked step with (optimizer label, step, reading); the CLI's status line.
+Listener = Callable[[str, int, StepReading], None]
+
+
+@dataclass
+class Call:
+    """One top-level call of a model in the current step, enough to replay it."""
+
+    module: torch.nn.Module
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any] | None  # filled when the call returns, for a call the global hooks found
+    rng: torch.Tensor
+    site: tuple[str, int] | None  # the user's line that called the model
+    outputs: list[torch.Tensor] = field(default_factory=list)
+    grads: list[torch.Tensor | None] = field(default_factory=list)  # arrived at each output in backward
+
+
+@dataclass
+class Watched:
+    """One optimizer and what is known about it."""
+
+    label: str
+    steps: int = 0
+    loss_spikes: SpikeDetector | None = None
+    grad_spikes: SpikeDetector | None = None
+    reported: set[tuple[str, str]] = field(default_factory=set)  # (finding kind, parameter) already reported
+    zeros: dict[str, int] = field(default_factory=dict)  # parameter -> first step of its all-zero gradients
+    recent: list[tuple[int, float]] = field(default_factory=list)  # the last few (step, loss), for a divergence
+    checks: int = 0
+
+
+class Watch:
+    """Install with `with Watch(options):` around the user's run; `.result` says what it found.
+
+    `models`/`optimizers` name what to watch (the Python API); left empty, every optimizer
+    that steps is watched and the models are found by their top-level calls (the CLI)."""
+
+    def __init__(self, options: WatchOptions | None = None, *, models: Iterable[torch.nn.Module] = (),
+                 optimizers: Iterable[torch.optim.Optimizer] = (), listener: Listener | None = None,
+                 script: str | None = None) -> None:
+        self.options = options or WatchOptions()
+        self.result = WatchResult(script=script)
+        self.listener = listener
+        self.only = {id(o) for o in optimizers}
+        self.tops: dict[int, torch.nn.Module] = {id(m): m for m in models}
+        self.calls: list[Call] = []
+        self.losses: list[torch.Tensor] = []
+        self.backward_site: tuple[str, int] | None = None
+        self.watched: dict[int, Watched] = {}
+        self._handles: list[Any] = []
+        self._top_handles: dict[int, list[Any]] = {}
+        self._discovering = not self.tops
+        self._depth = 0
+        self._backward: Any = None
+        self._log: Any = None
+        self._names: dict[int, str] | None = None
+        self._paused = False  # while gradcli replays a step: its own calls are not the run's
+
+    # -- installing ----------------------------------------------------------------------
+    def __enter__(self) -> "Watch":
+        from torch.nn.modules import module as nn_module
+        from torch.optim import optimizer as optim_module
+
+        self._handles = [optim_module.register_optimizer_step_pre_hook(self._pre_step),
+                         optim_module.register_optimizer_step_post_hook(self._post_step)]
+        if self._discovering:
+            self._handles += [nn_module.register_module_forward_pre_hook(self._global_enter),
+                              nn_module.register_module_forward_hook(self._global_leave, with_kwargs=True,
+                                                                     always_call=True)]
+        for module in self.tops.values():
+            self._hook_top(module)
+        self._backward = torch.autograd.backward
+        torch.autograd.backward = self._on_backward
+        if self.options.log is not None:
+            self._log = open(self.options.log, "w", encoding="utf-8")
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Remove every hook and restore `torch.autograd.backward` (safe to call twice)."""
+        if self._backward is not None:
+            torch.autograd.backward = self._backward
+            self._backward = None
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+        for handles in self._top_handles.values():
+            for handle in handles:
+                handle.remove()
+        self._top_handles = {}
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        self.calls, self.losses = [], []
+
+    # -- what the run does -----------------------------------------------------------------
+    def _on_backward(self, tensors: Any, *args: Any, **kwargs: Any) -> Any:
+        if not self._paused:
+            self.losses += [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
+            self.backward_site = _user_site(sys._getframe(1))
+        return self._backward(tensors, *args, **kwargs)
+
+    def _global_enter(self, module: torch.nn.Module, args: Any) -> None:
+        if self._paused:
+            return
+        if self._depth == 0 and id(module) not in self.tops:
+            self.tops[id(module)] = module
+            self._names = None
+            self._enter(module, args, None)
+        self._depth += 1
+
+    def _global_leave(self, module: torch.nn.Module, args: Any, kwargs: Any, output: Any) -> None:
+        if self._paused:
+            return
+        self._depth = max(0, self._depth - 1)
+        if self._depth == 0 and id(module) not in self._top_handles:
+            call = self._open_call(module)
+            if call is not None:
+                call.kwargs = dict(kwargs)
+            self._leave(module, args, output)
+
+    def _hook_top(self, module: torch.nn.Module) -> None:
+        if id(module) in self._top_handles:
+            return
+        self._top_handles[id(module)] = [
+            module.register_forward_pre_hook(self._enter, with_kwargs=True),
+            module.register_forward_hook(self._leave),
+        ]
+
+    def _enter(self, module: torch.nn.Module, args: Any, kwargs: Any) -> None:
+        if self._paused:
+            return
+        self.calls.append(Call(module, tuple(args), kwargs, torch.get_rng_state(), _user_site(sys._getframe(1))))
+
+    def _open_call(self, module: torch.nn.Module) -> Call | None:
+        return next((c for c in reversed(self.calls) if c.module is module and not c.outputs), None)
+
+    def _leave(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        call = self._open_call(module)
+        if call is None or self._paused or not torch.is_grad_enabled():
+            return
+        call.outputs = [t for t in _tensors(output) if t.requires_grad]
+        call.grads = [None] * len(call.outputs)
+        for index, tensor in enumerate(call.outputs):
+            tensor.register_hook(_keep(call, index))
+
+    def _pre_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> Any:
+        if self.only and id(optimizer) not in self.only:
+            return None
+        watched = self._watched(optimizer)
+        watched.steps += 1
+        # torch passes step's own arguments with the optimizer first: (self, closure)
+        closure = args[1] if len(args) > 1 else kwargs.get("closure")
+        if closure is not None:  # LBFGS: forward and backward run inside step(), in the closure
+            checked = self._checked_closure(optimizer, watched, closure)
+            if len(args) > 1:
+                return (args[0], checked, *args[2:]), kwargs
+            return args, {**kwargs, "closure": checked}
+        if watched.steps % self.options.every == 0:
+            self._check(optimizer, watched)
+        return None
+
+    def _post_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        if self.only and id(optimizer) not in self.only:
+            return
+        self.result.steps += 1
+        self.calls, self.losses = [], []
+        if self._discovering:  # the first step is done: hook only the models found
+            self._discovering = False
+            for module in self.tops.values():
+                self._hook_top(module)
+            for handle in self._handles[2:]:
+                handle.remove()
+            del self._handles[2:]
+
+    def _checked_closure(self, optimizer: torch.optim.Optimizer, watched: Watched, closure: Callable[[], Any]) -> Any:
+        def checked() -> Any:
+            self.calls, self.losses = [], []
+            loss = closure()
+            if watched.steps % self.options.every == 0:
+                self._check(optimizer, watched)
+            return loss
+
+        return checked
+
+    # -- the check ---------------------------------------------------------------------------
+    def _watched(self, optimizer: torch.optim.Optimizer) -> Watched:
+        watched = self.watched.get(id(optimizer))
+        if watched is None:
+            o = self.options
+            same = sum(1 for w in self.watched.values() if w.label.split("#")[0] == type(optimizer).__name__)
+            label = type(optimizer).__name__ + (f"#{same + 1}" if same else "")
+            watched = Watched(label, loss_spikes=SpikeDetector(o.window, o.spike, o.spike_ratio),
+                              grad_spikes=SpikeDetector(o.window, o.spike, o.spike_ratio))
+            self.watched[id(optimizer)] = watched
+            self.result.optimizers.append(label)
+        return watched
+
+    def _check(self, optimizer: torch.optim.Optimizer, watched: Watched) -> None:
+        params = [p for group in optimizer.param_groups for p in group["params"] if p.requires_grad]
+        grads = [p.grad for p in params]
+        reading = read_step(self.losses, grads)
+        watched.checks += 1
+        self.result.checks += 1
+        step = watched.steps
+        names = self._param_names(params)
+        found: list[health.Found] = []
+        if not reading.finite:
+            bad = nonfinite_parameters(grads)
+            if bad or not all(math.isfinite(v) for v in reading.losses):
+                self._stop(optimizer, watched, [names[i] for i in bad], names, params, reading)
+            found.append(health.overflowing_norms(reading, names, watched.reported))
+        found += health.every_step(reading, names, watched.reported, watched.zeros, step)
+        if reading.loss is not None:
+            watched.recent = [*watched.recent[-(DIVERGING - 1):], (step, reading.loss)]
+        loss_spike = watched.loss_spikes.add(reading.loss)  # type: ignore[union-attr]
+        grad_spike = watched.grad_spikes.add(reading.grad_norm)  # type: ignore[union-attr]
+        if loss_spike is not None:
+            found.append(health.spike_finding("loss_spike", loss_spike))
+        if grad_spike is not None:
+            found.append(health.spike_finding("grad_spike", grad_spike, reading, names))
+        if self.options.health_every and watched.checks % self.options.health_every == 0:
+            found += health.sizes(params, reading, names, self._owners(), watched.reported)
+        for kind, parameters, detail, at in found:
+            self.result.findings.append(WatchFinding(at or step, kind, watched.label, parameters,
+                                                     self._module_of(parameters[0]) if parameters else None, detail))
+        if self._log is not None:
+            self._write_log(watched, step, reading, names)
+        if self.listener is not None:
+            self.listener(watched.label, step, reading)
+        if "spike" in self.options.stop_on and (loss_spike or grad_spike):
+            kind = "loss_spike" if loss_spike else "grad_spike"
+            self.result.stop = Stop(step, "spike", watched.label, [], None, reading.loss)
+            self.result.notes.append(f"stopped on a {kind.replace('_', ' ')} (--stop-on spike)")
+            raise WatchStop(self.result)
+
+    def _stop(self, optimizer: torch.optim.Optimizer, watched: Watched, bad: list[str], names: list[str],
+              params: list[torch.Tensor], reading: StepReading) -> None:
+        loss_bad = any(not math.isfinite(v) for v in reading.losses)
+        kind = "nonfinite_loss" if loss_bad else "nonfinite_gradient"
+        stop = Stop(watched.steps, kind, watched.label, bad, self._module_of(bad[0]) if bad else None, reading.loss)
+        self.result.stop = stop
+        losses = [loss for _, loss in watched.recent]
+        if len(losses) == DIVERGING and all(0 < a and 2 * a < b for a, b in zip(losses, losses[1:])):
+            first, last = watched.recent[0], watched.recent[-1]
+            self.result.notes.append(f"the loss grew from {first[1]:.3g} at step {first[0]} to {last[1]:.3g} at step "
+                                     f"{last[0]}, more than doubling each step: the run diverged before it overflowed "
+                                     "(a learning rate too high?)")
+        if self.options.replay:
+            from .replay import replay
+
+            started = time.perf_counter()
+            self._paused = True
+            try:
+                replay(stop, list(self.calls), dict(zip(names, params)), self._module_names())
+            except Exception as err:  # noqa: BLE001 - a replay that fails must not hide the stop
+                stop.replay = Replay("not_replayed", why_not=f"the replay failed: {type(err).__name__}: {err}")
+            finally:
+                self._paused = False
+            if stop.replay is not None:
+                stop.replay.seconds = time.perf_counter() - started
+        if self.options.save is not None:
+            from .bundle import save_bundle
+
+            save_bundle(self.options.save, self, optimizer, stop)
+        raise WatchStop(self.result)
+
+    # -- names ----------------------------------------------------------------------------
+    def _module_names(self) -> dict[int, str]:
+        """id(module) -> its path, prefixed by the model's class when several models run."""
+        if self._names is None:
+            several = len(self.tops) > 1
+            self._names = {}
+            for top in self.tops.values():
+                prefix = type(top).__name__ if several else ""
+                for path, module in top.named_modules():
+                    self._names.setdefault(id(module), ".".join(p for p in (prefix, path) if p))
+        return self._names
+
+    def _param_names(self, params: list[torch.Tensor]) -> list[str]:
+        known = self._param_table()
+        return [known.get(id(p), f"param{i}") for i, p in enumerate(params)]
+
+    def _param_table(self) -> dict[int, str]:
+        table = getattr(self, "_params_cache", None)
+        if table is None or getattr(self, "_params_for", None) is not self._names:
+            modules = self._module_names()
+            table = {}
+            for top in self.tops.values():
+                for path, module in top.named_modules():
+                    for name, p in module.named_parameters(recurse=False):
+                        full = ".".join(x for x in (modules[id(module)], name) if x)
+                        table.setdefault(id(p), full)
+            self._params_cache, self._params_for = table, self._names
+        return table
+
+    def _owners(self) -> dict[str, tuple[str, str]]:
+        """parameter name -> (its module's path, the module's class)."""
+        modules = self._module_names()
+        owners = {}
+        for top in self.tops.values():
+            for _, module in top.named_modules():
+                for name, _p in module.named_parameters(recurse=False):
+                    path = modules[id(module)]
+                    owners[".".join(x for x in (path, name) if x)] = (path, type(module).__name__)
+        return owners
+
+    def _module_of(self, parameter: str) -> str | None:
+        return parameter.rpartition(".")[0] if parameter and not parameter.startswith("param") else None
+
+    def _write_log(self, watched: Watched, step: int, reading: StepReading, names: list[str]) -> None:
+        import json
+
+        layers: dict[str, float] = {}
+        for name, norm in zip(names, reading.norms):
+            if norm is not None:
+                module = self._module_of(name) or ""
+                layers[module] = layers.get(module, 0.0) + norm * norm
+        record = {
+            "step": step, "optimizer": watched.label, "loss": _json_float(reading.loss),
+            "grad_norm": _json_float(reading.grad_norm),
+            "loss_z": _json_float(watched.loss_spikes.last_z),  # type: ignore[union-attr]
+            "grad_z": _json_float(watched.grad_spikes.last_z),  # type: ignore[union-attr]
+            "layers": {k: _json_float(math.sqrt(v)) for k, v in layers.items()},
+        }
+        self._log.write(json.dumps(record) + "\n")
+
+
+def _keep(call: Call, index: int) -> Callable[[torch.Tensor], None]:
+    def keep(grad: torch.Tensor) -> None:
+        call.grads[index] = grad
+
+    return keep
+
+
+def _tensors(value: Any, depth: int = 3) -> list[torch.Tensor]:
+    """The tensors of a model's output: itself, or inside tuples, lists, dicts (a ModelOutput)."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if depth <= 0:
+        return []
+    if isinstance(value, dict):
+        items: list[Any] = list(value.values())
+    elif isinstance(value, (tuple, list)):
+        items = list(value)
+    else:
+        return []
+    return [t for item in items for t in _tensors(item, depth - 1)]
+
+
+def _user_site(frame: Any) -> tuple[str, int] | None:
+    """The innermost frame in the user's own files: (file, line)."""
+    while frame is not None and not _is_user(frame.f_code.co_filename):
+        frame = frame.f_back
+    return (frame.f_code.co_filename, frame.f_lineno) if frame is not None else None
+
+
+_USER: dict[str, bool] = {}
+
+
+def _is_user(filename: str) -> bool:
+    """is_user_file, remembered per file: it resolves the path, and hooks ask every step."""
+    known = _USER.get(filename)
+    if known is None:
+        known = _USER[filename] = is_user_file(filename)
+    return known
+
+
+def _json_float(value: float | None) -> float | str | None:
+    if value is None or math.isfinite(value):
+        return value
+    return "nan" if value != value else ("inf" if value > 0 else "-inf")
