@@ -7,7 +7,7 @@ Each fault is a thing that happens in real runs, switched on at step --at:
   log0       a hand-written binary cross-entropy, log(1 - p), on a batch that saturates the sigmoid
   sqrt0      a loss that is the norm of the error, sqrt(sum(e^2)), on a row the model gets exactly
   where      a guarded log(x * scale) behind torch.where, on a batch with a 0 feature
-  half       a float16 model (model.half()) given an outlier batch: a Linear's output passes 65504
+  half       a float16 model (model.half()) given an outlier batch: a Linear's gradient passes 65504
   inf_batch  a batch holding an inf
   lr         a learning rate that diverges (the loss grows until it overflows)
   custom     a custom autograd.Function whose backward divides by the row norm, on a zero row
@@ -118,7 +118,7 @@ def batch(model: str, fault: str, step: int, at: int) -> tuple[torch.Tensor, tor
         elif fault == "where":
             x[3, 2] = 0.0  # a missing value filled with 0
         elif fault == "half":
-            x = x * 5e4  # an outlier batch, in float16 (its values still below 65504)
+            x = x * 5.9e4  # an outlier batch, in float16 (its values still below 65504)
         elif fault == "inf_batch":
             x[5, 1] = float("inf")
         elif fault == "spike":

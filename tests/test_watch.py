@@ -1,0 +1,319 @@
+"""gradcli watch on the fault corpus of examples/watch/train.py.
+
+Every expectation comes from the same loop run without gradcli: torch says at which step the
+loss or a gradient first stops being finite, which parameters, what the weights were before
+that step, and which backward node first sends on a nan or inf (torch's node hooks) in which
+module (forward hooks). The line is the line of the example's source
+that holds the operation (read from the file, not from gradcli).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import math
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import gradcli
+from gradcli.watcher import reading
+from gradcli.watcher.options import WatchOptions
+from gradcli.watcher.run import watch_script
+from gradcli.watcher.script import Script
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "watch" / "train.py"
+AT = 6
+STEPS = 14
+
+
+def _example():
+    spec = importlib.util.spec_from_file_location("watch_train_example", EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["watch_train_example"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+T = _example()
+
+
+def line_of(text: str) -> int:
+    """The line of the example that holds `text` (the truth of a reported line)."""
+    lines = EXAMPLE.read_text().splitlines()
+    found = [i + 1 for i, line in enumerate(lines) if text in line]
+    assert len(found) == 1, (text, found)
+    return found[0]
+
+
+def torch_truth(fault: str, model: str = "mlp", steps: int = STEPS, at: int = AT) -> dict:
+    """The plain loop: the first step whose loss or gradient is not finite, its non-finite
+    parameters, and the weights before each step was applied."""
+    truth: dict = {"weights": {}, "losses": {}, "zero": {}, "none": {}}
+
+    def before(step, m, loss):
+        truth["weights"][step] = {k: v.detach().clone() for k, v in m.state_dict().items()}
+        truth["losses"][step] = float(loss.detach())
+        truth["none"][step] = [n for n, p in m.named_parameters() if p.grad is None]
+        truth["zero"][step] = [n for n, p in m.named_parameters() if p.grad is not None and not bool(p.grad.any())]
+        if "step" in truth:
+            return
+        bad = [n for n, p in m.named_parameters() if p.grad is not None and not bool(torch.isfinite(p.grad).all())]
+        if bad or not math.isfinite(float(loss.detach())):
+            truth.update(step=step, params=bad)
+
+    T.train(model, fault, steps, at, before_step=before)
+    return truth
+
+
+def watched(fault: str, model: str = "mlp", steps: int = STEPS, at: int = AT, **options):
+    """The same loop under gradcli.watch() (no models named: found as the CLI finds them)."""
+    seen: dict = {}
+
+    def before(step, m, loss):
+        seen["model"] = m
+
+    result = None
+    with gradcli.watch(**options) as w:
+        try:
+            T.train(model, fault, steps, at, before_step=before)
+        except gradcli.WatchStop as stop:
+            assert stop.result is w.result
+        result = w.result
+    return result, seen["model"]
+
+
+def same_weights(model, weights) -> bool:
+    return all(torch.equal(v, weights[k]) for k, v in model.state_dict().items())
+
+
+# -- stops found in process ------------------------------------------------------------------
+def test_where_leak_stops_at_torchs_step_with_its_node_and_line():
+    truth = torch_truth("where")
+    result, model = watched("where")
+    stop = result.stop
+    assert stop.step == truth["step"] == AT
+    assert stop.parameters == truth["params"]
+    assert same_weights(model, truth["weights"][AT])  # step AT was not applied
+    assert stop.origin.phase == "backward"
+    assert stop.origin.node == first_bad_backward("where", truth)[0] == "LogBackward0"
+    assert stop.origin.line == line_of("torch.where(x > 0, torch.log(x * self.scale)")
+    assert stop.cause.kind == "leaked_branch"
+    assert stop.replay.how == "replayed"
+
+
+def test_custom_function_backward_is_blamed_with_its_backward_line():
+    truth = torch_truth("custom")
+    result, model = watched("custom")
+    stop = result.stop
+    assert stop.step == truth["step"] == AT and stop.parameters == truth["params"]
+    assert same_weights(model, truth["weights"][AT])
+    assert stop.origin.node == first_bad_backward("custom", truth)[0] == "RowNormalizeBackward"
+    assert stop.origin.line == inspect.getsourcelines(T.RowNormalize.backward)[1]
+    assert stop.cause.kind == "custom_backward"
+
+
+def first_bad_backward(fault, truth):
+    """Torch's own answer at the stopped step (the plain loop's weights before it, the same
+    batch): the first node, in the order backward runs them, whose outgoing gradient holds nan
+    or inf (torch's node hooks), and the child module whose output it made."""
+    model, _, _ = T.build("mlp", fault)
+    model.load_state_dict(truth["weights"][truth["step"]])
+    x, y = T.batch("mlp", fault, truth["step"], AT)
+    if fault == "half":
+        x = x.half()
+    made = {}
+    hooks = [m.register_forward_hook(lambda m, i, o, name=name: made.setdefault(o.grad_fn, name) and None)
+             for name, m in model.named_children()]
+    loss = T.loss_of("mlp", fault, model(x), y, truth["step"], AT)
+    for h in hooks:
+        h.remove()
+    nodes, pending, first = [], [loss.grad_fn], []
+    while pending:
+        node = pending.pop()
+        if node is not None and node not in nodes:
+            nodes.append(node)
+            pending += [n for n, _ in node.next_functions]
+    handles = [n.register_hook(lambda gi, go, n=n: first.append(n) if not first and any(
+        g is not None and not bool(torch.isfinite(g).all()) for g in gi) else None) for n in nodes]
+    loss.backward()
+    for h in handles:
+        h.remove()
+    return first[0].name(), made.get(first[0])
+
+
+def test_float16_overflow_names_the_linear_torch_sees_overflow():
+    truth = torch_truth("half")
+    node, module = first_bad_backward("half", truth)
+    result, watched_model = watched("half")
+    stop = result.stop
+    assert stop.step == truth["step"] == AT and stop.parameters == truth["params"]
+    assert same_weights(watched_model, truth["weights"][AT])
+    assert (stop.origin.node, stop.origin.module) == (node, module) == ("AddmmBackward0", "head")
+    assert stop.origin.line == line_of("return self.head(h)")
+    assert stop.cause.kind == "float16_overflow"
+
+
+def test_inf_in_the_batch_is_the_data():
+    truth = torch_truth("inf_batch")
+    x, _ = T.batch("mlp", "inf_batch", AT, AT)
+    assert not bool(torch.isfinite(x).all())  # torch: the batch itself holds the inf
+    result, model = watched("inf_batch")
+    stop = result.stop
+    assert stop.step == truth["step"] == AT
+    assert same_weights(model, truth["weights"][AT])
+    assert stop.origin.phase == "input" and stop.cause.kind == "nonfinite_input"
+    assert stop.origin.line == line_of("out = model(x)")
+
+
+# -- stops in the loss: the script rerun -------------------------------------------------------
+@pytest.mark.parametrize("fault, op, text, causes", [
+    ("log0", "log", "torch.log(1 - p)", {"log_of_zero"}),
+    ("sqrt0", "SqrtBackward0", "torch.sqrt(((out - y) ** 2)", {"infinite_derivative", "zero_times_inf"}),
+    ("lr", "pow", "return ((out - y) ** 2).mean()", {"overflow"}),
+])
+def test_a_fault_in_the_loss_is_found_by_rerunning_the_script(tmp_path, fault, op, text, causes):
+    truth = torch_truth(fault)
+    script = Script(str(EXAMPLE), None, ("--fault", fault, "--at", str(AT), "--steps", str(STEPS)))
+    result = watch_script(script, WatchOptions(save=tmp_path / "bundle"))
+    stop = result.stop
+    assert stop.step == truth["step"]
+    assert stop.parameters == truth["params"]
+    if fault == "sqrt0":
+        assert first_bad_backward("sqrt0", truth) == (op, None)
+    assert stop.origin.node == op and stop.origin.module is None  # in the loss, outside the model
+    assert stop.origin.line == line_of(text)
+    assert stop.cause.kind in causes
+    assert stop.replay.how == "reran" and stop.replay.steps == truth["step"] - 1
+    bundle = torch.load(tmp_path / "bundle" / "step.pt", weights_only=False)
+    assert bundle["step"] == truth["step"]
+    weights = bundle["weights"]["MLP"]
+    assert all(torch.equal(weights[k], v) for k, v in truth["weights"][truth["step"]].items())
+
+
+def test_a_diverging_run_says_so():
+    script = Script(str(EXAMPLE), None, ("--fault", "lr", "--steps", str(STEPS)))
+    truth = torch_truth("lr")
+    losses = [truth["losses"][s] for s in range(truth["step"] - 3, truth["step"])]
+    assert all(2 * a < b for a, b in zip(losses, losses[1:]))  # torch: more than doubling
+    result = watch_script(script, WatchOptions(replay=False))
+    assert result.stop.step == truth["step"]
+    assert any("diverged" in note for note in result.notes)
+
+
+# -- findings -------------------------------------------------------------------------------------
+def test_a_layer_killed_by_its_bias_is_dead_from_the_step_torch_says():
+    truth = torch_truth("dead")
+    first = min(s for s, names in truth["zero"].items() if "fc1.weight" in names)
+    assert all("fc1.weight" in truth["zero"][s] for s in range(first, STEPS + 1))
+    result, _ = watched("dead")
+    assert result.stop is None
+    dead = [f for f in result.findings if f.kind == "dead"]
+    assert len(dead) == 1 and dead[0].step == first == AT
+    assert set(dead[0].parameters) == set(truth["zero"][first]) and dead[0].module == "fc1"
+
+
+def test_a_parameter_never_used_has_no_gradient_from_step_one():
+    truth = torch_truth("unused")
+    result, _ = watched("unused")
+    found = [f for f in result.findings if f.kind == "no_gradient"]
+    assert len(found) == 1 and found[0].step == 1
+    assert found[0].parameters == truth["none"][1] == ["spare.weight", "spare.bias"]
+
+
+def test_a_one_batch_label_spike_is_reported_at_its_step():
+    truth = torch_truth("spike", steps=20, at=15)
+    before = sorted(truth["losses"][s] for s in range(1, 15))
+    assert truth["losses"][15] > 100 * before[len(before) // 2]  # torch: that batch's loss is off the scale
+    result, _ = watched("spike", steps=20, at=15)
+    spikes = {f.kind: f.step for f in result.findings}
+    assert spikes.get("loss_spike") == 15 and result.stop is None
+    assert [f.kind for f in result.findings if f.step != 15] == []
+
+
+def test_stop_on_spike_stops_before_the_spiking_step():
+    truth = torch_truth("spike", steps=20, at=15)
+    result, model = watched("spike", steps=20, at=15, stop_on=("nonfinite", "spike"))
+    assert result.stop.step == 15 and result.stop.kind == "spike"
+    assert same_weights(model, truth["weights"][15])
+
+
+# -- what a check costs ------------------------------------------------------------------------------
+def test_one_host_read_per_checked_step():
+    before = reading.HOST_READS[0]
+    result, _ = watched("none", steps=10, health_every=0)
+    assert result.checks == 10 and reading.HOST_READS[0] - before == 10
+    before = reading.HOST_READS[0]
+    result, _ = watched("none", steps=10, every=5, health_every=0)
+    assert result.checks == 2 and reading.HOST_READS[0] - before == 2
+
+
+def test_two_optimizers_are_both_watched_and_named():
+    torch.manual_seed(0)
+    gen, disc = torch.nn.Linear(4, 4), torch.nn.Linear(4, 1)
+    opt_g, opt_d = torch.optim.Adam(gen.parameters()), torch.optim.Adam(disc.parameters())
+    with gradcli.watch() as w:
+        for step in range(1, 6):
+            z, real = torch.randn(8, 4), torch.randn(8, 4)
+            opt_d.zero_grad()
+            d_loss = disc(real).mean() - disc(gen(z).detach()).mean()
+            d_loss.backward()
+            opt_d.step()
+            opt_g.zero_grad()
+            g_loss = -disc(gen(z)).mean()
+            if step == 4:
+                g_loss = g_loss * float("inf")
+            g_loss.backward()
+            try:
+                opt_g.step()
+            except gradcli.WatchStop:
+                break
+    assert w.result.optimizers == ["Adam", "Adam#2"]
+    assert w.result.stop.optimizer == "Adam#2" and w.result.stop.step == 4
+
+
+def test_lbfgs_step_with_a_closure_is_checked():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.LBFGS(model.parameters(), max_iter=3)
+    x, y = torch.randn(16, 3), torch.randn(16, 1)
+    calls = {"n": 0}
+
+    def closure():
+        calls["n"] += 1
+        opt.zero_grad()
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        return loss
+
+    with gradcli.watch(model, opt) as w:
+        for _ in range(3):
+            opt.step(closure)
+    assert w.result.stop is None and w.result.steps == 3 and w.result.checks == calls["n"]
+    weights = [p.detach().clone() for p in model.parameters()]
+    bad_x = x.clone()
+    bad_x[0, 0] = float("nan")
+
+    def bad_closure():
+        opt.zero_grad()
+        loss = ((model(bad_x) - y) ** 2).mean()
+        loss.backward()
+        return loss
+
+    with gradcli.watch(model, opt) as w, pytest.raises(gradcli.WatchStop):
+        opt.step(bad_closure)
+    assert w.result.stop.origin.phase == "input"
+    assert all(torch.equal(a, b) for a, b in zip(weights, model.parameters()))
+
+
+def test_the_hooks_are_gone_after_the_block():
+    backward = torch.autograd.backward
+    with gradcli.watch():
+        assert torch.autograd.backward is not backward
+    assert torch.autograd.backward is backward
+    from torch.nn.modules import module as nn_module
+    from torch.optim import optimizer as optim_module
+
+    assert not optim_module._global_optimizer_pre_hooks and not nn_module._global_forward_hooks
