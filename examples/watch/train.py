@@ -76,9 +76,11 @@ class MLP(nn.Module):
 class CNN(nn.Module):
     def __init__(self) -> None:
         super().__init__()
+        # No bias before BatchNorm (as torchvision's models): BatchNorm subtracts the mean, so
+        # such a bias gets a gradient of ~1e-9 and cannot learn (watch calls it VANISHING).
         self.features = nn.Sequential(
-            nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.AdaptiveAvgPool2d(1))
+            nn.Conv2d(1, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(8, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(), nn.AdaptiveAvgPool2d(1))
         self.dropout = nn.Dropout(0.2)
         self.head = nn.Linear(16, 4)
 
