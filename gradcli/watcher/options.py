@@ -17,7 +17,7 @@ class WatchOptions:
     every: int = 1  # check every N-th optimizer step (each optimizer counts its own)
     health_every: int = 100  # grads' vanishing/exploding verdicts every M-th checked step (0: never)
     window: int = 50  # the spike statistic's window, in checked steps
-    spike: float = 10.0  # a spike is a robust z-score above this ... (spikes.py says why)
+    spike: float = 8.0  # a spike is a robust z-score above this ... (spikes.py says why)
     spike_ratio: float = 3.0  # ... and a value above this many times the window's median
     stop_on: tuple[StopOn, ...] = ("nonfinite",)
     replay: bool = True  # replay the bad step to find the origin and cause

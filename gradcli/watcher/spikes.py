@@ -6,11 +6,14 @@ normal noise). On a log scale because a loss near convergence wanders by factors
 the tests goes from 7.6e-5 to 6e-4 and back at step 169 of 300): its spread is relative, and
 so is a spike; a value that is not positive is not judged. Median and MAD, not mean and standard deviation: a spike must not raise the yardstick
 it is measured against, and a run's slow trend moves the median only slowly. A value is a
-spike when z exceeds `threshold` (10) AND it is more than `ratio` (3) times the median:
+spike when it is more than `ratio` (3) times the median AND either z exceeds `threshold` (8)
+or it is more than HUGE (100) times the median:
 mini-batch noise of a healthy run has heavy tails (the largest |z| of the healthy runs in
 tests/test_watch_runs.py, measured: 6.0 for the MLP with Adam over 300 steps, 2.7 for the CNN,
 3.5 for the Transformer LM), while a corrupted batch or a learning-rate jump multiplies the
-value (the one-batch label spike of the tests: z = 47 on the loss). No verdict before the window holds MIN_VALUES values.
+value by orders of magnitude (the one-batch label spike of the tests multiplies the loss by
+4e4, at z = 10.5: early in a run the loss falls fast and the window's spread is wide, which
+is what the HUGE rule is for). No verdict before the window holds MIN_VALUES values.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from dataclasses import dataclass
 
 #: Values the window must hold before a verdict.
 MIN_VALUES = 8
+#: A value this many times the window's median is a spike whatever the spread.
+HUGE = 100.0
 
 
 @dataclass
@@ -48,7 +53,8 @@ class SpikeDetector:
             median, mad = _median_mad(self.values)
             z = (log - median) / max(1.4826 * mad, 1e-3)
             self.last_z = z
-            if z > self.threshold and log > median + math.log(self.ratio):
+            above = log - median
+            if above > math.log(self.ratio) and (z > self.threshold or above > math.log(HUGE)):
                 spike = Spike(value, math.exp(median), z)
         if spike is None:
             self.values.append(log)
