@@ -69,18 +69,18 @@ def grads_command(
         if steps or plot is not None or dtype is not None:
             raise UsageError("--ddp judges one step's reduced gradients: leave out --steps, --plot and --dtype with it")
         options = DistributedOptions(target, var or (), init or (), loss, seed, json, ddp, None, device, library or (), timeout,
-                                     grads=dict(vanish=vanish, explode=explode, spread=spread, strict=strict))
-        raise typer.Exit(grads_ranks(options, depth))
+                                     grads=dict(vanish=vanish, explode=explode, spread=spread, strict=strict, depth=depth))
+        raise typer.Exit(grads_ranks(options))
     with user_prints_aside(json):
         result = grads_target(
             target, var or (), loss=loss, loss_init=loss_init or (), init=init or (), seed=seed, dtype=dtype, device=device,
-            library_dirs=library or (), steps=steps, lr=0.01 if lr is None else lr, vanish=vanish, explode=explode, spread=spread, strict=strict,
+            library_dirs=library or (), steps=steps, lr=0.01 if lr is None else lr, vanish=vanish, explode=explode, spread=spread, strict=strict, depth=depth,
         )
     if plot is not None:
         from ..plot.grads import save_grads
 
-        save_grads(result, plot, depth)
-    show(result, "json" if json else "text", depth=depth)
+        save_grads(result, plot)
+    show(result, "json" if json else "text")
     if plot is not None and not json:
         say(f"\nPlot written to {plot}")
     raise typer.Exit(exit_status(result.ok))

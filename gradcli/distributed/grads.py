@@ -60,7 +60,7 @@ class DistributedGrads(Reported):
         `compare --ddp N` explains them)."""
         return [r.name for r in self.run.differing]
 
-    def as_dict(self, depth: int | None = None) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         """grads' own document of the reduced gradients, with the ranks' agreement under
         `distributed`; `ok` and `problems` are the whole run's."""
         distributed = {
@@ -70,7 +70,7 @@ class DistributedGrads(Reported):
             "ddp_error": self.run.ddp_error, "skipped": self.run.skipped,
             "problems": problem_sentences(self.problems),
         }
-        return self.health.as_dict(depth) | {"ok": self.ok, "problems": distributed["problems"], "distributed": distributed}
+        return self.health.as_dict() | {"ok": self.ok, "problems": distributed["problems"], "distributed": distributed}
 
 
 def grads_distributed(setup: Setup, *, timeout: float = TIMEOUT, ranks: Ranks | None = None, **options: Any) -> DistributedGrads:

@@ -31,7 +31,7 @@ from .saved import SavedCounter, loss_nodes
 
 if TYPE_CHECKING:
     from .result import MemoryResult
-    from .run import Run
+    from .replay import Run
 
 #: A module whose forward takes more than this share of the model's is not advised.
 MOST_OF_FORWARD = 0.8
