@@ -376,6 +376,8 @@ def problem_sentence(problem: Any) -> str:
         return f"{subject}: {kind.replace('-', ' ')}"
     if kind == "unimportable":
         return f"{subject} could not be imported: {d['error']}"
+    if kind == "demo-check-failed":
+        return f"{subject}: {d['check']}"
     if kind == "entry-failed":
         return f"{subject}: {d['verdict']}"
     raise ValueError(f"no sentence for a problem of kind {kind!r}")

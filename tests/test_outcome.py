@@ -71,6 +71,18 @@ def _library_check(*entries: tuple[str, list[str]]):
     return LibraryCheck([gradcli.check(e, var, seed=7) for e, var in entries])
 
 
+def _plot(expression: str, var: list[str]):
+    from gradcli.plot.data import plot_data
+
+    return plot_data(expression, var)
+
+
+def _demo(name: str, **options):
+    from gradcli.demos import run_demo
+
+    return run_demo(name, **options)
+
+
 def _discovery(target: str):
     from gradcli.verify.discovery.check import check_discovered
 
@@ -109,6 +121,13 @@ CASES = [
     ("compare-underflow", lambda: _compare(1e-7),
      ["compare", f"{COMPARE_MLP}:MLP", "--var", "x=randn(16, 32)", "--loss", "1e-7 * out.pow(2).mean()", "--amp", "float16",
       "--seed", "0"], False),
+    ("plot-ok", lambda: _plot("x*sigmoid(x)", []), ["plot", "x*sigmoid(x)", "--json"], True),
+    # log(1+exp(x)) overflows past x = 709.78: autograd's nan where the derivative is 1
+    ("plot-wrong", lambda: _plot("log(1+exp(x))", ["x=linspace(-800,800,2001)"]),
+     ["plot", "log(1+exp(x))", "--var", "x=linspace(-800,800,2001)", "--json"], False),
+    ("demo-ok", lambda: _demo("graph"), ["demo", "graph", "--json"], True),
+    # --buggy runs the classic mistakes through the checks that catch them, failing on purpose
+    ("demo-buggy", lambda: _demo("swish", buggy=True), ["demo", "swish", "--buggy", "--json"], False),
 ]
 
 
@@ -134,7 +153,7 @@ def result_classes() -> set[str]:
 
 #: The result classes the cases below run; a new command's result adds its cases here.
 COVERED = {"TraceResult", "CheckResult", "LibraryCheck", "FunctionResult", "DiscoveryResult", "GradsResult",
-           "MemoryResult", "CompareResult",
+           "MemoryResult", "CompareResult", "PlotData", "DemoRun",
            "DistributedResult", "DistributedGrads"}
 
 
@@ -162,12 +181,10 @@ def follows_the_protocol(result, passes: bool) -> None:
     assert all(sentences)
     document = result.as_dict()
     json.dumps(document, default=str)  # plain data
-    if "ok" in document:
-        assert document["ok"] is result.ok
-    if "problems" in document:
-        assert document["problems"] == sentences
+    assert document["ok"] is result.ok  # every document carries the verdict and its sentences
+    assert document["problems"] == sentences
     written = json.loads(plain_text(render(result, "json")))
-    assert written.get("ok", result.ok) is result.ok
+    assert written["ok"] is result.ok
     text = plain_text(render(result, "text"))
     assert text
     if hasattr(type(result), "_repr_html_"):  # the public API's results: str() is the text format's

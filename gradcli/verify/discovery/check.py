@@ -19,6 +19,7 @@ from typing import Any, Literal, Sequence
 from ...errors import GradcliError, UsageError
 from ...options import checked_seed
 from ...outcome import Problem, Reported
+from ...words import problem_sentences
 from ...exact.evaluation import check_order
 from .find import Passed, find_functions, is_discovery_target, skipped_by
 from ..function.check import FunctionResult, check_function
@@ -94,6 +95,7 @@ class DiscoveryResult(Reported):
             "notes": self.notes,
             "counts": {status.replace(" ", "_"): n for status, n in self.counts().items()},
             "verdict": self.verdict(),
+            "problems": problem_sentences(self.problems),
         }
 
 

@@ -175,4 +175,4 @@ class LibraryCheck(Reported):
         return []
 
     def as_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "results": [r.as_dict() for r in self.results]}
+        return {"ok": self.ok, "problems": words.problem_sentences(self.problems), "results": [r.as_dict() for r in self.results]}

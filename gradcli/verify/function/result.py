@@ -135,7 +135,7 @@ class FunctionResult(Reported):
                 "second_order": [c.as_dict() for c in self.ref_second],
             },
             "causes": [c.as_dict() for c in self.causes], "notes": self.notes, "verdict": self.verdict(),
-            "seed": self.inputs.seed, "arguments": self.inputs.as_dicts(),
+            "problems": words.problem_sentences(self.problems), "seed": self.inputs.seed, "arguments": self.inputs.as_dicts(),
             "outputs": [o.as_dict() for o in self.outputs],
             "tested_nothing": [item.as_dict() for item in self.untested],
             "seen": self.seen, "output_weights": self.output_weights or [],
