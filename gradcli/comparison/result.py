@@ -4,7 +4,7 @@ reference's, where the difference starts, and why, from evidence.
     result = gradcli.compare(model, x, loss=lambda out: out.pow(2).mean(), compile=True)
     assert result.ok, result
 
-Data only (outcome.py's protocol): the words live in render/compare.py.
+Data only (outcome.py's protocol): the words live in render/training/compare.py.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 against the one-process reference, the spread between ranks, the gradient norms as a user
 would log them, and the causes found, each with the rerun that proves it.
 
-Plain data (outcome.py's protocol): the renderers (render/distributed.py) choose the words.
+Plain data (outcome.py's protocol): the renderers (render/training/distributed.py) choose the words.
 """
 
 from __future__ import annotations

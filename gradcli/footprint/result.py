@@ -7,7 +7,7 @@ peak, and the checkpoints that were tried.
 Plain data following gradcli/outcome.py: `problems` are records, `ok` is `not problems`, and
 `as_dict()` is the `--json` document (docs/json.md). A memory report is an inspection, so
 it is not ok only when something is wrong: backward raised, or a checkpoint proved to change
-the gradients. The words live in render/memory.py.
+the gradients. The words live in render/training/memory.py.
 """
 
 from __future__ import annotations

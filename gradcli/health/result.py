@@ -40,9 +40,9 @@ class NonfiniteOrigin:
     forward_kind: str | None = None  # "nan" or "inf"
     forward_written: bool = False
     nan_op: str | None = None
-    nan_source: Source | None = None
+    nan_source: Origin | None = None
     nan_masked_rows: int | None = None
-    fixes: list[Any] = field(default_factory=list)  # verify/masked_rows.py's FixOutcome
+    fixes: list[Any] = field(default_factory=list)  # verify/causes/masked_rows.py's FixOutcome
 
 
 @dataclass
