@@ -28,6 +28,15 @@ def test_python_dash_m_gradcli_help():
     assert result.stderr == ""
 
 
+def test_version_is_the_installed_distribution_s():
+    # The version is written once (gradcli.__version__, which pyproject reads); what pip
+    # recorded when it installed gradcli is the outside truth.
+    from importlib.metadata import version
+
+    result = subprocess.run([PYTHON, "-m", "gradcli", "--version"], capture_output=True, text=True, timeout=120)
+    assert (result.returncode, result.stdout, result.stderr) == (0, f"gradcli {version('gradcli')}\n", "")
+
+
 def _commands() -> list[str]:
     return sorted(c.name or c.callback.__name__.replace("_", "-") for c in app.registered_commands)
 

@@ -37,8 +37,19 @@ app = typer.Typer(
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        typer.echo(f"gradcli {__version__}")
+        raise typer.Exit(EXIT_OK)
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_print_version,
+                                          help="Print gradcli's version and exit.")] = False,
+) -> None:
     """Exit status: 0 all agreed, 1 a problem was found (a wrong or non-finite gradient, an
     autograd error), 2 bad input or usage."""
 
