@@ -13,7 +13,7 @@ from types import ModuleType
 from typing import Any, Callable
 
 from ..errors import UsageError
-from ..outcome import Problem, Reported
+from ..outcome import Problem, Reported, sentence
 from ..words import problem_sentences
 from .runner import Block, Session, Verdict
 
@@ -70,3 +70,8 @@ def run_demo(name: str, emit: Callable[[Block], None] | None = None, **options: 
     session = Session(keep)
     module.run(session, **options)
     return DemoRun(blocks, session.verdicts, session.namespace, name)
+
+
+@sentence("demo-check-failed")
+def _demo_check_failed(p: Problem) -> str:
+    return f"{p.subject}: {p.detail['check']}"

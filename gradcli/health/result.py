@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..outcome import Problem, Reported
+from ..outcome import Problem, Reported, sentence
 from ..targets.base import Origin
 from ..words import problem_sentences
 from .flags import FAILING, FLAG_ORDER, Flag
@@ -89,7 +89,7 @@ class GradsResult(Reported):
 
     @property
     def problems(self) -> list[Problem]:
-        """One record per failing finding (words.problem_sentence: `name: FLAG: reason`)."""
+        """One record per failing finding (its sentence, below: `name: FLAG: reason`)."""
         found = [Problem("backward-raised", "", {"message": self.error})] if self.error else []
         for flag in FLAG_ORDER:
             if not self.failing(flag):
@@ -146,3 +146,8 @@ class GradsResult(Reported):
             "warnings": self.warnings,
             "notes": self.notes,
         }
+
+
+@sentence("finding")
+def _finding(p: Problem) -> str:
+    return f"{p.subject}: {p.detail['flag']}: {p.detail['reason']}"

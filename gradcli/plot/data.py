@@ -33,6 +33,7 @@ from ..exact.arbitrate import UNDEFINED, sample
 from ..exact.compare import Comparison, Target
 from ..exact.evaluation import TOLERANCES, check_order, evaluate
 from ..exact.plan import Plan, make_plan
+from ..exact.problems import comparison_problems
 from .shades import Shade, describe_values, shades
 
 #: The x axis when no --var gives one (a library call uses its entry's domain instead).
@@ -77,17 +78,8 @@ class PlotData(Reported):
     @property
     def problems(self) -> list[Problem]:
         """Where autograd disagreed with the exact derivative (defined points only), as check
-        says it: one record per wrong range, or that the derivative differs."""
-        found = []
-        for c in (curve.comparison for curve in self.curves):
-            if c is None or c.ok:
-                continue
-            found += [Problem("wrong-range", c.name, {"candidate": c.candidate, "got": r["got"], "exact": r["exact"],
-                                                     "where": r["where"], "points": r["points"]})
-                      for r in c.wrong_ranges]
-            if not c.wrong_ranges:
-                found.append(Problem("differs", c.name, {"candidate": c.candidate}))
-        return found
+        says it (its wrong ranges, or that it differs)."""
+        return [p for curve in self.curves if curve.comparison is not None for p in comparison_problems(curve.comparison)]
 
     def as_dict(self) -> dict[str, Any]:
         """`gradcli plot --json` (docs/json.md): what the picture shows, without the curves'
