@@ -8,18 +8,19 @@ import typer
 
 from ..errors import UsageError
 from ..health.thresholds import Thresholds
-from .app import DeviceOption, JsonOption, LibraryOption, SeedOption, VarOption, app, reports_errors
+from .app import (DeviceOption, InitOption, JsonOption, LibraryOption, LossInitOption, LossOption, SeedOption, TargetArgument,
+                  VarOption, app, reports_errors)
 from .distributed import DdpOption, DistributedOptions, TimeoutOption, grads_ranks
 
 
 @app.command("grads")
 @reports_errors
 def grads_command(
-    target: Annotated[str, typer.Argument(metavar="TARGET", help="Your model: path/to/model.py:NAME or package.module:NAME (importing it runs it, as python would).")],
+    target: TargetArgument,
     var: VarOption = None,
-    loss: Annotated[Optional[str], typer.Option("--loss", metavar="LOSS", help="Reduce the output to the loss. An expression in which out is the output as the model returned it (out.logits, out[0], out['loss']; used as a tensor: the output tensor, a tuple's first item), its tensors by name (out_1, a dict's keys) and the --var inputs are bound, e.g. 'cross_entropy(out.flatten(0, 1), y.flatten())'; or your own loss, path/loss.py:NAME or package.module:NAME: a function NAME(out, **vars) or an nn.Module loss class such as torch.nn:CrossEntropyLoss.")] = None,
-    loss_init: Annotated[Optional[List[str]], typer.Option("--loss-init", metavar="KEY=VALUE", help="A keyword argument for the nn.Module loss class --loss names (a Python literal), e.g. ignore_index=0. Repeatable.")] = None,
-    init: Annotated[Optional[List[str]], typer.Option("--init", metavar="KEY=VALUE", help="A keyword argument for the nn.Module class or model factory (a Python literal). Repeatable.")] = None,
+    loss: LossOption = None,
+    loss_init: LossInitOption = None,
+    init: InitOption = None,
     depth: Annotated[Optional[int], typer.Option("--depth", metavar="N", help="Summarise every module deeper than N in one row (default: every module its own group).")] = None,
     steps: Annotated[int, typer.Option("--steps", metavar="N", help="Also run N plain SGD steps on the same batch, on a copy of the model, and show each gradient norm across them.")] = 0,
     lr: Annotated[Optional[float], typer.Option("--lr", metavar="LR", help="The learning rate of --steps (default 0.01).")] = None,
@@ -68,6 +69,8 @@ def grads_command(
     if ddp is not None:
         if steps or plot is not None or dtype is not None:
             raise UsageError("--ddp judges one step's reduced gradients: leave out --steps, --plot and --dtype with it")
+        if loss_init:  # it was dropped without a word before
+            raise UsageError("--loss-init does not reach the ranks yet: give --ddp a --loss expression")
         options = DistributedOptions(target, var or (), init or (), loss, seed, json, ddp, None, device, library or (), timeout,
                                      grads=dict(vanish=vanish, explode=explode, spread=spread, strict=strict, depth=depth))
         raise typer.Exit(grads_ranks(options))

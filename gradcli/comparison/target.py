@@ -16,11 +16,11 @@ from .setup import Setup
 
 
 def compare_target(where: str, variables: Sequence[str] = (), *, setup: Setup, loss: str | None = None,
-                   init: Sequence[str] = (), seed: int | None = None, library_dirs: Sequence[str | Path] = ()) -> CompareResult:
+                   loss_init: Sequence[str] = (), init: Sequence[str] = (), seed: int | None = None, library_dirs: Sequence[str | Path] = ()) -> CompareResult:
     """Load, construct, bind, and compare the candidate `setup` against the reference."""
     setup.check_machine()  # before the user's module is imported and built
-    with model_run(where, variables, purpose="compare judges a model's parameter gradients", loss=loss, init=init,
-                   seed=seed, library_dirs=library_dirs) as run:
+    with model_run(where, variables, purpose="compare judges a model's parameter gradients", loss=loss, loss_init=loss_init,
+                   init=init, seed=seed, library_dirs=library_dirs) as run:
         with users_code(run.where):
             result = compare_of(run.model, run.args, run.kwargs, run.loss_of, setup)
     result.target, result.found, result.seed = run.where, run.found, run.seed

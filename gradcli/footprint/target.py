@@ -21,6 +21,7 @@ def memory_target(
     variables: Sequence[str] = (),
     *,
     loss: str | None = None,
+    loss_init: Sequence[str] = (),
     init: Sequence[str] = (),
     seed: int | None = None,
     dtype: str | None = None,
@@ -30,7 +31,7 @@ def memory_target(
 ) -> MemoryResult:
     """Load, construct, bind and measure; `options` are memory_of's (depth, amp, checkpoint, ...)."""
     with model_run(where, variables, purpose="memory measures what a model's forward and backward keep", loss=loss,
-                   init=init, seed=seed, dtype=dtype, device=device, library_dirs=library_dirs) as run:
+                   loss_init=loss_init, init=init, seed=seed, dtype=dtype, device=device, library_dirs=library_dirs) as run:
 
         def loss_fn(output: Any) -> Any:
             value = run.loss_of(output)
