@@ -63,7 +63,8 @@ Exit status 0 all agree, 1 a parameter differs, 2 bad input (or a rank that rais
       gradcli compare examples/distributed/models.py:MLP --var "x=randn(16, 8)" --loss "out.pow(2).mean()" --ddp 2 --accumulate 4  # exit 1
     """
     from ..comparison.setup import Setup
-    from ..comparison.target import compare_target
+    from ..comparison.run import PURPOSE, compare_of
+    from ..targets.model import on_model
     from .output import exit_status, say, show, user_prints_aside
 
     if wanted(ddp, fsdp):
@@ -91,7 +92,9 @@ Exit status 0 all agree, 1 a parameter differs, 2 bad input (or a rank that rais
         picture_format(plot)  # a wrong suffix or missing matplotlib is a usage error before any work
         require_matplotlib()
     with user_prints_aside(json):
-        result = compare_target(target, var or (), setup=setup, loss=loss, loss_init=loss_init or (), init=init or (), seed=seed, library_dirs=library or ())
+        setup.check_machine()  # before the user's module is imported and built
+        result = on_model(compare_of, target, var or (), purpose=PURPOSE, loss=loss, loss_init=loss_init or (),
+                          init=init or (), seed=seed, library_dirs=library or (), setup=setup)
     if plot is not None:
         from ..plot.compare import save_compare
 

@@ -54,7 +54,8 @@ def grads_command(
       gradcli grads examples/grads/faults.py:DeadReLU --var "x=randn(16, 8)" --loss "out.pow(2).mean()" --strict  # exit 1
       gradcli grads examples/grads/faults.py:DeepMLP --init std=1.5 --var "x=randn(64, 64)" --loss "out.pow(2).mean()" --depth 1 --steps 3  # exit 1
     """
-    from ..health.target import grads_target
+    from ..health.run import PURPOSE, grads_of
+    from ..targets.model import on_model
     from .output import exit_status, say, show, user_prints_aside
 
     if lr is not None and not steps:
@@ -75,8 +76,8 @@ def grads_command(
                                      grads=dict(vanish=vanish, explode=explode, spread=spread, strict=strict, depth=depth))
         raise typer.Exit(grads_ranks(options))
     with user_prints_aside(json):
-        result = grads_target(
-            target, var or (), loss=loss, loss_init=loss_init or (), init=init or (), seed=seed, dtype=dtype, device=device,
+        result = on_model(
+            grads_of, target, var or (), purpose=PURPOSE, loss=loss, loss_init=loss_init or (), init=init or (), seed=seed, dtype=dtype, device=device,
             library_dirs=library or (), steps=steps, lr=0.01 if lr is None else lr, vanish=vanish, explode=explode, spread=spread, strict=strict, depth=depth,
         )
     if plot is not None:

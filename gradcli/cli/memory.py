@@ -49,7 +49,8 @@ def memory_command(
       gradcli memory examples/memory/mlp.py:DeepMLP --init depth=4 --var "x=randn(16, 128)" --loss "out.pow(2).mean()" --depth 2 --checkpoint 1 --json
       gradcli memory examples/memory/mlp.py:MLP --var "x=randn(64, 256)" --loss "out.pow(2).mean()" --amp bfloat16 --checkpoint 0
     """
-    from ..footprint.target import memory_target
+    from ..footprint.run import PURPOSE, memory_of
+    from ..targets.model import on_model
     from .output import exit_status, say, show, user_prints_aside
 
     if depth is not None and depth < 0:
@@ -64,8 +65,8 @@ def memory_command(
         picture_format(plot)  # a wrong suffix or missing matplotlib is a usage error before any work
         require_matplotlib()
     with user_prints_aside(json):
-        result = memory_target(
-            target, var or (), loss=loss, loss_init=loss_init or (), init=init or (), seed=seed, dtype=dtype, device=device,
+        result = on_model(
+            memory_of, target, var or (), purpose=PURPOSE, tag_loss=True, loss=loss, loss_init=loss_init or (), init=init or (), seed=seed, dtype=dtype, device=device,
             library_dirs=library or (), depth=depth, amp=amp, checkpoint=checkpoint, create_graph=create_graph,
         )
     if plot is not None:

@@ -23,6 +23,8 @@ from .runs import FACTOR, Runs
 from .setup import Setup
 from .side import LossFn
 
+#: What compare needs a target to be (the end of the refusal of any other, targets/model.py's on_model).
+PURPOSE = "compare judges a model's parameter gradients"
 
 def compare(model: torch.nn.Module, *inputs: Any, loss: LossFn | str | None = None, compile: bool = False,
             backend: str = "inductor", mode: str | None = None, amp: str | None = None, scaler: bool = False,

@@ -15,9 +15,10 @@ from typing import Any
 
 from ..health.result import GradsResult
 from ..health.stats import grad_stats
-from ..health.target import grads_target
+from ..health.run import PURPOSE, grads_of
 from ..health.verdicts import judge_sizes, median_ratio
 from ..outcome import Problem, Reported
+from ..targets.model import on_model
 from ..words import problem_sentences
 from .judge import judge
 from .launch import TIMEOUT, Ranks, start_ranks
@@ -80,8 +81,8 @@ def grads_distributed(setup: Setup, *, timeout: float = TIMEOUT, ranks: Ranks | 
             ranks = stack.enter_context(start_ranks(setup.world, setup.backend, timeout))
         setup = replace(setup, seed=ranks.agree(setup.seed))  # under torchrun each rank drew its own
         # While the ranks import torch: grads' own run and the reference, on one process.
-        health = grads_target(setup.target, setup.variables, loss=setup.loss, init=setup.init, seed=setup.seed,
-                              library_dirs=setup.library_dirs, **options)
+        health = on_model(grads_of, setup.target, setup.variables, purpose=PURPOSE, loss=setup.loss, init=setup.init,
+                          seed=setup.seed, library_dirs=setup.library_dirs, **options)
         ref = reference(setup, setup.world)
         runs = ranks.run(job(setup))
     run = judge(ref, runs)

@@ -30,6 +30,8 @@ from .replay import LossFn, Run
 from .result import MemoryResult, NodeSaved, SavedTensor
 from .saved import SavedCounter, loss_nodes
 
+#: What memory needs a target to be (the end of the refusal of any other, targets/model.py's on_model).
+PURPOSE = "memory measures what a model's forward and backward keep"
 #: --amp takes the dtypes autocast computes in.
 AMP_DTYPES = ("bfloat16", "float16")
 

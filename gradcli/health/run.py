@@ -28,6 +28,8 @@ from .thresholds import Thresholds
 from .verdicts import judge_sizes, median_ratio, nonfinite_finding
 
 LossFn = Callable[[Any], Any]
+#: What grads needs a target to be (the end of the refusal of any other, targets/model.py's on_model).
+PURPOSE = "grads judges a model's parameters"
 #: --steps shows how the first updates go; a training run is not what grads is for.
 MAX_STEPS = 1000
 
