@@ -39,6 +39,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("gradcli.verify.function",),
     ("gradcli.verify.discovery", "gradcli.verify"),
     ("gradcli.tracing",),
+    ("gradcli.watcher",),  # a run checked step by step: health's verdicts, causes' reasoning, the recorder
     ("gradcli.demos",),
     ("gradcli.plot",),
     ("gradcli.render",),
@@ -46,7 +47,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("gradcli.cli", "gradcli.__main__"),
 ]
 LIBRARY = ("language", "interpret", "exact", "targets", "graph", "verify", "chain", "health", "comparison", "footprint",
-           "distributed", "tracing")
+           "distributed", "tracing", "watcher")
 UPPER = ("typer", "rich", "click", "gradcli.cli", "gradcli.render", "gradcli.plot", "gradcli.api", "gradcli.demos")
 
 

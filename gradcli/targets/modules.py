@@ -47,11 +47,14 @@ class ModuleHooks:
 
     def __init__(self, *, names: dict[int, str] | None = None, modules: Iterable[tuple[str, Any]] | None = None,
                  enter: Enter | None = None, leave: Leave | None = None,
-                 unknown: Callable[[Any], str] | None = None, eager: bool = False) -> None:
+                 unknown: Callable[[Any], str] | None = None, eager: bool = False, kwargs: bool = False) -> None:
+        """With `kwargs`, `leave` is called as leave(path, module, args, kwargs, output): the
+        keyword arguments of the call too (watch replays a step's calls with them)."""
         if (names is None) == (modules is None):
             raise ValueError("ModuleHooks observes either every module torch runs (names) or the given modules")
         self.names, self.modules = names, None if modules is None else list(modules)
         self._enter, self._leave, self._unknown, self._eager = enter, leave, unknown, eager
+        self._kwargs = kwargs
         self.stack: list[str] = []
         self._handles: list[Any] = []
 
@@ -63,21 +66,25 @@ class ModuleHooks:
         if self.modules is None:
             from torch.nn.modules import module as nn_module
 
+            post = self._post_kwargs if self._kwargs else self._post
             self._handles = [nn_module.register_module_forward_pre_hook(self._pre),
-                             nn_module.register_module_forward_hook(self._post, always_call=True)]
+                             nn_module.register_module_forward_hook(post, always_call=True, with_kwargs=self._kwargs)]
             return self
         # Given modules and no `enter`: no pre-hooks at all (under torch.compile each hook run by
         # Python is a graph break), and then no stack either.
         for path, module in self.modules:
             pre = lambda m, args, path=path: self._entering(path, m, args)  # noqa: E731
-            post = lambda m, args, out, path=path: self._leaving(path, m, args, out)  # noqa: E731
+            if self._kwargs:
+                post = lambda m, args, kwargs, out, path=path: self._leaving(path, m, args, out, kwargs)  # noqa: E731
+            else:
+                post = lambda m, args, out, path=path: self._leaving(path, m, args, out)  # noqa: E731
             if self._eager:
                 import torch._dynamo as dynamo
 
                 pre, post = dynamo.disable(pre), dynamo.disable(post)
             if self._enter is not None:
                 self._handles.append(module.register_forward_pre_hook(pre))
-            self._handles.append(module.register_forward_hook(post, always_call=True))
+            self._handles.append(module.register_forward_hook(post, always_call=True, with_kwargs=self._kwargs))
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -103,14 +110,22 @@ class ModuleHooks:
         if path is not None:
             self._leaving(path, module, args, output)
 
+    def _post_kwargs(self, module: Any, args: Any, kwargs: Any, output: Any) -> None:
+        path = self._path(module)
+        if path is not None:
+            self._leaving(path, module, args, output, kwargs)
+
     # -- one module --------------------------------------------------------------------------
     def _entering(self, path: str, module: Any, args: Any) -> None:
         self.stack.append(path)
         if self._enter is not None:
             self._enter(path, module, args)
 
-    def _leaving(self, path: str, module: Any, args: Any, output: Any) -> None:
+    def _leaving(self, path: str, module: Any, args: Any, output: Any, kwargs: Any = None) -> None:
         if self.stack and self.stack[-1] == path:
             self.stack.pop()
         if self._leave is not None:
-            self._leave(path, module, args, output)
+            if self._kwargs:
+                self._leave(path, module, args, kwargs, output)  # type: ignore[call-arg]
+            else:
+                self._leave(path, module, args, output)

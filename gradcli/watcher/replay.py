@@ -26,6 +26,7 @@ import torch
 
 from ..health.nonfinite import _nodes
 from ..targets.record import ForwardRecorder, origin_of
+from .calls import output_tensors
 from .causes import backward_cause, forward_cause, function_origin, origin_from
 from .result import Replay, Stop, WatchCause, WatchOrigin
 
@@ -97,8 +98,6 @@ def _arguments(call: Any) -> list[tuple[str, torch.Tensor]]:
 def _forward(calls: list[Any], recorder: ForwardRecorder) -> tuple[bool, torch.Tensor | None, bool]:
     """Run the calls again under the recorder: (outputs finite, the backward root, whether a
     gradient that arrived at an output in the real step was non-finite)."""
-    from .session import _tensors
-
     root: torch.Tensor | None = None
     finite, arrived_bad = True, False
     for call in calls:
@@ -106,7 +105,7 @@ def _forward(calls: list[Any], recorder: ForwardRecorder) -> tuple[bool, torch.T
             torch.random.set_rng_state(call.rng)
             with recorder:
                 out = call.module(*_detached(call.args), **_detached(call.kwargs or {}))
-        tensors = [t for t in _tensors(out) if t.requires_grad]
+        tensors = [t for t in output_tensors(out) if t.requires_grad]
         for tensor, grad in zip(tensors, call.grads):
             if not bool(torch.isfinite(tensor.detach()).all()):
                 finite = False

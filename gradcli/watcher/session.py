@@ -6,8 +6,8 @@ raising there leaves the parameters and the optimizer's state as the previous st
 backward ran on: the step's loss. The model's top-level calls are captured (their arguments,
 the random state before them, and the gradient that arrived at their outputs) so that a bad
 step can be replayed later; nothing is copied, only referenced until the step is applied.
-Which modules are top-level is learnt from torch's global module hooks during the first step;
-after it, only those modules are hooked.
+Which modules are top-level is learnt from targets/modules.py's observer of every module during
+the first step; after it, only those modules are hooked.
 
 The cost per checked step is reading.py's one reduction and one host read, a few Python
 calls per hook, and the spike statistic on two numbers.
@@ -24,7 +24,9 @@ from typing import Any, Callable, Iterable
 import torch
 
 from ..targets.load import is_user_file
+from ..targets.modules import ModuleHooks
 from . import health
+from .calls import Call, output_tensors
 from .options import WatchOptions
 from .reading import StepReading, nonfinite_parameters, read_step
 from .result import Replay, Stop, WatchFinding, WatchResult, WatchStop
@@ -34,19 +36,6 @@ from .spikes import SpikeDetector
 DIVERGING = 3
 #: Called after each checked step with (optimizer label, step, reading); the CLI's status line.
 Listener = Callable[[str, int, StepReading], None]
-
-
-@dataclass
-class Call:
-    """One top-level call of a model in the current step, enough to replay it."""
-
-    module: torch.nn.Module
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any] | None  # filled when the call returns, for a call the global hooks found
-    rng: torch.Tensor
-    site: tuple[str, int] | None  # the user's line that called the model
-    outputs: list[torch.Tensor] = field(default_factory=list)
-    grads: list[torch.Tensor | None] = field(default_factory=list)  # arrived at each output in backward
 
 
 @dataclass
@@ -82,9 +71,9 @@ class Watch:
         self.backward_site: tuple[str, int] | None = None
         self.watched: dict[int, Watched] = {}
         self._handles: list[Any] = []
-        self._top_handles: dict[int, list[Any]] = {}
+        self._discovery: ModuleHooks | None = None  # every module, during the first step
+        self._top_hooks: ModuleHooks | None = None  # the models only, after it
         self._discovering = not self.tops
-        self._depth = 0
         self._backward: Any = None
         self._log: Any = None
         self._names: dict[int, str] | None = None
@@ -92,17 +81,15 @@ class Watch:
 
     # -- installing ----------------------------------------------------------------------
     def __enter__(self) -> "Watch":
-        from torch.nn.modules import module as nn_module
         from torch.optim import optimizer as optim_module
 
         self._handles = [optim_module.register_optimizer_step_pre_hook(self._pre_step),
                          optim_module.register_optimizer_step_post_hook(self._post_step)]
-        if self._discovering:
-            self._handles += [nn_module.register_module_forward_pre_hook(self._global_enter),
-                              nn_module.register_module_forward_hook(self._global_leave, with_kwargs=True,
-                                                                     always_call=True)]
-        for module in self.tops.values():
-            self._hook_top(module)
+        if self._discovering:  # every module torch runs, until the first step has shown the models
+            self._discovery = ModuleHooks(names={}, unknown=lambda module: "", enter=self._found_enter,
+                                          leave=self._found_leave, kwargs=True).__enter__()
+        else:
+            self._hook_tops()
         self._backward = torch.autograd.backward
         torch.autograd.backward = self._on_backward
         if self.options.log is not None:
@@ -120,10 +107,10 @@ class Watch:
         for handle in self._handles:
             handle.remove()
         self._handles = []
-        for handles in self._top_handles.values():
-            for handle in handles:
-                handle.remove()
-        self._top_handles = {}
+        for hooks in (self._discovery, self._top_hooks):
+            if hooks is not None:
+                hooks.__exit__(None, None, None)
+        self._discovery = self._top_hooks = None
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -136,46 +123,40 @@ class Watch:
             self.backward_site = _user_site(sys._getframe(1))
         return self._backward(tensors, *args, **kwargs)
 
-    def _global_enter(self, module: torch.nn.Module, args: Any) -> None:
-        if self._paused:
+    def _found_enter(self, path: str, module: torch.nn.Module, args: Any) -> None:
+        """A module's forward begins (discovery): one not inside another is a model."""
+        if self._paused or len(self._discovery.stack) != 1:  # type: ignore[union-attr]
             return
-        if self._depth == 0 and id(module) not in self.tops:
+        if id(module) not in self.tops:
             self.tops[id(module)] = module
             self._names = None
-            self._enter(module, args, None)
-        self._depth += 1
+        self._enter(path, module, args)
 
-    def _global_leave(self, module: torch.nn.Module, args: Any, kwargs: Any, output: Any) -> None:
+    def _found_leave(self, path: str, module: torch.nn.Module, args: Any, kwargs: Any, output: Any) -> None:
+        if not self._paused and not self._discovery.stack:  # type: ignore[union-attr]
+            self._leave(path, module, args, kwargs, output)
+
+    def _hook_tops(self) -> None:
+        """From now on only the models found (or given) are hooked: two hooks per call."""
+        names = self._module_names()
+        self._top_hooks = ModuleHooks(modules=[(names.get(id(m), ""), m) for m in self.tops.values()],
+                                      enter=self._enter, leave=self._leave, kwargs=True).__enter__()
+
+    def _enter(self, path: str, module: torch.nn.Module, args: Any) -> None:
         if self._paused:
             return
-        self._depth = max(0, self._depth - 1)
-        if self._depth == 0 and id(module) not in self._top_handles:
-            call = self._open_call(module)
-            if call is not None:
-                call.kwargs = dict(kwargs)
-            self._leave(module, args, output)
+        self.calls.append(Call(module, tuple(args), None, torch.get_rng_state(), _user_site(sys._getframe(1))))
 
-    def _hook_top(self, module: torch.nn.Module) -> None:
-        if id(module) in self._top_handles:
-            return
-        self._top_handles[id(module)] = [
-            module.register_forward_pre_hook(self._enter, with_kwargs=True),
-            module.register_forward_hook(self._leave),
-        ]
-
-    def _enter(self, module: torch.nn.Module, args: Any, kwargs: Any) -> None:
+    def _leave(self, path: str, module: torch.nn.Module, args: Any, kwargs: Any, output: Any) -> None:
         if self._paused:
             return
-        self.calls.append(Call(module, tuple(args), kwargs, torch.get_rng_state(), _user_site(sys._getframe(1))))
-
-    def _open_call(self, module: torch.nn.Module) -> Call | None:
-        return next((c for c in reversed(self.calls) if c.module is module and not c.outputs), None)
-
-    def _leave(self, module: torch.nn.Module, args: Any, output: Any) -> None:
-        call = self._open_call(module)
-        if call is None or self._paused or not torch.is_grad_enabled():
+        call = next((c for c in reversed(self.calls) if c.module is module and c.kwargs is None), None)
+        if call is None:
             return
-        call.outputs = [t for t in _tensors(output) if t.requires_grad]
+        call.kwargs = dict(kwargs or {})
+        if not torch.is_grad_enabled():
+            return
+        call.outputs = [t for t in output_tensors(output) if t.requires_grad]
         call.grads = [None] * len(call.outputs)
         for index, tensor in enumerate(call.outputs):
             tensor.register_hook(_keep(call, index))
@@ -203,11 +184,9 @@ class Watch:
         self.calls, self.losses = [], []
         if self._discovering:  # the first step is done: hook only the models found
             self._discovering = False
-            for module in self.tops.values():
-                self._hook_top(module)
-            for handle in self._handles[2:]:
-                handle.remove()
-            del self._handles[2:]
+            self._discovery.__exit__(None, None, None)  # type: ignore[union-attr]
+            self._discovery = None
+            self._hook_tops()
 
     def _checked_closure(self, optimizer: torch.optim.Optimizer, watched: Watched, closure: Callable[[], Any]) -> Any:
         def checked() -> Any:
@@ -367,21 +346,6 @@ def _keep(call: Call, index: int) -> Callable[[torch.Tensor], None]:
         call.grads[index] = grad
 
     return keep
-
-
-def _tensors(value: Any, depth: int = 3) -> list[torch.Tensor]:
-    """The tensors of a model's output: itself, or inside tuples, lists, dicts (a ModelOutput)."""
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if depth <= 0:
-        return []
-    if isinstance(value, dict):
-        items: list[Any] = list(value.values())
-    elif isinstance(value, (tuple, list)):
-        items = list(value)
-    else:
-        return []
-    return [t for item in items for t in _tensors(item, depth - 1)]
 
 
 def _user_site(frame: Any) -> tuple[str, int] | None:

@@ -1,0 +1,36 @@
+"""A model's top-level call within a training step: what watch keeps of it to replay it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+
+@dataclass
+class Call:
+    """One top-level call of a model in the current step, enough to replay it."""
+
+    module: torch.nn.Module
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any] | None  # filled when the call returns (None while it runs)
+    rng: torch.Tensor
+    site: tuple[str, int] | None  # the user's line that called the model
+    outputs: list[torch.Tensor] = field(default_factory=list)
+    grads: list[torch.Tensor | None] = field(default_factory=list)  # arrived at each output in backward
+
+
+def output_tensors(value: Any, depth: int = 3) -> list[torch.Tensor]:
+    """The tensors of a model's output: itself, or inside tuples, lists, dicts (a ModelOutput)."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if depth <= 0:
+        return []
+    if isinstance(value, dict):
+        items: list[Any] = list(value.values())
+    elif isinstance(value, (tuple, list)):
+        items = list(value)
+    else:
+        return []
+    return [t for item in items for t in output_tensors(item, depth - 1)]
