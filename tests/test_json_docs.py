@@ -113,6 +113,13 @@ RUNS = [
 ]
 
 
+# watch (issue 34): a stop found by rerunning the script, with an overflowing norm before it; spikes.
+WATCH_RUNS = [
+    ["examples/watch/train.py", "--fault", "lr", "--steps", "8"],
+    ["examples/watch/train.py", "--fault", "spike", "--at", "12", "--steps", "14"],
+]
+
+
 @pytest.fixture(scope="module")
 def documents():
     """Each run's document, produced once for the module."""
@@ -128,10 +135,19 @@ def documents():
             result = runner.invoke(app, [*args, "--json"], catch_exceptions=False)
             assert result.exit_code == status, (args, result.stdout, result.stderr)
             produced.append((table, "gradcli " + " ".join(args) + " --json", json.loads(result.stdout)))
+        for args in WATCH_RUNS:  # watch writes its document to --json PATH: stdout is the script's
+            path = ROOT / "tests" / f".watch-{len(produced)}.json"
+            try:
+                result = runner.invoke(app, ["watch", "-q", "--json", str(path), *args], catch_exceptions=False)
+                assert result.exit_code == 1, (args, result.stderr)
+                produced.append(("watch", "gradcli watch --json PATH " + " ".join(args), json.loads(path.read_text())))
+            finally:
+                path.unlink(missing_ok=True)
     return produced
 
 
-@pytest.mark.parametrize("index", range(len(RUNS)), ids=[" ".join(r[1][:2]) for r in RUNS])
+@pytest.mark.parametrize("index", range(len(RUNS) + len(WATCH_RUNS)),
+                         ids=[" ".join(r[1][:2]) for r in RUNS] + [f"watch {r[2]}" for r in WATCH_RUNS])
 def test_every_produced_key_is_documented_with_its_type(documents, index):
     table, origin, document = documents[index]
     checker = Checker(read_tables())

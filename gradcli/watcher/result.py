@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from ..outcome import Problem, Reported
+from ..outcome import Problem, Reported, sentence
+from ..words import problem_sentences
 
 #: Why a run was stopped.
 StopKind = Literal["nonfinite_loss", "nonfinite_gradient", "spike"]
@@ -117,7 +118,8 @@ class WatchResult(Reported):
         problems = []
         if self.stop is not None:
             problems.append(Problem("watch-stop", self.stop.optimizer, {"step": self.stop.step, "stop": self.stop.kind}))
-        problems += [Problem(f"watch-{f.kind}", ", ".join(f.parameters), {"step": f.step}) for f in self.findings]
+        problems += [Problem("watch-finding", ", ".join(f.parameters), {"step": f.step, "finding": f.kind})
+                     for f in self.findings]
         return problems
 
     def as_dict(self) -> dict[str, Any]:
@@ -125,8 +127,26 @@ class WatchResult(Reported):
             "ok": self.ok, "steps": self.steps, "checks": self.checks, "optimizers": self.optimizers,
             "finished": self.finished, "stop": self.stop.as_dict() if self.stop else None,
             "findings": [f.as_dict() for f in self.findings],
-            "problems": [p.as_dict() for p in self.problems], "notes": list(self.notes),
+            "problems": problem_sentences(self.problems), "notes": list(self.notes),
         }
+
+
+_STOPS = {"nonfinite_loss": "the loss was not finite", "nonfinite_gradient": "a gradient was not finite",
+          "spike": "a spike (--stop-on spike)"}
+_FINDINGS = {"loss_spike": "a loss spike", "grad_spike": "a gradient-norm spike", "no_gradient": "no gradient",
+             "dead": "an all-zero gradient, step after step (dead)", "vanishing": "a vanishing gradient",
+             "exploding": "an exploding gradient"}
+
+
+@sentence("watch-stop")
+def _stop_sentence(p: Problem) -> str:
+    return f"stopped at step {p.detail['step']} of {p.subject}, before it was applied: {_STOPS[p.detail['stop']]}"
+
+
+@sentence("watch-finding")
+def _finding_sentence(p: Problem) -> str:
+    on = f" on {p.subject}" if p.subject else ""
+    return f"step {p.detail['step']}: {_FINDINGS[p.detail['finding']]}{on}"
 
 
 class WatchStop(Exception):
