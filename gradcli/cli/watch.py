@@ -20,7 +20,7 @@ from .app import app, reports_errors
 @reports_errors
 def watch_command(
     command: Annotated[Optional[List[str]], typer.Argument(
-        metavar="SCRIPT [ARGS]...",
+        metavar="SCRIPT",
         help="The training script and its own arguments, as you would give them to python (with -m: the module's arguments).")] = None,
     module: Annotated[Optional[str], typer.Option("-m", metavar="MODULE", help="Run a module as `python -m MODULE` would.")] = None,
     every: Annotated[int, typer.Option("--every", metavar="N", help="Check every N-th optimizer step (1: each one, stopped before a bad update).")] = 1,
