@@ -51,10 +51,11 @@ def line_of(text: str) -> int:
 def torch_truth(fault: str, model: str = "mlp", steps: int = STEPS, at: int = AT) -> dict:
     """The plain loop: the first step whose loss or gradient is not finite, its non-finite
     parameters, and the weights before each step was applied."""
-    truth: dict = {"weights": {}, "losses": {}, "zero": {}, "none": {}}
+    truth: dict = {"weights": {}, "losses": {}, "zero": {}, "none": {}, "grads": {}}
 
     def before(step, m, loss):
         truth["weights"][step] = {k: v.detach().clone() for k, v in m.state_dict().items()}
+        truth["grads"][step] = {n: p.grad.clone() for n, p in m.named_parameters() if p.grad is not None}
         truth["losses"][step] = float(loss.detach())
         truth["none"][step] = [n for n, p in m.named_parameters() if p.grad is None]
         truth["zero"][step] = [n for n, p in m.named_parameters() if p.grad is not None and not bool(p.grad.any())]
@@ -317,3 +318,25 @@ def test_the_hooks_are_gone_after_the_block():
     from torch.optim import optimizer as optim_module
 
     assert not optim_module._global_optimizer_pre_hooks and not nn_module._global_forward_hooks
+
+
+def test_the_saved_step_is_read_back_by_trace_and_grads(tmp_path):
+    truth = torch_truth("where")
+    folder = tmp_path / "bundle"
+    script = Script(str(EXAMPLE), None, ("--fault", "where", "--at", str(AT), "--steps", str(STEPS)))
+    assert watch_script(script, WatchOptions(save=folder)).stop.step == AT
+    from gradcli.watcher.bundle import ReplayedStep
+
+    step = ReplayedStep(folder / "replay.py")
+    step().backward()
+    for name, param in step.models["MLP"].named_parameters():  # the stopped step's own gradients
+        torch.testing.assert_close(param.grad, truth["grads"][AT][name], equal_nan=True, rtol=0, atol=0)
+    from typer.testing import CliRunner
+
+    from gradcli.cli import app
+
+    runner = CliRunner(env={"COLUMNS": "200", "NO_COLOR": "1"})
+    grads = runner.invoke(app, ["grads", f"{folder / 'replay.py'}:step"])
+    assert grads.exit_code == 1 and "models.MLP.scale: NONFINITE" in grads.stdout
+    traced = runner.invoke(app, ["trace", f"{folder / 'replay.py'}:step", "--flow"])
+    assert traced.exit_code == 1 and "the gradient of models.MLP.scale is not finite" in traced.stdout

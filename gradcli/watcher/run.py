@@ -17,7 +17,7 @@ class ScriptFailed(UserCodeError):
 
 def watch_script(script: Script, options: WatchOptions, listener: Listener | None = None) -> WatchResult:
     check_script(script)
-    watch = Watch(options, listener=listener, script=script.name)
+    watch = Watch(options, listener=listener, script=script)
     with watch:
         try:
             run_script(script)

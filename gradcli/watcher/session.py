@@ -60,9 +60,10 @@ class Watch:
 
     def __init__(self, options: WatchOptions | None = None, *, models: Iterable[torch.nn.Module] = (),
                  optimizers: Iterable[torch.optim.Optimizer] = (), listener: Listener | None = None,
-                 script: str | None = None) -> None:
+                 script: Any = None) -> None:
         self.options = options or WatchOptions()
-        self.result = WatchResult(script=script)
+        self.result = WatchResult(script=script.name if script is not None else None)
+        self.script = script
         self.listener = listener
         self.only = {id(o) for o in optimizers}
         self.tops: dict[int, torch.nn.Module] = {id(m): m for m in models}
@@ -277,7 +278,7 @@ class Watch:
         if self.options.save is not None:
             from .bundle import save_bundle
 
-            save_bundle(self.options.save, self, optimizer, stop)
+            save_bundle(self.options.save, self, optimizer, stop, self.script)
         raise WatchStop(self.result)
 
     # -- names ----------------------------------------------------------------------------
