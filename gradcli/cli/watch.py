@@ -91,8 +91,10 @@ def watch_command(
         from ..plot.watch import draw_watch_log
 
         draw_watch_log(log_path, plot, result)
-        say(f"picture written to {plot}", None)
-    show(result, console=_stderr_console())
+    console = _stderr_console()
+    show(result, console=console)
+    if plot is not None:
+        say(f"picture written to {plot}", console)
     raise typer.Exit(exit_status(result.ok))
 
 

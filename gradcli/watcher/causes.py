@@ -8,6 +8,8 @@ from typing import Any
 
 from .result import WatchCause, WatchOrigin
 
+#: Divisions: a nan out of finite inputs is 0/0, an inf is x/0.
+_DIVISIONS = {"div", "true_divide", "truediv", "divide", "floor_divide", "reciprocal", "rsqrt"}
 #: Forward calls whose inf output from finite inputs is a logarithm of zero.
 _LOGS = {"log", "log2", "log10", "log_", "xlogy", "log_softmax", "nll_loss", "binary_cross_entropy"}
 _HALF = {"float16", "bfloat16"}
@@ -51,6 +53,10 @@ def forward_cause(event: Any, origin: WatchOrigin) -> WatchCause:
     if detail.get("masked_rows"):
         return WatchCause("masked_row", f"{where} gives nan on {detail['masked_rows']} row(s) that are -inf "
                                         "throughout (a fully masked row of a softmax)")
+    if op in _DIVISIONS and not detail.get("written"):
+        what = "0 by 0 (nan)" if kind == "nan" else "by 0 (inf)"
+        return WatchCause("division_by_zero", f"{where} divides {what}: a mean over an empty mask, a norm of a "
+                                              "zero vector? (clamp the divisor, or skip the empty batch)")
     fresh = kind == "inf" and not detail.get("written")
     if fresh and op in _LOGS:
         return WatchCause("log_of_zero", f"{where} takes the logarithm of 0: -inf in forward, and its derivative "

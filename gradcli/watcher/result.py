@@ -17,7 +17,7 @@ FindingKind = Literal["loss_spike", "grad_spike", "no_gradient", "dead", "vanish
 Phase = Literal["input", "forward", "backward", "weights"]
 #: The catalogue of causes a stop can name (docs/causes.md, "watch").
 CauseKind = Literal[
-    "nonfinite_input", "nonfinite_weights", "log_of_zero", "float16_overflow", "overflow",
+    "nonfinite_input", "nonfinite_weights", "log_of_zero", "division_by_zero", "float16_overflow", "overflow",
     "infinite_derivative", "leaked_branch", "zero_times_inf", "inf_minus_inf", "masked_row",
     "custom_backward", "unexplained",
 ]
