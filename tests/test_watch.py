@@ -340,3 +340,35 @@ def test_the_saved_step_is_read_back_by_trace_and_grads(tmp_path):
     assert grads.exit_code == 1 and "models.MLP.scale: NONFINITE" in grads.stdout
     traced = runner.invoke(app, ["trace", f"{folder / 'replay.py'}:step", "--flow"])
     assert traced.exit_code == 1 and "the gradient of models.MLP.scale is not finite" in traced.stdout
+
+
+class MaskedMean(torch.nn.Module):
+    """A model that averages its token features over a mask, as a pooling layer does."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(4, 4)
+
+    def forward(self, x, mask):
+        h = self.proj(x) * mask.unsqueeze(-1)
+        return h.sum(dim=1) / mask.sum(dim=1, keepdim=True)
+
+
+def test_a_mean_over_an_empty_mask_is_a_division_by_zero():
+    torch.manual_seed(0)
+    model = MaskedMean()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, mask = torch.randn(2, 3, 4), torch.ones(2, 3)
+    empty = torch.tensor([[1.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
+    assert torch.isnan(model(x, empty)).any()  # torch: 0/0 on the second row
+    with gradcli.watch(model, opt) as w:
+        for step in range(1, 4):
+            opt.zero_grad()
+            model(x, mask=empty if step == 3 else mask).pow(2).mean().backward()
+            try:
+                opt.step()
+            except gradcli.WatchStop:
+                break
+    stop = w.result.stop
+    assert stop.step == 3 and stop.origin.phase == "forward" and stop.origin.node == "div"
+    assert stop.cause.kind == "division_by_zero" and stop.origin.module == ""
