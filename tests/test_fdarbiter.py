@@ -112,3 +112,24 @@ def test_a_failing_fast_mode_never_builds_a_dense_jacobian(monkeypatch):
     verdict = run_gradcheck(Doubled.apply, [torch.linspace(0, 1, 10_000, dtype=torch.float64)], seed=0)
     assert verdict.fast_mode and verdict.ok is False
     assert calls == []  # torch's slow-mode reprint (a 10,000 x 10,000 Jacobian) did not run
+
+
+def test_second_order_settles_both_of_a_mirror_pair():
+    """x*y at x = 1e20, y = 1: gradgradcheck fails on d(df/dy)/dx (the step in x is lost to
+    rounding), not on d(df/dx)/dy; the settle must look at the pair both ways."""
+    x = torch.tensor([1e20], dtype=torch.float64, requires_grad=True)
+    y = torch.tensor([1.0], dtype=torch.float64, requires_grad=True)
+    # torch's own checker fails here, so there is a failure to settle
+    assert not torch.autograd.gradgradcheck(lambda a, b: (a * b).sum(), (x, y), raise_exception=False)
+    hessian = torch.autograd.functional.hessian(lambda a, b: (a * b).sum(), (x.detach(), y.detach()))
+    truth = {"x,x": hessian[0][0].item(), "x,y": hessian[0][1].item(), "y,y": hessian[1][1].item()}
+    assert truth == {"x,x": 0.0, "x,y": 1.0, "y,y": 0.0}
+    assert hessian[1][0].item() == 1.0
+
+    result = gradcli.check("x*y", {"x": "[1e20]", "y": "[1.0]"}, order=2)
+    assert result.ok, str(result)
+    assert result.gradgradcheck.ok is not False
+    assert result.gradgradcheck.unreliable_reasons == {STEP_ROUNDED: 1}
+    for comparison in result.second:
+        assert comparison.ok
+        assert comparison.worst_at["autograd"] == truth[comparison.name]
