@@ -139,9 +139,7 @@ def _conclude(
         return
     if not any(o.disagreeing for o in outcomes):
         if rerun is not None and _projection_alone(result, label, verdict, outcomes):
-            sentence = (f"fast mode's random projection failed ({verdict.message}), yet central differences "
-                        f"element by element agree with autograd{what} at every one of the {count:,} points, and "
-                        "autograd agrees with the exact derivatives there: the projection's rounding, not the gradient")
+            sentence = _projection_sentence(verdict, what, count)
             setattr(result, label, GradcheckVerdict(True, verdict.fast_mode, sentence, verdict.points))
             result.notes.append(f"{label}: {sentence}")
         return  # otherwise nothing was found element by element: torch's verdict stands
@@ -152,10 +150,15 @@ def _conclude(
         for reason, n in o.unreliable.items():
             reasons[reason] = reasons.get(reason, 0) + n
     excluded = sorted({p for o in outcomes for p in o.unreliable_at})
+    projection = None
     if rerun is not None:
         kept = torch.ones(count, dtype=torch.bool)
         kept[torch.tensor(excluded, dtype=torch.long)] = False
         settled = rerun(kept) if bool(kept.any()) else GradcheckVerdict(None, verdict.fast_mode, None, 0)
+        if settled.ok is False and _projection_alone(result, label, settled, outcomes):
+            # every disagreement element by element was left out: what fails now is the projection
+            projection = _projection_sentence(settled, what, count - len(excluded))
+            settled = GradcheckVerdict(True, settled.fast_mode, None, settled.points)
     else:
         settled = GradcheckVerdict(True, verdict.fast_mode, None, verdict.points)
     settled.unreliable_points = len(excluded)
@@ -169,3 +172,12 @@ def _conclude(
         settled.message = sentence if settled.ok else f"{settled.message}; besides, {sentence}"
     setattr(result, label, settled)
     result.notes.append(f"{label}: {sentence}; those points are left out of it")
+    if projection is not None:
+        settled.message = f"{sentence}; {projection}"
+        result.notes.append(f"{label}: {projection}")
+
+
+def _projection_sentence(verdict: GradcheckVerdict, what: str, count: int) -> str:
+    return (f"fast mode's random projection failed ({verdict.message}), yet central differences "
+            f"element by element agree with autograd{what} at every one of the {count:,} points, and "
+            "autograd agrees with the exact derivatives there: the projection's rounding, not the gradient")
