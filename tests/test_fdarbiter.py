@@ -133,3 +133,43 @@ def test_second_order_settles_both_of_a_mirror_pair():
     for comparison in result.second:
         assert comparison.ok
         assert comparison.worst_at["autograd"] == truth[comparison.name]
+
+
+def test_a_coupled_check_settles_finite_differences_lost_to_a_large_element():
+    """sum(x, dim=0) is checked in the exact (coupled) mode, through L = sum(w*y): with an
+    element of 1e20 in it, no step of 1e-6 changes L in float64, so gradcheck fails everywhere
+    while autograd's gradient, ones, is the exact one."""
+    values = [[1e20, 1.0], [2.0, 3.0]]
+    x = torch.tensor(values, dtype=torch.float64, requires_grad=True)
+    assert not torch.autograd.gradcheck(lambda t: t.sum(dim=0), (x,), raise_exception=False)
+    (grad,) = torch.autograd.grad(x.sum(dim=0), x, torch.tensor([1.0, 2.0], dtype=torch.float64))
+    assert torch.equal(grad, torch.tensor([[1.0, 2.0], [1.0, 2.0]], dtype=torch.float64))  # d/dx of sum(w*y): w
+    # why each element's central difference fails, from float64 itself
+    flat, weights = [v for row in values for v in row], [1.0, 2.0]
+    reasons: dict[str, int] = {}
+    for i, v in enumerate(flat):
+        if abs(((v + 1e-6) - (v - 1e-6)) - 2e-6) > 1e-3 * 2e-6:  # the step itself is lost
+            reasons[STEP_ROUNDED] = reasons.get(STEP_ROUNDED, 0) + 1
+            continue
+        moved = [list(flat), list(flat)]
+        moved[0][i] += 1e-6
+        moved[1][i] -= 1e-6
+        plus, minus = (sum(w * (m[c] + m[2 + c]) for c, w in enumerate(weights)) for m in moved)
+        assert plus == minus  # the forward does not change over the step
+        reasons[FLAT_FORWARD] = reasons.get(FLAT_FORWARD, 0) + 1
+
+    result = gradcli.check("sum(x, dim=0)", {"x": str(values)})
+    assert result.mode == "exact"
+    assert result.ok, str(result)
+    assert result.gradcheck.ok is True
+    assert result.gradcheck.unreliable_points == len(flat)
+    assert result.gradcheck.unreliable_reasons == reasons
+    assert any("finite differences are unreliable" in note for note in result.notes)
+
+
+def test_a_coupled_check_that_torch_passes_is_not_settled():
+    """Without the large element torch's gradcheck passes: no point is set aside."""
+    result = gradcli.check("sum(x, dim=0)", {"x": "[[1.0, 2.0], [3.0, 4.0]]"})
+    x = torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: t.sum(dim=0), (x,), raise_exception=False)
+    assert result.ok and result.gradcheck.ok is True and result.gradcheck.unreliable_points == 0
