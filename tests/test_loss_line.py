@@ -270,6 +270,27 @@ def test_a_python_callable_loss_in_trace_and_grads(lm):
     assert gradcli.grads(model, ids, loss=my_loss, y=y).loss == pytest.approx(expected, rel=1e-6)
 
 
+def test_a_callable_object_loss_without_forward(lm):
+    """A loss object with __call__ but no forward (a functools.partial, a metric class): its
+    signature is __call__'s, and it gets the values its parameters name."""
+    import functools
+
+    model, ids, y = lm
+    expected, grads = _torch_reference(model, ids, y, _flat)
+
+    class Loss:
+        def __call__(self, out, y):
+            return F.cross_entropy(out.flatten(0, 1), y.flatten())
+
+    partial = functools.partial(lambda out, y, scale: scale * F.cross_entropy(out.flatten(0, 1), y.flatten()), scale=1.0)
+    for loss in (Loss(), partial):
+        ours = copy.deepcopy(model)
+        result = gradcli.trace(ours, ids, loss=loss, y=y)
+        assert result.result["value"] == pytest.approx(expected, rel=1e-6)
+        for name, p in ours.named_parameters():
+            assert torch.allclose(p.grad, grads[name], rtol=1e-5, atol=1e-7), name
+
+
 CLASSIFIER = '''\
 import torch
 from torch import nn
