@@ -8,6 +8,7 @@ on two cores.
 
     python tools/mutation.py fd                # run one package, print its score
     python tools/mutation.py fd --results      # the surviving mutants' names of the last run
+    python tools/mutation.py fd --recheck      # the survivors again, against the tests as they are now
 """
 
 from __future__ import annotations
@@ -56,6 +57,29 @@ def score(work: Path) -> dict[str, int]:
     return json.loads((work / "mutants" / "mutmut-cicd-stats.json").read_text(encoding="utf-8"))
 
 
+def survivors(work: Path) -> list[str]:
+    shown = subprocess.run([sys.executable, "-m", "mutmut", "results"], cwd=work, capture_output=True, text=True)
+    return [line.split(":")[0].strip() for line in shown.stdout.splitlines() if line.strip().endswith("survived")]
+
+
+def recheck(package: str, settings: dict, work: Path) -> dict[str, list[str]]:
+    """Each survivor of the last run under the package's current test files (copied in fresh),
+    switched on by mutmut's own MUTANT_UNDER_TEST: tests written since the run are counted
+    without generating the mutants again."""
+    tests = settings["tool"]["gradcli-mutation"][package]["tests"]
+    mutants = work / "mutants"
+    shutil.rmtree(mutants / "tests")
+    shutil.copytree(ROOT / "tests", mutants / "tests", ignore=shutil.ignore_patterns("__pycache__"))
+    outcome: dict[str, list[str]] = {"killed": [], "survived": []}
+    for name in survivors(work):
+        env = {**os.environ, "MUTANT_UNDER_TEST": name, "PYTHONPATH": str(mutants)}
+        run = subprocess.run(["nice", "-n", "10", sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+                              "-m", "not slow", *tests], cwd=mutants, env=env, capture_output=True, text=True)
+        outcome["killed" if run.returncode == 1 else "survived"].append(name)
+        print(f"{name}: {'killed' if run.returncode == 1 else 'survived'}", flush=True)
+    return outcome
+
+
 def main() -> int:
     settings = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     packages = settings["tool"]["gradcli-mutation"]
@@ -64,10 +88,15 @@ def main() -> int:
     parser.add_argument("--work", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "gradcli-mutation")
     parser.add_argument("--max-children", type=int, default=1)
     parser.add_argument("--results", action="store_true", help="list the last run's survivors, run nothing")
+    parser.add_argument("--recheck", action="store_true", help="run the last run's survivors against the current tests")
     args = parser.parse_args()
     work = args.work / args.package
     if args.results:
         return subprocess.run([sys.executable, "-m", "mutmut", "results"], cwd=work).returncode
+    if args.recheck:
+        outcome = recheck(args.package, settings, work)
+        print(json.dumps({k: len(v) for k, v in outcome.items()}))
+        return 0
     prepare(args.package, settings, work)
     env = {**os.environ, "PYTHONPATH": ""}  # mutmut puts its mutants/ first itself
     subprocess.run(["nice", "-n", "10", sys.executable, "-m", "mutmut", "run", "--max-children",
