@@ -291,6 +291,64 @@ def test_a_callable_object_loss_without_forward(lm):
             assert torch.allclose(p.grad, grads[name], rtol=1e-5, atol=1e-7), name
 
 
+def test_a_loss_of_any_arity_or_none_and_a_builtin_loss(lm):
+    """*args takes the output (torch's value); no argument at all, or a builtin without a Python
+    signature (torch.sum), is a usage error naming the loss, not a traceback."""
+    model, ids, y = lm
+    expected, _ = _torch_reference(model, ids, y, lambda logits, ids, y: logits.pow(2).mean())
+
+    def star(*args):
+        return args[0].pow(2).mean()
+
+    def nothing():
+        return torch.tensor(0.0)
+
+    assert gradcli.grads(model, ids, loss=star).loss == pytest.approx(expected, rel=1e-6)
+    with pytest.raises(GradcliError) as info:
+        gradcli.grads(model, ids, loss=nothing)
+    assert info.value.message == f"the loss {nothing.__qualname__} takes no argument: it is called as NAME(out, **vars)"
+    with pytest.raises(GradcliError) as info:
+        gradcli.grads(model, ids, loss=torch.sum)
+    assert info.value.message.startswith("cannot read the signature of the loss ")
+
+
+def test_a_loss_missing_a_value_and_one_taking_the_rest_by_keyword(lm):
+    """A loss whose first parameter has an input's name (forward's `ids`) gets the output there,
+    not the input twice; a parameter no value names is a usage error with a --var hint."""
+    model, ids, y = lm
+    expected, _ = _torch_reference(model, ids, y, _flat)
+
+    def first_named_like_an_input(ids, **rest):
+        return F.cross_entropy(ids.flatten(0, 1), rest["y"].flatten())
+
+    assert gradcli.grads(model, ids, loss=first_named_like_an_input, y=y).loss == pytest.approx(expected, rel=1e-6)
+
+    def needs_weights(out, y, weights):
+        return out.sum()
+
+    with pytest.raises(GradcliError) as info:
+        gradcli.grads(model, ids, loss=needs_weights, y=y)
+    assert info.value.message == f"the loss {needs_weights.__qualname__} needs 'weights'"
+    assert info.value.hint == "give it with --var, e.g. --var 'weights=randint(0, 10, (8,))'"
+
+
+def test_an_error_raised_in_a_loss_or_by_torch_in_a_loss_line_names_the_loss(lm):
+    model, ids, y = lm
+
+    def broken(out):
+        raise ValueError("bad")
+
+    with pytest.raises(UserCodeError) as info:
+        gradcli.grads(model, ids, loss=broken)
+    assert info.value.message.startswith(f"the loss {broken.__qualname__} raised ValueError: bad")
+    with pytest.raises(IndexError):  # torch's own refusal, the truth that an error is due
+        torch.zeros(2, 8, VOCAB).sum(dim=5)
+    with pytest.raises(GradcliError) as info:
+        gradcli.grads(model, ids, loss="out.sum(dim=5)")
+    assert info.value.source == "out.sum(dim=5)" and info.value.what == "--loss"
+    assert "in --loss" in info.value.render()
+
+
 CLASSIFIER = '''\
 import torch
 from torch import nn
