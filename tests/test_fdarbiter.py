@@ -17,7 +17,7 @@ import torch
 
 import gradcli
 from gradcli.verify.finite_differences.arbiter import (
-    FLAT_FORWARD, LEAVES_DOMAIN, STEP_ROUNDED, arbitrate, elementwise_differences,
+    CURVATURE, FLAT_FORWARD, LEAVES_DOMAIN, STEP_ROUNDED, arbitrate, elementwise_differences,
 )
 from gradcli.verify.finite_differences.gradchecks import run_gradcheck
 
@@ -203,3 +203,23 @@ def test_a_coupled_check_sets_aside_only_the_elements_whose_steps_leave_the_doma
     assert result.gradcheck.ok is True
     assert result.gradcheck.unreliable_reasons == reasons
     assert result.gradcheck.unreliable_points == sum(reasons.values())
+
+
+def test_a_mean_is_settled_per_point_with_its_own_scale():
+    """mean(sin(x**2)): each point's derivative is divided by the number of points, and so are
+    its central differences; only the point at 5e4 (a fast oscillation) disagrees, counted here
+    with torch by gradcheck's test on the mean's own values."""
+    values = [0.5, 1.0, 2.0, 50000.0]
+    x = torch.tensor(values, dtype=torch.float64)
+    numerical = (torch.sin((x + 1e-6) ** 2) - torch.sin((x - 1e-6) ** 2)) / 2e-6 / len(values)
+    leaf = x.clone().requires_grad_(True)
+    (analytical,) = torch.autograd.grad(torch.sin(leaf**2).mean(), leaf)
+    disagreeing = int((~((analytical - numerical).abs() <= 1e-5 + 1e-3 * numerical.abs())).sum())
+    assert disagreeing == 1
+    for v, a in zip(values, analytical.tolist()):  # autograd is the exact derivative (mpmath)
+        assert a == pytest.approx(_exact(lambda t: 2 * t * mpmath.cos(t**2), v) / len(values), rel=1e-9, abs=1e-12)
+
+    result = gradcli.check("mean(sin(x**2))", {"x": str(values)})
+    assert result.ok, str(result)
+    assert result.gradcheck.unreliable_points == disagreeing
+    assert result.gradcheck.unreliable_reasons == {CURVATURE: disagreeing}
