@@ -349,6 +349,33 @@ def test_an_error_raised_in_a_loss_or_by_torch_in_a_loss_line_names_the_loss(lm)
     assert "in --loss" in info.value.render()
 
 
+def test_loss_init_errors_name_the_loss_and_its_option(lm):
+    """--loss-init's usage errors: its own option named (not forward's --init), a loss that is
+    no nn.Module class, a class that is no loss; a constructor torch refuses is the user's
+    error, as torch's own TypeError says."""
+    model, ids, _ = lm
+    with pytest.raises(TypeError, match="bogus"):  # torch: the truth that construction fails
+        nn.CrossEntropyLoss(bogus=1)
+    cases = [
+        ("torch.nn:CrossEntropyLoss", ["nokey"], "--loss-init 'nokey' is not KEY=VALUE", None),
+        ("torch.nn.functional:mse_loss", ["reduction='sum'"],
+         "--loss-init applies to an nn.Module loss class; torch.nn.functional:mse_loss is a function",
+         "drop --loss-init, or give the arguments through --var"),
+        ("torch.nn:CrossEntropyLoss", ["bogus=1"],
+         "constructing the loss torch.nn:CrossEntropyLoss as CrossEntropyLoss(bogus=1) raised TypeError: "
+         "CrossEntropyLoss.__init__() got an unexpected keyword argument 'bogus'", None),
+        ("collections:OrderedDict", [],
+         "--loss collections:OrderedDict is the class OrderedDict: give a function NAME(out, **vars) or an "
+         "nn.Module loss class", "e.g. --loss losses.py:shifted_loss or --loss torch.nn:CrossEntropyLoss"),
+    ]
+    for loss, init, message, hint in cases:
+        with pytest.raises(GradcliError) as info:
+            gradcli.grads(copy.deepcopy(model), ids, loss=loss, loss_init=init)
+        assert info.value.message.splitlines()[0] == message
+        if hint is not None:
+            assert info.value.hint == hint
+
+
 CLASSIFIER = '''\
 import torch
 from torch import nn
