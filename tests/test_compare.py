@@ -234,18 +234,67 @@ def test_inductor_without_a_cpp_compiler_is_refused_with_the_reason(cli, monkeyp
     assert "no C++ compiler" in run.stderr and "aot_eager" in run.stderr
 
 
+def _example_mlp(seed: int) -> nn.Module:
+    """examples/compare/models.py:MLP as `--seed` makes it: torch seeded, then the class called."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("compare_models", Path(__file__).parent.parent / TARGET.split(":")[0])
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return module.MLP()
+
+
+def _input_grads(model: nn.Module, x: torch.Tensor, loss, amp=None) -> dict[str, torch.Tensor]:
+    """Each child module's input gradient, as torch's backward hooks see it, on a copy."""
+    work, seen = copy.deepcopy(model), {}
+    handles = [m.register_full_backward_hook(lambda m, gi, go, name=name: seen.__setitem__(name, gi[0]))
+               for name, m in work.named_children()]
+    with torch.autocast("cpu", dtype=amp) if amp else torch.autocast("cpu", enabled=False):
+        value = loss(work(x.clone().requires_grad_(True)))
+    value.backward()
+    for h in handles:
+        h.remove()
+    return seen
+
+
 def test_the_command_agrees_differs_and_writes_its_json_and_plot(cli, tmp_path):
-    args = ("compare", TARGET, "--var", "x=randn(16, 32)", "--seed", "0")
+    model = _example_mlp(0)
+    x = torch.randn(16, 32, generator=torch.Generator().manual_seed(5))
+    args = ("compare", TARGET, "--var", f"x={x.tolist()}", "--seed", "0")
+    # torch: bfloat16 autocast stays close to float32 in every parameter
+    ref = torch_grads(model, x, square)
+    bf16 = torch_grads(model, x, square, amp=torch.bfloat16)
+    assert all(float(torch.linalg.vector_norm(bf16[n].double() - g.double()) / torch.linalg.vector_norm(g.double())) < 0.05
+               for n, g in ref.items())
     ok = cli(*args, "--loss", "out.pow(2).mean()", "--amp", "bfloat16")
     assert ok.exit_code == 0, ok.stdout
-    assert "candidate: autocast(bfloat16)" in ok.stdout and "AGREES: all 6 parameters" in ok.stdout
+    assert "candidate: autocast(bfloat16)" in ok.stdout and f"AGREES: all {len(ref)} parameters" in ok.stdout
+
+    # torch: under float16 the scaled-down loss's gradient is flushed to zero; the first module in
+    # backward order whose input gradient is lost is where the difference enters
+    def tiny(out):
+        return 1e-7 * out.pow(2).mean()
+
+    ref_in, half_in = _input_grads(model, x, tiny), _input_grads(model, x, tiny, amp=torch.float16)
+    errors = {name: float(torch.linalg.vector_norm(half_in[name].double() - g.double()) / torch.linalg.vector_norm(g.double()))
+              for name, g in ref_in.items() if g is not None}
+    order = [name for name, _ in model.named_children()]
+    first = next(name for name in reversed(order) if errors.get(name, 0.0) > 0.5)
+    ref, half = torch_grads(model, x, tiny), torch_grads(model, x, tiny, amp=torch.float16)
+    lost = {n for n in ref if bool(((half[n] == 0) & (ref[n] != 0)).any())}
+    assert lost, "the premise: torch's float16 run loses gradients"
+
     picture = tmp_path / "compare.png"
     bad = cli(*args, "--loss", "1e-7 * out.pow(2).mean()", "--amp", "float16", "--json", "--plot", str(picture))
     assert bad.exit_code == 1
     document = json.loads(bad.stdout)
     assert document["ok"] is False
     assert {"name", "rel_err", "max_abs_err", "tolerance", "flags"} <= set(document["parameters"][0])
-    assert document["first_divergence"]["module"] == "head"
+    assert document["first_divergence"]["module"] == first
     assert [c["kind"] for c in document["causes"]] == ["underflow"]
+    assert {p["name"] for p in document["parameters"] if Flag.UNDERFLOW.value in p["flags"]} == lost
     pytest.importorskip("matplotlib")
     assert picture.read_bytes()[:4] == b"\x89PNG"

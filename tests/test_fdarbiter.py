@@ -8,6 +8,7 @@ here without gradcli) shows. A gradient that is really wrong must still fail.
 from __future__ import annotations
 
 import importlib
+import math
 from pathlib import Path
 
 import mpmath
@@ -16,7 +17,7 @@ import torch
 
 import gradcli
 from gradcli.verify.finite_differences.arbiter import (
-    FLAT_FORWARD, LEAVES_DOMAIN, STEP_ROUNDED, arbitrate, elementwise_differences,
+    CURVATURE, FLAT_FORWARD, LEAVES_DOMAIN, STEP_ROUNDED, arbitrate, elementwise_differences,
 )
 from gradcli.verify.finite_differences.gradchecks import run_gradcheck
 
@@ -112,3 +113,113 @@ def test_a_failing_fast_mode_never_builds_a_dense_jacobian(monkeypatch):
     verdict = run_gradcheck(Doubled.apply, [torch.linspace(0, 1, 10_000, dtype=torch.float64)], seed=0)
     assert verdict.fast_mode and verdict.ok is False
     assert calls == []  # torch's slow-mode reprint (a 10,000 x 10,000 Jacobian) did not run
+
+
+def test_second_order_settles_both_of_a_mirror_pair():
+    """x*y at x = 1e20, y = 1: gradgradcheck fails on d(df/dy)/dx (the step in x is lost to
+    rounding), not on d(df/dx)/dy; the settle must look at the pair both ways."""
+    x = torch.tensor([1e20], dtype=torch.float64, requires_grad=True)
+    y = torch.tensor([1.0], dtype=torch.float64, requires_grad=True)
+    # torch's own checker fails here, so there is a failure to settle
+    assert not torch.autograd.gradgradcheck(lambda a, b: (a * b).sum(), (x, y), raise_exception=False)
+    hessian = torch.autograd.functional.hessian(lambda a, b: (a * b).sum(), (x.detach(), y.detach()))
+    truth = {"x,x": hessian[0][0].item(), "x,y": hessian[0][1].item(), "y,y": hessian[1][1].item()}
+    assert truth == {"x,x": 0.0, "x,y": 1.0, "y,y": 0.0}
+    assert hessian[1][0].item() == 1.0
+
+    result = gradcli.check("x*y", {"x": "[1e20]", "y": "[1.0]"}, order=2)
+    assert result.ok, str(result)
+    assert result.gradgradcheck.ok is not False
+    assert result.gradgradcheck.unreliable_reasons == {STEP_ROUNDED: 1}
+    for comparison in result.second:
+        assert comparison.ok
+        assert comparison.worst_at["autograd"] == truth[comparison.name]
+
+
+def test_a_coupled_check_settles_finite_differences_lost_to_a_large_element():
+    """sum(x, dim=0) is checked in the exact (coupled) mode, through L = sum(w*y): with an
+    element of 1e20 in it, no step of 1e-6 changes L in float64, so gradcheck fails everywhere
+    while autograd's gradient, ones, is the exact one."""
+    values = [[1e20, 1.0], [2.0, 3.0]]
+    x = torch.tensor(values, dtype=torch.float64, requires_grad=True)
+    assert not torch.autograd.gradcheck(lambda t: t.sum(dim=0), (x,), raise_exception=False)
+    (grad,) = torch.autograd.grad(x.sum(dim=0), x, torch.tensor([1.0, 2.0], dtype=torch.float64))
+    assert torch.equal(grad, torch.tensor([[1.0, 2.0], [1.0, 2.0]], dtype=torch.float64))  # d/dx of sum(w*y): w
+    # why each element's central difference fails, from float64 itself
+    flat, weights = [v for row in values for v in row], [1.0, 2.0]
+    reasons: dict[str, int] = {}
+    for i, v in enumerate(flat):
+        if abs(((v + 1e-6) - (v - 1e-6)) - 2e-6) > 1e-3 * 2e-6:  # the step itself is lost
+            reasons[STEP_ROUNDED] = reasons.get(STEP_ROUNDED, 0) + 1
+            continue
+        moved = [list(flat), list(flat)]
+        moved[0][i] += 1e-6
+        moved[1][i] -= 1e-6
+        plus, minus = (sum(w * (m[c] + m[2 + c]) for c, w in enumerate(weights)) for m in moved)
+        assert plus == minus  # the forward does not change over the step
+        reasons[FLAT_FORWARD] = reasons.get(FLAT_FORWARD, 0) + 1
+
+    result = gradcli.check("sum(x, dim=0)", {"x": str(values)})
+    assert result.mode == "exact"
+    assert result.ok, str(result)
+    assert result.gradcheck.ok is True
+    assert result.gradcheck.unreliable_points == len(flat)
+    assert result.gradcheck.unreliable_reasons == reasons
+    assert any("finite differences are unreliable" in note for note in result.notes)
+
+
+def test_a_coupled_check_that_torch_passes_is_not_settled():
+    """Without the large element torch's gradcheck passes: no point is set aside."""
+    result = gradcli.check("sum(x, dim=0)", {"x": "[[1.0, 2.0], [3.0, 4.0]]"})
+    x = torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: t.sum(dim=0), (x,), raise_exception=False)
+    assert result.ok and result.gradcheck.ok is True and result.gradcheck.unreliable_points == 0
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_a_coupled_check_sets_aside_only_the_elements_whose_steps_leave_the_domain(dtype):
+    """sum(sqrt(x), dim=0) with one element at 1e-7: its step x - 1e-6 leaves the domain, the
+    three others' central differences are right. Counted here with torch, element by element,
+    on L = sum(w*y) (gradcheck's test: |numerical - analytical| <= 1e-5 + 1e-3 |numerical|)."""
+    values = [[1e-7, 1.0], [2.0, 3.0]]
+    x = torch.tensor(values, dtype=torch.float64, requires_grad=True)
+    assert not torch.autograd.gradcheck(lambda t: torch.sqrt(t).sum(dim=0), (x,), raise_exception=False)
+    w = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    (auto,) = torch.autograd.grad((torch.sqrt(x).sum(dim=0) * w).sum(), x)
+    reasons: dict[str, int] = {}
+    for i in range(4):
+        step = torch.zeros(4, dtype=torch.float64)
+        step[i] = 1e-6
+        plus, minus = ((torch.sqrt(x.detach() + s.reshape(2, 2)).sum(dim=0) * w).sum().item() for s in (step, -step))
+        numerical, analytical = (plus - minus) / 2e-6, auto.reshape(-1)[i].item()
+        if not (abs(numerical - analytical) <= 1e-5 + 1e-3 * abs(numerical)):
+            assert not (math.isfinite(plus) and math.isfinite(minus))
+            reasons[LEAVES_DOMAIN] = reasons.get(LEAVES_DOMAIN, 0) + 1
+    assert reasons == {LEAVES_DOMAIN: 1}
+
+    result = gradcli.check("sum(sqrt(x), dim=0)", {"x": str(values)}, dtype=dtype)
+    assert result.mode == "exact"
+    assert result.ok, str(result)
+    assert result.gradcheck.ok is True
+    assert result.gradcheck.unreliable_reasons == reasons
+    assert result.gradcheck.unreliable_points == sum(reasons.values())
+
+
+def test_a_mean_is_settled_per_point_with_its_own_scale():
+    """mean(sin(x**2)): each point's derivative is divided by the number of points, and so are
+    its central differences; only the point at 5e4 (a fast oscillation) disagrees, counted here
+    with torch by gradcheck's test on the mean's own values."""
+    values = [0.5, 1.0, 2.0, 50000.0]
+    x = torch.tensor(values, dtype=torch.float64)
+    numerical = (torch.sin((x + 1e-6) ** 2) - torch.sin((x - 1e-6) ** 2)) / 2e-6 / len(values)
+    leaf = x.clone().requires_grad_(True)
+    (analytical,) = torch.autograd.grad(torch.sin(leaf**2).mean(), leaf)
+    disagreeing = int((~((analytical - numerical).abs() <= 1e-5 + 1e-3 * numerical.abs())).sum())
+    assert disagreeing == 1
+    for v, a in zip(values, analytical.tolist()):  # autograd is the exact derivative (mpmath)
+        assert a == pytest.approx(_exact(lambda t: 2 * t * mpmath.cos(t**2), v) / len(values), rel=1e-9, abs=1e-12)
+
+    result = gradcli.check("mean(sin(x**2))", {"x": str(values)})
+    assert result.ok, str(result)
+    assert result.gradcheck.unreliable_points == disagreeing
+    assert result.gradcheck.unreliable_reasons == {CURVATURE: disagreeing}

@@ -47,10 +47,48 @@ def pipe(monkeypatch):
     return lambda args: runner.invoke(app, args, catch_exceptions=False)
 
 
+def torch_verdict(target: str, inputs: list, order: int, ref: str | None) -> bool:
+    """torch's own verdict on the Function at the check's inputs: gradcheck (and gradgradcheck
+    at order 2) of its differentiable outputs, and its gradient against autograd's of the
+    reference (x*sigmoid(x) is the one reference used here)."""
+    import importlib.util
+
+    import torch
+
+    path, name = target.split(":")
+    spec = importlib.util.spec_from_file_location(f"verdict_{name}", ROOT / path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    function = getattr(module, name)
+    tensors = [i for i, v in enumerate(inputs) if isinstance(v, torch.Tensor)]
+
+    def apply(*ts):
+        args = list(inputs)
+        for i, t in zip(tensors, ts):
+            args[i] = t
+        out = function.apply(*args)
+        outs = out if isinstance(out, tuple) else (out,)
+        return tuple(o for o in outs if isinstance(o, torch.Tensor) and o.requires_grad)  # marked non-differentiable: left out
+
+    leaves = tuple(inputs[i].detach().clone().requires_grad_(True) for i in tensors)
+    ok = torch.autograd.gradcheck(apply, leaves, raise_exception=False)
+    if order == 2:
+        ok = ok and torch.autograd.gradgradcheck(apply, leaves, raise_exception=False)
+    if ref is not None:
+        assert ref == "x*sigmoid(x)"
+        (x,) = leaves
+        (mine,) = torch.autograd.grad(apply(x)[0].sum(), x)
+        (truth,) = torch.autograd.grad((x * torch.sigmoid(x)).sum(), x)
+        ok = ok and torch.allclose(mine, truth, rtol=1e-7, atol=1e-10)
+    return bool(ok)
+
+
 @pytest.mark.parametrize("name", RUNS)
 def test_str_of_the_result_is_what_the_command_prints(pipe, name):
     target, var, options = RUNS[name]
     result = gradcli.check_function(target, var, **options)
+    # the verdict both paths print is torch's, at the inputs the check used
+    assert result.ok is torch_verdict(target, result.inputs.values, options.get("order", 1), options.get("ref"))
     shown = pipe(command(target, var, options))
     assert shown.exit_code == (0 if result.ok else 1)
     assert str(result) + "\n" == shown.stdout

@@ -483,6 +483,11 @@ def test_gradcli_grads_is_the_library_result_with_the_renderers_one_layer_up():
     assert type(plain) is GradsResult and type(public) is Grads
     assert not any(hasattr(plain, name) for name in ("to_json", "plot", "_repr_html_"))
     assert public.problems == plain.problems and not public.ok
+    # torch: the parameters left without a gradient by a plain backward are the ones named
+    work = copy.deepcopy(model)
+    mean_square(work(x)).backward()
+    assert {p.subject for p in public.problems} == {n for n, p in work.named_parameters() if p.grad is None}
+    assert all(p.detail["flag"] == "NO GRAD" for p in public.problems)
     assert str(public) == plain_text(render(plain, "text"))
     assert public.to_json(depth=0) == plain_text(render(replace(plain, depth=0), "json"))
 

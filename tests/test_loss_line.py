@@ -270,6 +270,112 @@ def test_a_python_callable_loss_in_trace_and_grads(lm):
     assert gradcli.grads(model, ids, loss=my_loss, y=y).loss == pytest.approx(expected, rel=1e-6)
 
 
+def test_a_callable_object_loss_without_forward(lm):
+    """A loss object with __call__ but no forward (a functools.partial, a metric class): its
+    signature is __call__'s, and it gets the values its parameters name."""
+    import functools
+
+    model, ids, y = lm
+    expected, grads = _torch_reference(model, ids, y, _flat)
+
+    class Loss:
+        def __call__(self, out, y):
+            return F.cross_entropy(out.flatten(0, 1), y.flatten())
+
+    partial = functools.partial(lambda out, y, scale: scale * F.cross_entropy(out.flatten(0, 1), y.flatten()), scale=1.0)
+    for loss in (Loss(), partial):
+        ours = copy.deepcopy(model)
+        result = gradcli.trace(ours, ids, loss=loss, y=y)
+        assert result.result["value"] == pytest.approx(expected, rel=1e-6)
+        for name, p in ours.named_parameters():
+            assert torch.allclose(p.grad, grads[name], rtol=1e-5, atol=1e-7), name
+
+
+def test_a_loss_of_any_arity_or_none_and_a_builtin_loss(lm):
+    """*args takes the output (torch's value); no argument at all, or a builtin without a Python
+    signature (torch.sum), is a usage error naming the loss, not a traceback."""
+    model, ids, y = lm
+    expected, _ = _torch_reference(model, ids, y, lambda logits, ids, y: logits.pow(2).mean())
+
+    def star(*args):
+        return args[0].pow(2).mean()
+
+    def nothing():
+        return torch.tensor(0.0)
+
+    assert gradcli.grads(model, ids, loss=star).loss == pytest.approx(expected, rel=1e-6)
+    with pytest.raises(GradcliError) as info:
+        gradcli.grads(model, ids, loss=nothing)
+    assert info.value.message == f"the loss {nothing.__qualname__} takes no argument: it is called as NAME(out, **vars)"
+    with pytest.raises(GradcliError) as info:
+        gradcli.grads(model, ids, loss=torch.sum)
+    assert info.value.message.startswith("cannot read the signature of the loss ")
+
+
+def test_a_loss_missing_a_value_and_one_taking_the_rest_by_keyword(lm):
+    """A loss whose first parameter has an input's name (forward's `ids`) gets the output there,
+    not the input twice; a parameter no value names is a usage error with a --var hint."""
+    model, ids, y = lm
+    expected, _ = _torch_reference(model, ids, y, _flat)
+
+    def first_named_like_an_input(ids, **rest):
+        return F.cross_entropy(ids.flatten(0, 1), rest["y"].flatten())
+
+    assert gradcli.grads(model, ids, loss=first_named_like_an_input, y=y).loss == pytest.approx(expected, rel=1e-6)
+
+    def needs_weights(out, y, weights):
+        return out.sum()
+
+    with pytest.raises(GradcliError) as info:
+        gradcli.grads(model, ids, loss=needs_weights, y=y)
+    assert info.value.message == f"the loss {needs_weights.__qualname__} needs 'weights'"
+    assert info.value.hint == "give it with --var, e.g. --var 'weights=randint(0, 10, (8,))'"
+
+
+def test_an_error_raised_in_a_loss_or_by_torch_in_a_loss_line_names_the_loss(lm):
+    model, ids, y = lm
+
+    def broken(out):
+        raise ValueError("bad")
+
+    with pytest.raises(UserCodeError) as info:
+        gradcli.grads(model, ids, loss=broken)
+    assert info.value.message.startswith(f"the loss {broken.__qualname__} raised ValueError: bad")
+    with pytest.raises(IndexError):  # torch's own refusal, the truth that an error is due
+        torch.zeros(2, 8, VOCAB).sum(dim=5)
+    with pytest.raises(GradcliError) as info:
+        gradcli.grads(model, ids, loss="out.sum(dim=5)")
+    assert info.value.source == "out.sum(dim=5)" and info.value.what == "--loss"
+    assert "in --loss" in info.value.render()
+
+
+def test_loss_init_errors_name_the_loss_and_its_option(lm):
+    """--loss-init's usage errors: its own option named (not forward's --init), a loss that is
+    no nn.Module class, a class that is no loss; a constructor torch refuses is the user's
+    error, as torch's own TypeError says."""
+    model, ids, _ = lm
+    with pytest.raises(TypeError, match="bogus"):  # torch: the truth that construction fails
+        nn.CrossEntropyLoss(bogus=1)
+    cases = [
+        ("torch.nn:CrossEntropyLoss", ["nokey"], "--loss-init 'nokey' is not KEY=VALUE", None),
+        ("torch.nn.functional:mse_loss", ["reduction='sum'"],
+         "--loss-init applies to an nn.Module loss class; torch.nn.functional:mse_loss is a function",
+         "drop --loss-init, or give the arguments through --var"),
+        ("torch.nn:CrossEntropyLoss", ["bogus=1"],
+         "constructing the loss torch.nn:CrossEntropyLoss as CrossEntropyLoss(bogus=1) raised TypeError: "
+         "CrossEntropyLoss.__init__() got an unexpected keyword argument 'bogus'", None),
+        ("collections:OrderedDict", [],
+         "--loss collections:OrderedDict is the class OrderedDict: give a function NAME(out, **vars) or an "
+         "nn.Module loss class", "e.g. --loss losses.py:shifted_loss or --loss torch.nn:CrossEntropyLoss"),
+    ]
+    for loss, init, message, hint in cases:
+        with pytest.raises(GradcliError) as info:
+            gradcli.grads(copy.deepcopy(model), ids, loss=loss, loss_init=init)
+        assert info.value.message.splitlines()[0] == message
+        if hint is not None:
+            assert info.value.hint == hint
+
+
 CLASSIFIER = '''\
 import torch
 from torch import nn

@@ -2,7 +2,9 @@
 
 `sin(x0*x1 + x1*x2 + ... + x24*x0)`: torch's gradgradcheck in fast mode fails (one random
 projection of a 400-element Jacobian), while every second derivative autograd gives agrees
-with sympy's Hessian evaluated at 30 digits with mpmath, here in the test.
+with sympy's Hessian evaluated at 30 digits with mpmath, here in the test. Element by element,
+central differences of the first derivatives disagree with autograd at some points (counted
+here with torch): those are settled as finite differences' fault, the rest by the projection.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import warnings
 
 import mpmath
+import pytest
 import sympy
 import torch
 
@@ -23,8 +26,9 @@ def _cyclic(*xs: torch.Tensor) -> torch.Tensor:
     return torch.sin(sum(xs[i] * xs[(i + 1) % N] for i in range(N)))
 
 
-def test_a_fast_mode_projection_does_not_overrule_agreeing_exact_second_derivatives():
-    result = gradcli.check(CYCLIC, order=2, points=5, seed=0)
+@pytest.mark.parametrize("seed", [0, 1])  # 1: the check on the points left fails on its projection again
+def test_a_fast_mode_projection_does_not_overrule_agreeing_exact_second_derivatives(seed):
+    result = gradcli.check(CYCLIC, order=2, points=5, seed=seed)
     names = [f"x{i}" for i in range(N)]
     columns = [result.points[n] for n in names]
 
@@ -46,7 +50,27 @@ def test_a_fast_mode_projection_does_not_overrule_agreeing_exact_second_derivati
         auto = torch.autograd.functional.hessian(lambda v: _cyclic(*v), row)
         assert torch.allclose(auto, exact, rtol=1e-7, atol=1e-9)
 
+    # torch: central differences (gradcheck's step and test) of autograd's first derivatives, in
+    # every variable, against autograd's second: gradgradcheck differentiates every first
+    # derivative in every variable, so both of a mirror pair count (d(df/da)/db and d(df/db)/da)
+    def first(v: torch.Tensor) -> torch.Tensor:
+        v = v.clone().requires_grad_(True)
+        return torch.autograd.grad(_cyclic(*v), v)[0]
+
+    unreliable = 0
+    for row in torch.stack(columns, 1):
+        auto = torch.autograd.functional.hessian(lambda v: _cyclic(*v), row)
+        for b in range(N):
+            step = torch.zeros(N, dtype=torch.float64)
+            step[b] = 1e-6
+            numerical = (first(row + step) - first(row - step)) / 2e-6
+            unreliable += int((~((auto[:, b] - numerical).abs() <= 1e-5 + 1e-3 * numerical.abs())).sum())
+
     assert result.ok, str(result)
     assert result.gradgradcheck.ok is True and result.gradgradcheck.fast_mode
-    assert "projection" in result.gradgradcheck.message
+    if unreliable:  # autograd agrees with sympy above: each of those is finite differences' fault
+        assert f"unreliable at {unreliable:,} point" in result.gradgradcheck.message
+    else:
+        assert "projection" in result.gradgradcheck.message
+    assert "besides" not in result.gradgradcheck.message
     assert all(c.ok for c in result.second) and len(result.second) == N * (N + 1) // 2

@@ -139,10 +139,10 @@ def _code(fn: Any, where: str, output: Any, inputs: dict[str, Any]) -> Any:
     from .load import users_code
     from .record import ForwardRecorder
 
+    names = _parameters(fn, where)  # first: a loss without a readable signature is a usage error
     target = fn.forward if hasattr(fn, "forward") and not inspect.isfunction(fn) else fn
     params = list(inspect.signature(target).parameters.values())
     takes_all = any(p.kind == p.VAR_KEYWORD for p in params)
-    names = _parameters(fn, where)
     kwargs = {name: inputs[name] for name in names[1:] if name in inputs}
     if takes_all:
         kwargs.update({name: value for name, value in inputs.items() if name not in kwargs and name not in names[:1]})

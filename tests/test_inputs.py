@@ -1,0 +1,132 @@
+"""Input binding (gradcli/targets/inputs.py): `--var` texts become the call's arguments.
+
+Each case runs a small real model on the bound arguments and on arguments made here by hand
+with torch, as the module docstring says they should be: a number for a numeric default, a
+long tensor of token ids for a parameter annotated torch.LongTensor, a tensor of the model's
+dtype otherwise, and random values drawn from the seed's own generator.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Optional
+
+import pytest
+import torch
+from torch import nn
+
+from gradcli.targets.inputs import bind_inputs
+
+
+class Scaled(nn.Module):
+    """A numeric default that the forward uses as a Python number (`range` needs an int)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(2, 2)
+
+    def forward(self, x, repeat: int = 1, scale: float = 2.0, flag: bool = False):
+        out = torch.cat([self.fc(x) for _ in range(repeat)], dim=0) * scale
+        return -out if flag else out
+
+
+class Tokens(nn.Module):
+    """Token ids annotated as transformers annotate input_ids."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.embed = nn.Embedding(6, 3)
+
+    def forward(self, input_ids: Optional[torch.LongTensor] = None, weights=None):
+        out = self.embed(input_ids)
+        return out if weights is None else out * weights
+
+
+def bind(model: nn.Module, *variables: str, seed: int = 0, dtype: str = "float32", loss_names=()):
+    return bind_inputs(model.forward, "model", list(variables), [], {}, dtype=dtype, device="cpu", seed=seed,
+                       data_inputs=True, loss_names=loss_names)
+
+
+def call(model: nn.Module, bound) -> torch.Tensor:
+    return model(*bound.args, **bound.kwargs)
+
+
+def test_a_number_for_a_numeric_default_is_passed_as_that_number():
+    torch.manual_seed(0)
+    model, x = Scaled(), [[1.0, 2.0]]
+    bound = bind(model, f"x={x}", "scale=0.5")
+    truth = model(torch.tensor(x), 1, 0.5)  # torch, called by hand
+    assert torch.equal(call(model, bound), truth)
+    scale = bound.kwargs.get("scale", bound.args[2] if len(bound.args) > 2 else None)
+    assert type(scale) is float and scale == 0.5
+    # XXX `--var repeat=3` for `repeat: int = 1` is passed as 3.0, which range() refuses: an
+    # int default is not given an int (reported with issue 38; input binding is issue 37's).
+
+
+def test_a_number_for_a_parameter_without_a_numeric_default_is_a_tensor():
+    model = Tokens()
+    bound = bind(model, "input_ids=[[1, 2]]", "weights=2")
+    assert isinstance(bound.kwargs.get("weights", bound.args[-1]), torch.Tensor)
+    truth = model.embed(torch.tensor([[1, 2]])) * torch.tensor(2.0)
+    assert torch.equal(call(model, bound), truth)
+
+
+def test_a_bool_default_is_not_numeric():
+    """bool is an int in Python, yet a bool default is no numeric one: `flag=1` becomes a
+    tensor like any other value, and a 0-d tensor of 1 is true, so the model negates."""
+    torch.manual_seed(0)
+    model, x = Scaled(), [[1.0, 2.0]]
+    bound = bind(model, f"x={x}", "flag=1")
+    flag = bound.kwargs.get("flag", bound.args[-1])
+    assert isinstance(flag, torch.Tensor) and flag.dtype == torch.float32
+    assert torch.equal(call(model, bound), -model(torch.tensor(x)))
+
+
+def test_token_ids_for_a_long_tensor_annotation_are_long_and_their_gradient_is_torchs():
+    model = Tokens()
+    bound = bind(model, "input_ids=[[1, 2], [2, 5]]")
+    ids = bound.kwargs.get("input_ids", bound.args[0] if bound.args else None)
+    assert ids.dtype == torch.long and ids.tolist() == [[1, 2], [2, 5]] and not ids.requires_grad
+    call(model, bound).pow(2).sum().backward()
+    mine = model.embed.weight.grad.clone()
+    model.zero_grad()
+    model(torch.tensor([[1, 2], [2, 5]])).pow(2).sum().backward()  # torch, by hand
+    assert torch.equal(mine, model.embed.weight.grad)
+    assert [i for i in range(6) if bool(mine[i].abs().sum() > 0)] == [1, 2, 5]
+
+
+def test_integers_for_a_plain_parameter_are_a_float_tensor_of_the_models_dtype():
+    torch.manual_seed(0)
+    model = Scaled().double()
+    bound = bind(model, "x=[[1, 2]]", dtype="float64")
+    (x,) = bound.args
+    assert x.dtype == torch.float64 and x.tolist() == [[1.0, 2.0]]
+    assert torch.equal(call(model, bound), model(torch.tensor([[1.0, 2.0]], dtype=torch.float64)))
+
+
+def test_random_values_come_from_the_seeds_own_generator():
+    torch.manual_seed(0)
+    model = Scaled()
+    bound = bind(model, "x=randn(4, 2)", seed=7)
+    torch.manual_seed(123)  # the global generator's state does not matter
+    again = bind(model, "x=randn(4, 2)", seed=7)
+    truth = torch.randn(4, 2, generator=torch.Generator().manual_seed(7))
+    assert torch.equal(bound.args[0], truth) and torch.equal(again.args[0], truth)
+
+
+def test_integer_labels_for_the_loss_are_class_indices():
+    torch.manual_seed(0)
+    model = Scaled()
+    bound = bind(model, "x=[[1.0, 2.0], [0.5, 1.0]]", "target=[1, 0]", loss_names=("target",))
+    target = bound.tensors["target"]
+    assert target.dtype == torch.long and target.tolist() == [1, 0]
+    out = call(model, bound)
+    truth = nn.functional.cross_entropy(out, torch.tensor([1, 0]))  # torch takes them as indices
+    assert torch.equal(nn.functional.cross_entropy(out, target), truth)
+
+
+def test_the_signature_is_read_from_forward():
+    assert list(inspect.signature(Scaled().forward).parameters) == ["x", "repeat", "scale", "flag"]
+    with pytest.raises(Exception, match="needs the input 'x'"):
+        bind(Scaled())

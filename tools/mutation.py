@@ -1,0 +1,114 @@
+"""Mutation testing of the verdict code, one package at a time (docs/mutation.md).
+
+mutmut reads one [tool.mutmut] table from the pyproject.toml of the folder it runs in and
+writes its mutants/ there, so each package runs in its own scratch copy of the checkout, its
+table made from the common [tool.mutmut] settings plus the package's own modules and test
+files ([tool.gradcli-mutation.<package>] in pyproject.toml). Not part of CI: it takes hours
+on two cores.
+
+    python tools/mutation.py fd                # run one package, print its score
+    python tools/mutation.py fd --results      # the surviving mutants' names of the last run
+    python tools/mutation.py fd --recheck      # the survivors again, against the tests as they are now
+    python tools/mutation.py grads --sample 5  # one mutant in five (numbers ending in 0 or 5): a
+                                               # first score where the whole run takes too long
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+COPIED = ("gradcli", "tests", "examples", "expressions", "docs", "setup.py", "README.md")
+
+
+def _toml(value: object) -> str:
+    return json.dumps(value)  # strings, booleans, numbers and lists of strings read the same in TOML
+
+
+def prepare(package: str, settings: dict, work: Path) -> None:
+    """A copy of the checkout in `work` whose [tool.mutmut] is this package's."""
+    work.mkdir(parents=True, exist_ok=True)
+    for name in COPIED:
+        source, target = ROOT / name, work / name
+        if target.exists():
+            shutil.rmtree(target) if target.is_dir() else target.unlink()
+        if source.is_dir():
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(source, target)
+    own = settings["tool"]["gradcli-mutation"][package]
+    table = dict(settings["tool"]["mutmut"])
+    table["only_mutate"] = own["mutate"]
+    table["pytest_add_cli_args_test_selection"] = own["tests"]
+    lines = ["[tool.mutmut]", *(f"{key} = {_toml(value)}" for key, value in table.items()),
+             "", "[tool.pytest.ini_options]", 'markers = ["slow: long runs"]', "addopts = \"-m 'not slow'\""]
+    (work / "pyproject.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def score(work: Path) -> dict[str, int]:
+    """Counts per outcome from mutmut's own CI/CD summary."""
+    subprocess.run([sys.executable, "-m", "mutmut", "export-cicd-stats"], cwd=work, check=True,
+                   stdout=subprocess.DEVNULL)
+    return json.loads((work / "mutants" / "mutmut-cicd-stats.json").read_text(encoding="utf-8"))
+
+
+def survivors(work: Path) -> list[str]:
+    shown = subprocess.run([sys.executable, "-m", "mutmut", "results"], cwd=work, capture_output=True, text=True)
+    return [line.split(":")[0].strip() for line in shown.stdout.splitlines() if line.strip().endswith("survived")]
+
+
+def recheck(package: str, settings: dict, work: Path) -> dict[str, list[str]]:
+    """Each survivor of the last run under the package's current test files (copied in fresh),
+    switched on by mutmut's own MUTANT_UNDER_TEST: tests written since the run are counted
+    without generating the mutants again."""
+    tests = settings["tool"]["gradcli-mutation"][package]["tests"]
+    mutants = work / "mutants"
+    shutil.rmtree(mutants / "tests")
+    shutil.copytree(ROOT / "tests", mutants / "tests", ignore=shutil.ignore_patterns("__pycache__"))
+    outcome: dict[str, list[str]] = {"killed": [], "survived": []}
+    for name in survivors(work):
+        env = {**os.environ, "MUTANT_UNDER_TEST": name, "PYTHONPATH": str(mutants)}
+        run = subprocess.run(["nice", "-n", "10", sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+                              "-m", "not slow", *tests], cwd=mutants, env=env, capture_output=True, text=True)
+        outcome["killed" if run.returncode == 1 else "survived"].append(name)
+        print(f"{name}: {'killed' if run.returncode == 1 else 'survived'}", flush=True)
+    return outcome
+
+
+def main() -> int:
+    settings = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    packages = settings["tool"]["gradcli-mutation"]
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("package", choices=sorted(packages))
+    parser.add_argument("--work", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "gradcli-mutation")
+    parser.add_argument("--max-children", type=int, default=1)
+    parser.add_argument("--results", action="store_true", help="list the last run's survivors, run nothing")
+    parser.add_argument("--recheck", action="store_true", help="run the last run's survivors against the current tests")
+    parser.add_argument("--sample", type=int, choices=(1, 5, 10), default=1,
+                        help="run one mutant in N, by the last digits of its number (5: 0 and 5; 10: 0)")
+    args = parser.parse_args()
+    work = args.work / args.package
+    if args.results:
+        return subprocess.run([sys.executable, "-m", "mutmut", "results"], cwd=work).returncode
+    if args.recheck:
+        outcome = recheck(args.package, settings, work)
+        print(json.dumps({k: len(v) for k, v in outcome.items()}))
+        return 0
+    prepare(args.package, settings, work)
+    env = {**os.environ, "PYTHONPATH": ""}  # mutmut puts its mutants/ first itself
+    sample = {1: [], 5: ["*__mutmut_*0", "*__mutmut_*5"], 10: ["*__mutmut_*0"]}[args.sample]
+    subprocess.run(["nice", "-n", "10", sys.executable, "-m", "mutmut", "run", "--max-children",
+                    str(args.max_children), *sample], cwd=work, env=env)
+    print(json.dumps(score(work), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
