@@ -266,7 +266,8 @@ def test_dtype_converts_model_and_inputs():
 
 @pytest.mark.parametrize(("args", "message"), [
     ([MLP], "needs the input 'x': forward(x)"),
-    ([MLP, "--var", "y=randn(2)"], "has no input 'y'"),
+    ([MLP, "--var", "x=randn(2,3)", "--var", "y=randn(2)"], "has no input 'y'"),  # x given: y is extra
+    ([MLP, "--var", "y=randn(2,3)", "--var", "z=randn(2)"], "has no input 'y'"),  # which one is x?
     ([MLP, "--init", "sizes=[1,"], "is not a Python literal"),
     ([f"{MODELS / 'mlp.py'}:Nope"], "has no 'Nope'"),
     (["no_such_module_xyz:Net"], "no module named 'no_such_module_xyz'"),

@@ -89,7 +89,7 @@ class CodeTarget:
             bindings=[*outputs.items(), *loss_bindings],
             seed=inputs.seed,
             origin_of=_CodeOrigins(parameters, owners),
-            found=callee.found,
+            found=inputs.described(callee.found),
             strict_output=False,
             explain=CodeExplainer(recorder.recording, list(getattr(loss_value, "shape", [])), list(outputs)),
             details={

@@ -7,6 +7,11 @@ values become tensors of the model's dtype, but integers written out for a param
 unless `--wrt` names them; a function's floating inputs require grad, as an expression's
 variables do; integer tensors (token ids, labels) never do. A required parameter without a
 value is an exit-2 error that prints the signature and an example.
+
+A model whose forward takes exactly one input (`nn.Sequential.forward(input)`: its name is an
+accident of torch's code) takes the one --var that names no parameter of it, whatever the user
+called it; `BoundInputs.renamed` records `x → input` for the header. Two unknown names, or a
+forward with two inputs, stay an error that prints the signature.
 """
 
 from __future__ import annotations
@@ -31,6 +36,13 @@ class BoundInputs:
     specs: dict[str, str] = field(default_factory=dict)  # name -> how it was given
     defaulted: list[str] = field(default_factory=list)
     seed: int = 0
+    renamed: dict[str, str] = field(default_factory=dict)  # --var name -> the parameter it was bound to
+
+    def described(self, found: str) -> str:
+        """`found` (what TARGET turned out to be) with the bindings by another name appended."""
+        if not self.renamed:
+            return found
+        return found + "; " + ", ".join(f"--var {name} → {param}" for name, param in self.renamed.items())
 
 
 def bind_inputs(
@@ -61,8 +73,12 @@ def bind_inputs(
     except TypeError as err:
         raise UsageError(f"the inputs do not fit {where}{signature}: {err}") from None
     specs: dict[str, VarSpec] = {}
-    for option in variables:
-        spec = parse_var(option)
+    parsed = [parse_var(option) for option in variables]
+    renamed = _sole_input(params, given, parsed, loss_names) if data_inputs else {}
+    for spec in parsed:
+        if spec.name in renamed:
+            specs[renamed[spec.name]] = spec
+            continue
         if spec.name not in names and spec.name not in loss_names:
             raise VariableError(
                 f"--var {spec.name}: {where} has no input '{spec.name}', and --loss does not use it",
@@ -76,7 +92,8 @@ def bind_inputs(
         seed = int(torch.randint(0, 2**31 - 1, ()).item())
     generator = torch.Generator().manual_seed(seed)
     torch_dtype, torch_device = resolve_dtype(dtype), resolve_device(device)
-    bound = BoundInputs(seed=seed)
+    bound = BoundInputs(seed=seed, renamed=renamed)
+    as_named = {param: name for name, param in renamed.items()}  # the user's name is the leaf's
     skipped = False
     for p in params:
         if p.name in given:
@@ -97,8 +114,10 @@ def bind_inputs(
                 hint=f"give it with --var, e.g. --var '{p.name}=randn(2, 3)' (the shape {where} expects)",
             )
         if isinstance(value, torch.Tensor):
-            value = _leaf(value, wants_grad=(p.name in wrt) or not data_inputs, given=p.name in given)
-            bound.tensors[p.name] = value
+            name = as_named.get(p.name, p.name)
+            value = _leaf(value, wants_grad=(name in wrt) or not data_inputs, given=p.name in given)
+            bound.tensors[name] = value
+            bound.specs[name] = bound.specs.pop(p.name)
         # Positional while nothing was skipped, as a call would be written (module hooks see
         # positional arguments only, and they record each module's input shapes).
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and not skipped:
@@ -110,13 +129,28 @@ def bind_inputs(
             bound.tensors[name] = _leaf(value, wants_grad=name in wrt, given=True)
             bound.specs[name] = "given from Python"
     for name, spec in specs.items():
-        if name not in names:  # for --loss only
+        if name not in names and name not in as_named:  # for --loss only
             tensor = make_tensor(spec, dtype=torch_dtype, device=torch_device, generator=generator)
             if spec.kind == "list" and spec.written is Values.INTEGER:
                 tensor = tensor.long()  # labels written [0, 2, 1] are class indices, as torch wants them
             bound.tensors[name] = _leaf(tensor, wants_grad=name in wrt, given=False)
             bound.specs[name] = spec.text
     return bound
+
+
+def _sole_input(params: list[inspect.Parameter], given: dict[str, Any], parsed: list[VarSpec],
+                loss_names: Sequence[str]) -> dict[str, str]:
+    """{--var name: parameter} when forward takes exactly one input, nothing gives it, and
+    exactly one --var names no parameter (preferring one --loss does not read: a loss that
+    reads `x` too, `out - x`, still gets it); else {}."""
+    required = [p for p in params if p.default is p.empty]
+    names = {p.name for p in params}
+    if len(required) != 1 or required[0].name in given or any(spec.name in names for spec in parsed):
+        return {}
+    unknown = [spec.name for spec in parsed if spec.name not in names]
+    unread = [name for name in unknown if name not in loss_names]
+    chosen = unread if unread else unknown
+    return {chosen[0]: required[0].name} if len(chosen) == 1 else {}
 
 
 def _signature(fn: Any, where: str) -> inspect.Signature:

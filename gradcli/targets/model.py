@@ -97,7 +97,8 @@ def model_run(
             callee.signature_of, where, variables, (), {}, dtype=dtype or model_dtype(model),
             device=device, seed=seed, data_inputs=True, loss_names=made.names() if made else (),
         )
-        yield ModelRun(model, tuple(inputs.args), inputs.kwargs, inputs.tensors, made, where, callee.found, seed)
+        yield ModelRun(model, tuple(inputs.args), inputs.kwargs, inputs.tensors, made, where,
+                       inputs.described(callee.found), seed)
 
 
 def python_loss(model: Any, inputs: tuple[Any, ...], named: dict[str, Any], loss: LossFn | str | None,
