@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from gradcli.comparison.gradients import UNIT_ROUNDOFF
-from gradcli.comparison.run import DTYPES, Runs
+from gradcli.comparison.runs import DTYPES, Runs
 from gradcli.comparison.setup import Setup
 
 

@@ -51,7 +51,7 @@ def resnet_and_loss():
 
     torch.manual_seed(SEED)
     model = torchvision.models.resnet18()
-    # gradcli's randn draws in float64 and converts (build/constructors.py): the same numbers
+    # gradcli's randn draws in float64 and converts (interpret/constructors.py): the same numbers
     x = torch.randn(RESNET_INPUT, generator=torch.Generator().manual_seed(SEED), dtype=torch.float64).float()
     return model, model(x).pow(2).mean()
 

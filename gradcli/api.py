@@ -11,7 +11,7 @@ at hand.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any, TypeVar
 
 from .comparison.result import CompareResult
@@ -92,17 +92,18 @@ class Grads(_RenderedByFormat, GradsResult):
     """A GradsResult that renders itself: `str()` is what `gradcli grads` prints on a pipe."""
 
     def to_json(self, depth: int | None = None) -> str:  # type: ignore[override]
-        """The JSON document `gradcli grads --json` prints (docs/json.md)."""
+        """The JSON document `gradcli grads --json` prints (docs/json.md); `depth`: the
+        table folded at another depth than the run's."""
         from .render.formats import render
         from .render.plain import plain_text
 
-        return plain_text(render(self, "json", depth=depth))
+        return plain_text(render(self if depth is None else replace(self, depth=depth), "json"))
 
     def plot(self, path: str, depth: int | None = None) -> str:
         """Draw the `--plot` picture to `path` (.png, .svg or .pdf; needs matplotlib)."""
         from .plot.grads import save_grads
 
-        return str(save_grads(self, path, depth))
+        return str(save_grads(self if depth is None else replace(self, depth=depth), path))
 
 
 def grads(model: Any, *inputs: Any, **options: Any) -> Grads:

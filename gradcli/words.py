@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
+from .outcome import say
+
 
 def derivative_label(names: str | Sequence[str], *, superscript: bool = False) -> str:
     """d/dx for "x"; d2/dx dy for "x,y" or ("x", "y"); d²/dx² with `superscript` (pictures)."""
@@ -309,87 +311,23 @@ def unseen_cause_problem(cause: Any) -> str:
             f"{CAUSE_TITLES[cause.kind]}")
 
 
-# -- problems: a result's `problems` are records (outcome.Problem); these are their sentences --
+# -- problems: a result's `problems` are records (outcome.Problem); each kind's sentence is
+# declared beside the result that makes it (outcome.sentence), from the phrases above.
 def problem_sentence(problem: Any) -> str:
     """The sentence of one `Problem` record, as the text report and the JSON `problems` show it."""
-    d, subject = problem.detail, problem.subject
-    kind = problem.kind
-    if kind == "pass-error":
-        return pass_error_problem(d["pass"], d["type"], d["message"])
-    if kind == "nonfinite-gradient":
-        return nonfinite_problem(d["pass"], subject)
-    if kind == "nonfinite-origin":
-        return nonfinite_origin_problem(subject)
-    if kind == "forward-nonfinite":
-        return forward_nonfinite_problem(d)
-    if kind == "chain-mismatch":
-        return chain_mismatch(subject, d["name"])
-    if kind == "chain-leaf-mismatch":
-        return chain_leaf_mismatch(subject)
-    if kind == "chain-proof-failed":
-        return chain_proof_failed(subject)
-    if kind == "chain-second-failed":
-        return chain_second_failed(d["of"], subject)
-    if kind == "cancellation":
-        return cancellation_problem(_Fields(derivative=subject, **d))
-    if kind == "autograd-raised":
-        return f"autograd raised: {d['message']}"
-    if kind == "wrong-range":
-        return wrong_range_problem(_Fields(name=subject, candidate=d["candidate"]), d)
-    if kind == "sampled":
-        return sampled_problem(_Fields(name=subject, **d))
-    if kind == "differs":
-        return f"{candidate_name(d['candidate'])} differs from the exact {derivative_label(subject)}"
-    if kind == "unseen-cause":
-        return unseen_cause_problem(_Fields(derivative=subject, points=d["points"], where=d["where"], kind=d["cause"]))
-    if kind == "finite-differences-failed":
-        return f"{subject} failed: {d['message']}"
-    if kind == "backward-raised":
-        return f"backward raised: {d['message']}"
-    if kind.startswith("gradient-"):  # compare: a parameter's gradient against the reference
-        if d["rel_err"] is None:
-            return f"{subject}: {d['flag']}: a gradient only one side has"
-        return f"{subject}: {d['flag']}: rel err {d['rel_err']:.2g} > tolerance {d['tolerance']:.2g}" if d["rel_err"] > d["tolerance"] \
-            else f"{subject}: {d['flag']}: rel err {d['rel_err']:.2g} (tolerance {d['tolerance']:.2g})"
-    if kind == "rank-gradient-differs":  # compare --ddp/--fsdp
-        return (f"{subject}: the reduced gradient differs from one process's (rank {d['rank']}: rel err "
-                f"{_number(d['rel_err'])}, tolerance {d['tolerance']:.2g})")
-    if kind == "unsynchronised":
-        return f"{subject}: the ranks' reduced gradients differ (spread {_number(d['spread'])}): not synchronised"
-    if kind == "ddp-error":
-        return f"DDP raised: {d['error']}"
-    if kind == "would-hang":
-        return "parameters unused on some ranks only: DDP would wait for their gradients forever, so the run was not started"
-    if kind == "checkpoint-changes-gradients":
-        return f"checkpointing {subject} changes the gradients (max |difference| {d['max_abs_diff']:.3g})"
-    if kind == "finding":
-        return f"{subject}: {d['flag']}: {d['reason']}"
-    if kind == "forward-differs":
-        return f"the forward differs from {subject}"
-    if kind == "jacobian-differs":
-        return f"{d['section']} disagree for {subject}"
-    if kind == "check-failed":
-        return f"{subject}: {d['message']}" if d.get("message") else f"{subject} failed"
-    if kind == "tested-nothing":
-        return "every compared entry is 0: the check tested nothing"
-    if kind in ("wrong", "not-tested", "could-not-run"):
-        return f"{subject}: {kind.replace('-', ' ')}"
-    if kind == "unimportable":
-        return f"{subject} could not be imported: {d['error']}"
-    if kind == "entry-failed":
-        return f"{subject}: {d['verdict']}"
-    raise ValueError(f"no sentence for a problem of kind {kind!r}")
+    return say(problem)
 
 
 def problem_sentences(problems: Iterable[Any]) -> list[str]:
     return [problem_sentence(p) for p in problems]
 
 
-def _number(x: Any) -> str:
+def short_number(x: Any) -> str:
+    """A number with 2 significant digits, or a string ("nan", "inf") as it is."""
     return x if isinstance(x, str) else f"{x:.2g}"
 
 
-class _Fields:
+class Fields:
     """A record's fields as attributes, for the sentence helpers above that read `c.name`."""
 
     def __init__(self, **fields: Any) -> None:

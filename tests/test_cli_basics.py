@@ -28,6 +28,15 @@ def test_python_dash_m_gradcli_help():
     assert result.stderr == ""
 
 
+def test_version_is_the_installed_distribution_s():
+    # The version is written once (gradcli.__version__, which pyproject reads); what pip
+    # recorded when it installed gradcli is the outside truth.
+    from importlib.metadata import version
+
+    result = subprocess.run([PYTHON, "-m", "gradcli", "--version"], capture_output=True, text=True, timeout=120)
+    assert (result.returncode, result.stdout, result.stderr) == (0, f"gradcli {version('gradcli')}\n", "")
+
+
 def _commands() -> list[str]:
     return sorted(c.name or c.callback.__name__.replace("_", "-") for c in app.registered_commands)
 
@@ -210,3 +219,16 @@ def test_console_script_exits_with_the_command_status_and_flushed_output(tmp_pat
     assert bad.stderr.startswith("error: unknown function 'sigmod'")
     usage = subprocess.run([sys.executable, "-m", "gradcli", "nosuchcommand"], capture_output=True, text=True)
     assert usage.returncode == 2
+
+
+def test_the_model_options_are_declared_once_in_the_cli():
+    # One block (cli/app.py) for how a command names, makes and feeds a model: a command takes
+    # the option from there, so help and completion cannot drift between grads, memory, compare.
+    from pathlib import Path
+
+    import gradcli.cli
+
+    sources = "".join(p.read_text(encoding="utf-8") for p in Path(gradcli.cli.__file__).parent.glob("*.py"))
+    counts = {name: sources.count(name) for name in ('"--init"', '"--loss"', '"--loss-init"', 'metavar="TARGET"',
+                                                      '"--seed"', '"--device"', '"--var"')}
+    assert counts == dict.fromkeys(counts, 1)

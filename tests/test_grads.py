@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -298,7 +299,7 @@ def test_every_run_option_reaches_the_run_and_the_rest_go_to_forward_and_the_los
 
     from gradcli.health.run import RUN_OPTIONS, grads_of
 
-    assert RUN_OPTIONS == ("steps", "lr", "vanish", "explode", "spread", "strict")
+    assert RUN_OPTIONS == ("steps", "lr", "vanish", "explode", "spread", "strict", "depth")
     assert [p.name for p in inspect.signature(grads_of).parameters.values() if p.kind is p.KEYWORD_ONLY] == list(RUN_OPTIONS)
 
     class Scaled(nn.Module):
@@ -455,7 +456,7 @@ def test_steps_panel_tick_labels_stay_inside_the_picture():
     result = gradcli.grads(healthy.MLP(), torch.randn(64, 32), loss=mean_square, steps=3, lr=0.1)
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    fig = grads_figure(result, depth=0)
+    fig = grads_figure(replace(result, depth=0))
     canvas = FigureCanvasAgg(fig)
     canvas.draw()
     renderer = canvas.get_renderer()
@@ -483,7 +484,7 @@ def test_gradcli_grads_is_the_library_result_with_the_renderers_one_layer_up():
     assert not any(hasattr(plain, name) for name in ("to_json", "plot", "_repr_html_"))
     assert public.problems == plain.problems and not public.ok
     assert str(public) == plain_text(render(plain, "text"))
-    assert public.to_json(depth=0) == plain_text(render(plain, "json", depth=0))
+    assert public.to_json(depth=0) == plain_text(render(replace(plain, depth=0), "json"))
 
 
 def test_str_is_the_report():

@@ -22,7 +22,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "gradcli"
 
 #: Low to high. A module's floor is its longest listed prefix; a floor's modules may import
-#: each other's (same floor) and anything below.
+#: each other's (same floor) and anything below. The package's own name stands for
+#: gradcli/__init__.py alone, never as a prefix: a new folder or module must be given a floor.
 FLOORS: list[tuple[str, ...]] = [
     ("gradcli.errors", "gradcli.limits", "gradcli.options", "gradcli.seeds", "gradcli.reading", "gradcli.outcome",
      "gradcli.words", "gradcli.widths", "gradcli._deep", "gradcli._quiet_gc"),
@@ -41,7 +42,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("gradcli.demos",),
     ("gradcli.plot",),
     ("gradcli.render",),
-    ("gradcli.api", "gradcli"),  # gradcli/__init__.py: the public names, imported lazily
+    ("gradcli.api", "gradcli"),  # gradcli/__init__.py (the public names, imported lazily): that module only
     ("gradcli.cli", "gradcli.__main__"),
 ]
 LIBRARY = ("language", "interpret", "exact", "targets", "graph", "verify", "chain", "health", "comparison", "footprint",
@@ -53,8 +54,8 @@ def modules(*folders: str) -> list[Path]:
     return sorted(p for folder in folders if (PACKAGE / folder).is_dir() for p in (PACKAGE / folder).rglob("*.py"))
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+def module_name(path: Path, package: Path = PACKAGE) -> str:
+    parts = path.relative_to(package.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -77,9 +78,10 @@ def _runtime_nodes(tree: ast.AST):
                 stack.append(child)
 
 
-def imported(path: Path, *, runtime_only: bool = False) -> set[str]:
-    """Every module `path` imports, as an absolute dotted name (relative imports resolved)."""
-    package = ".".join(("gradcli", *path.relative_to(PACKAGE).parent.parts))
+def imported(path: Path, *, runtime_only: bool = False, root: Path = PACKAGE) -> set[str]:
+    """Every module `path` (a file of the package at `root`) imports, as an absolute dotted
+    name (relative imports resolved)."""
+    package = ".".join(("gradcli", *path.relative_to(root).parent.parts))
     tree = ast.parse(path.read_text(encoding="utf-8"))
     names = set()
     for node in (_runtime_nodes(tree) if runtime_only else ast.walk(tree)):
@@ -101,7 +103,8 @@ def floor_of(name: str) -> int | None:
     best, floor = -1, None
     for level, prefixes in enumerate(FLOORS):
         for prefix in prefixes:
-            if (name == prefix or name.startswith(prefix + ".")) and len(prefix) > best:
+            below = name.startswith(prefix + ".") and prefix != "gradcli"
+            if (name == prefix or below) and len(prefix) > best:
                 best, floor = len(prefix), level
     return floor
 
@@ -122,11 +125,14 @@ def prints(path: Path) -> list[int]:
     return found
 
 
-def upward(path: Path) -> list[str]:
-    """The imports of `path` that run and reach a floor above its own."""
-    own = floor_of(module_name(path))
+def upward(path: Path, root: Path = PACKAGE) -> list[str]:
+    """The imports of `path` that run and reach a floor above its own (a module on no floor
+    has no floor to stay on: that is reported too)."""
+    own = floor_of(module_name(path, root))
+    if own is None:
+        return [f"{module_name(path, root)} is on no floor"]
     found = []
-    for name in imported(path, runtime_only=True):
+    for name in imported(path, runtime_only=True, root=root):
         if not name.startswith("gradcli."):
             continue
         floor = floor_of(name)
@@ -149,8 +155,42 @@ def test_the_scan_sees_what_it_should(tmp_path):
     assert floor_of("gradcli.verify.function.check") > floor_of("gradcli.verify.expression.result")
 
 
+def unplaced(root: Path = PACKAGE) -> list[str]:
+    """The modules of the package at `root` that sit on no floor."""
+    return sorted(module_name(p, root) for p in root.rglob("*.py") if floor_of(module_name(p, root)) is None)
+
+
 def test_every_module_has_a_floor():
-    assert [module_name(p) for p in PACKAGE.rglob("*.py") if floor_of(module_name(p)) is None] == []
+    assert unplaced() == []
+
+
+def test_the_floors_test_fails_on_a_module_on_no_floor_or_importing_upward(tmp_path):
+    # A planted package in the shape of gradcli/: a new folder nobody gave a floor, a module of
+    # the exact derivative reaching up into the renderers (at run time, and only for its type,
+    # which does not count), and one importing down as it should. The checks above must see
+    # the first two, or they would pass on anything.
+    root = tmp_path / "gradcli"
+    files = {
+        "__init__.py": "",
+        "newroom/__init__.py": "",
+        "newroom/work.py": "from ..language import parser\n",
+        "exact/__init__.py": "",
+        "exact/planted.py": "from ..render.text import TextFormat\n",
+        "exact/typed.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..render.text import TextFormat\n",
+        "exact/fine.py": "from ..language.parser import parse\nimport gradcli.interpret.to_sympy\n",
+    }
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    assert unplaced(root) == ["gradcli.newroom", "gradcli.newroom.work"]
+    assert upward(root / "newroom" / "work.py", root) == ["gradcli.newroom.work is on no floor"]
+    assert upward(root / "exact" / "planted.py", root) == [
+        f"gradcli.render.text (floor {floor_of('gradcli.render')} > {floor_of('gradcli.exact')})",
+        f"gradcli.render.text.TextFormat (floor {floor_of('gradcli.render')} > {floor_of('gradcli.exact')})",
+    ]
+    assert upward(root / "exact" / "typed.py", root) == []
+    assert upward(root / "exact" / "fine.py", root) == []
+    assert floor_of("gradcli") is not None  # the package's own __init__ keeps its floor
 
 
 @pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))

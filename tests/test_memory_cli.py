@@ -81,3 +81,19 @@ def test_help_names_the_options_and_an_example(cli):
     result = cli("memory", "--help")
     assert result.exit_code == 0
     assert "--checkpoint" in result.stdout and "gradcli memory examples/memory/mlp.py:MLP" in result.stdout
+
+
+@pytest.mark.parametrize("command", ["memory", "compare"])
+def test_loss_init_reaches_the_loss_class_as_in_grads(cli, command):
+    # The model block (cli/app.py) gives memory and compare grads' --loss-init: MSELoss with
+    # reduction="sum" is torch's mean times the number of elements (4 x 10 outputs here).
+    model = str(ROOT / "examples" / "compare" / "models.py") + ":MLP"
+    args = [command, model, "--var", "x=randn(4, 32)", "--var", "target=randn(4, 10)", "--loss", "torch.nn:MSELoss",
+            "--seed", "0", "--json", *(["--checkpoint", "0", "--no-create-graph"] if command == "memory" else [])]
+    losses = []
+    for extra in ([], ["--loss-init", "reduction=sum"]):
+        result = cli(*args, *extra)
+        assert result.exit_code == 0, result.stderr
+        loss = json.loads(result.stdout)["loss"]
+        losses.append(loss if command == "memory" else loss["reference"])
+    assert losses[1] == pytest.approx(40 * losses[0], rel=1e-6)

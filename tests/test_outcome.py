@@ -71,6 +71,18 @@ def _library_check(*entries: tuple[str, list[str]]):
     return LibraryCheck([gradcli.check(e, var, seed=7) for e, var in entries])
 
 
+def _plot(expression: str, var: list[str]):
+    from gradcli.plot.data import plot_data
+
+    return plot_data(expression, var)
+
+
+def _demo(name: str, **options):
+    from gradcli.demos import run_demo
+
+    return run_demo(name, **options)
+
+
 def _discovery(target: str):
     from gradcli.verify.discovery.check import check_discovered
 
@@ -109,6 +121,13 @@ CASES = [
     ("compare-underflow", lambda: _compare(1e-7),
      ["compare", f"{COMPARE_MLP}:MLP", "--var", "x=randn(16, 32)", "--loss", "1e-7 * out.pow(2).mean()", "--amp", "float16",
       "--seed", "0"], False),
+    ("plot-ok", lambda: _plot("x*sigmoid(x)", []), ["plot", "x*sigmoid(x)", "--json"], True),
+    # log(1+exp(x)) overflows past x = 709.78: autograd's nan where the derivative is 1
+    ("plot-wrong", lambda: _plot("log(1+exp(x))", ["x=linspace(-800,800,2001)"]),
+     ["plot", "log(1+exp(x))", "--var", "x=linspace(-800,800,2001)", "--json"], False),
+    ("demo-ok", lambda: _demo("graph"), ["demo", "graph", "--json"], True),
+    # --buggy runs the classic mistakes through the checks that catch them, failing on purpose
+    ("demo-buggy", lambda: _demo("swish", buggy=True), ["demo", "swish", "--buggy", "--json"], False),
 ]
 
 
@@ -134,7 +153,7 @@ def result_classes() -> set[str]:
 
 #: The result classes the cases below run; a new command's result adds its cases here.
 COVERED = {"TraceResult", "CheckResult", "LibraryCheck", "FunctionResult", "DiscoveryResult", "GradsResult",
-           "MemoryResult", "CompareResult",
+           "MemoryResult", "CompareResult", "PlotData", "DemoRun",
            "DistributedResult", "DistributedGrads"}
 
 
@@ -150,6 +169,69 @@ def test_every_result_class_is_covered_by_a_case_here():
     assert result_classes() == COVERED | set(ELSEWHERE), "a result class without a passing and a failing case"
 
 
+def _dynamic_kinds() -> dict[str, list[str]]:
+    """The kinds the two computed `Problem(...)` kinds can take, from the types they come from:
+    compare's flags and a discovered Function's statuses."""
+    from typing import get_args
+
+    from gradcli.comparison.gradients import Flag
+    from gradcli.verify.discovery.check import Status
+
+    return {
+        "f'gradient-{flag.value.lower()}'": [f"gradient-{flag.value.lower()}" for flag in Flag if flag is not Flag.AGREES],
+        "entry.status.replace(' ', '-')": [status.replace(" ", "-") for status in get_args(Status) if status != "ok"],
+    }
+
+
+def problem_kinds(package: Path) -> dict[str, str]:
+    """Every problem kind the package at `package` makes, read from its source: the first
+    argument of each `Problem(...)` call -> the file that makes it. A computed kind must be one
+    of _dynamic_kinds' expressions (else it is reported as the expression itself)."""
+    dynamic = _dynamic_kinds()
+    kinds = {}
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Problem"):
+                continue
+            first = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "kind"), None)
+            where = f"{path.relative_to(package.parent)}:{node.lineno}"
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                kinds.setdefault(first.value, where)
+            else:
+                text = ast.unparse(first) if first is not None else "(no kind)"
+                for kind in dynamic.get(text, [f"<computed: {text}>"]):
+                    kinds.setdefault(kind, where)
+    return kinds
+
+
+def test_every_problem_kind_has_its_sentence_and_every_sentence_its_kind():
+    from gradcli.outcome import SENTENCES
+
+    result_classes()  # imports every module: each declares its kinds' sentences beside its result
+    made = problem_kinds(ROOT / "gradcli")
+    assert len(made) > 20
+    assert {kind: where for kind, where in made.items() if kind not in SENTENCES} == {}
+    assert sorted(set(SENTENCES) - set(made)) == []  # no sentence left for a kind nothing makes
+
+
+def test_the_kind_finder_sees_a_planted_kind_without_a_sentence(tmp_path):
+    # The test above is only as good as the finder: a new module making a new kind (plainly,
+    # and computed in a way the finder does not know) is seen, and has no sentence.
+    from gradcli.outcome import SENTENCES, Problem, say
+
+    package = tmp_path / "gradcli"
+    package.mkdir()
+    (package / "planted.py").write_text(
+        "from gradcli.outcome import Problem\n"
+        "def problems(name):\n"
+        "    return [Problem('planted-kind', name), Problem(kind=f'planted-{name}')]\n")
+    made = problem_kinds(package)
+    assert made == {"planted-kind": "gradcli/planted.py:3", "<computed: f'planted-{name}'>": "gradcli/planted.py:3"}
+    assert "planted-kind" not in SENTENCES
+    with pytest.raises(ValueError, match="no sentence for a problem of kind 'planted-kind'"):
+        say(Problem("planted-kind"))
+
+
 def follows_the_protocol(result, passes: bool) -> None:
     """`result` is an Outcome whose ok, problems, notes, document and text agree."""
     assert isinstance(result, Outcome)
@@ -162,12 +244,10 @@ def follows_the_protocol(result, passes: bool) -> None:
     assert all(sentences)
     document = result.as_dict()
     json.dumps(document, default=str)  # plain data
-    if "ok" in document:
-        assert document["ok"] is result.ok
-    if "problems" in document:
-        assert document["problems"] == sentences
+    assert document["ok"] is result.ok  # every document carries the verdict and its sentences
+    assert document["problems"] == sentences
     written = json.loads(plain_text(render(result, "json")))
-    assert written.get("ok", result.ok) is result.ok
+    assert written["ok"] is result.ok
     text = plain_text(render(result, "text"))
     assert text
     if hasattr(type(result), "_repr_html_"):  # the public API's results: str() is the text format's

@@ -1,4 +1,4 @@
-"""inspect/values.py's shortcuts against torch's own answer: the preview of a non-contiguous
+"""graph/values.py's shortcuts against torch's own answer: the preview of a non-contiguous
 tensor (read from its leading rows, not a copy of all of it) and the finiteness test (from
 aminmax, not a bool per element)."""
 

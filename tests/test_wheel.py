@@ -22,22 +22,23 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-JUNK = ("*.egg-info", "build", "dist", "__pycache__", ".venv", ".git", ".pytest_cache", ".hypothesis")
+JUNK = ("*.egg-info", "build", "dist", "__pycache__", ".venv", ".ci-venv", ".git", ".pytest_cache", ".hypothesis")
 
 
-def clean_copy(to: Path) -> Path:
-    """The files a clone would hold (tracked, or new and not ignored), copied to `to`."""
+def clean_copy(to: Path, root: Path = ROOT) -> Path:
+    """The files a clone of `root` would hold (tracked, or new and not ignored), copied into
+    the folder `to` (which may exist already, as pytest's temporary folders do)."""
     listed = None
-    if shutil.which("git") and (ROOT / ".git").exists():
-        run = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+    if shutil.which("git") and (root / ".git").exists():
+        run = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                              capture_output=True, text=True)
         if run.returncode == 0:
             listed = [name for name in run.stdout.split("\0") if name]
-    if listed is None:  # an unpacked sdist: the tree itself, without build leftovers
-        shutil.copytree(ROOT, to, ignore=shutil.ignore_patterns(*JUNK))
+    if listed is None:  # an unpacked sdist or `git archive`: the tree itself, without build leftovers
+        shutil.copytree(root, to, ignore=shutil.ignore_patterns(*JUNK), dirs_exist_ok=True)
         return to
     for name in listed:
-        source = ROOT / name
+        source = root / name
         if source.is_file():
             (to / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, to / name)
@@ -68,6 +69,21 @@ def wheel_and_source(tmp_path_factory):
     (wheel,) = out.glob("gradcli-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         return set(archive.namelist()), source
+
+
+def test_a_tree_without_git_is_copied_whole_without_its_build_leftovers(tmp_path):
+    # A downloaded archive or an sdist has no .git: the copy is the tree itself, into a folder
+    # that already exists (the wheel fixture's mktemp folder; copytree refused it, 3 errors).
+    tree = tmp_path / "unpacked"
+    for name in ("pyproject.toml", "gradcli/__init__.py", "gradcli/exact/__init__.py", "expressions/basic.toml",
+                 "build/lib/gradcli/__init__.py", "gradcli/__pycache__/x.pyc", "gradcli.egg-info/PKG-INFO"):
+        (tree / name).parent.mkdir(parents=True, exist_ok=True)
+        (tree / name).write_text(name)
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    assert clean_copy(copy, tree) == copy
+    assert sorted(p.relative_to(copy).as_posix() for p in copy.rglob("*") if p.is_file()) == [
+        "expressions/basic.toml", "gradcli/__init__.py", "gradcli/exact/__init__.py", "pyproject.toml"]
 
 
 def test_the_wheel_ships_every_module_of_every_sub_package(wheel_and_source):

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..outcome import Problem
+from .. import words
+from ..outcome import Problem, sentence
 
 #: How the formulas name tensors: one symbol per tensor read elementwise (a generic element),
 #: or one symbol per element (softmax, matmul and reductions over a dim couple elements).
@@ -144,3 +145,23 @@ class ChainRule:
             found += [Problem("chain-second-failed", leaf.variable, {"of": graph.of}) for leaf in graph.leaves
                       if leaf.proof == "differs" or leaf.numbers is not None and leaf.numbers.agrees is False]
         return found
+
+
+@sentence("chain-mismatch")
+def _chain_mismatch(p: Problem) -> str:
+    return words.chain_mismatch(p.subject, p.detail["name"])
+
+
+@sentence("chain-leaf-mismatch")
+def _chain_leaf_mismatch(p: Problem) -> str:
+    return words.chain_leaf_mismatch(p.subject)
+
+
+@sentence("chain-proof-failed")
+def _chain_proof_failed(p: Problem) -> str:
+    return words.chain_proof_failed(p.subject)
+
+
+@sentence("chain-second-failed")
+def _chain_second_failed(p: Problem) -> str:
+    return words.chain_second_failed(p.detail["of"], p.subject)

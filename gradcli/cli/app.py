@@ -38,8 +38,19 @@ app = typer.Typer(
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        typer.echo(f"gradcli {__version__}")
+        raise typer.Exit(EXIT_OK)
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_print_version,
+                                          help="Print gradcli's version and exit.")] = False,
+) -> None:
     """Exit status: 0 all agreed, 1 a problem was found (a wrong or non-finite gradient, an
     autograd error), 2 bad input or usage."""
 
@@ -97,6 +108,24 @@ SeedOption = Annotated[Optional[int], typer.Option("--seed", help=f"Seed for {co
 DtypeOption = Annotated[str, typer.Option("--dtype", help="float64 (default), float32, float16 or bfloat16.")]
 DeviceOption = Annotated[str, typer.Option("--device", help="Torch device, e.g. cpu (default) or cuda.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout, nothing else.")]
+# The model block: how grads, memory, compare (and trace, check-function on a model) name the
+# model, make it and reduce its output, declared once (docs/cli.md, "The model options").
+TargetArgument = Annotated[str, typer.Argument(
+    metavar="TARGET",
+    help="Your model: path/to/model.py:NAME or package.module:NAME (importing it runs it, as python would).")]
+InitOption = Annotated[Optional[List[str]], typer.Option(
+    "--init", metavar="KEY=VALUE",
+    help="A model target: a keyword argument for the nn.Module class or model factory (a Python literal). Repeatable.")]
+LossOption = Annotated[Optional[str], typer.Option(
+    "--loss", metavar="LOSS",
+    help="A model target: reduce the output to the loss. An expression in which out is the output as the model "
+    "returned it (out.logits, out[0], out['loss']; used as a tensor: the output tensor, a tuple's first item), its "
+    "tensors by name (out_1, a dict's keys) and the --var inputs are bound, e.g. 'cross_entropy(out.flatten(0, 1), "
+    "y.flatten())'; or your own loss, path/loss.py:NAME or package.module:NAME: a function NAME(out, **vars) or an "
+    "nn.Module loss class such as torch.nn:CrossEntropyLoss.")]
+LossInitOption = Annotated[Optional[List[str]], typer.Option(
+    "--loss-init", metavar="KEY=VALUE",
+    help="A keyword argument for the nn.Module loss class --loss names (a Python literal), e.g. ignore_index=0. Repeatable.")]
 LibraryOption = Annotated[
     Optional[List[Path]],
     typer.Option("--library", metavar="DIR", help="Another folder of *.toml library functions (also $GRADCLI_LIBRARY). Repeatable."),

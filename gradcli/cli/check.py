@@ -9,6 +9,7 @@ import typer
 from .app import (
     DeviceOption,
     DtypeOption,
+    InitOption,
     JsonOption,
     LibraryOption,
     SeedOption,
@@ -125,7 +126,7 @@ def check_function_command(
     json: JsonOption = False,
     output: Annotated[Optional[int], typer.Option("--output", metavar="N", help="Check only forward's output N (0 is the first); by default every differentiable floating output.")] = None,
     expect_grad: Annotated[Optional[list[str]], typer.Option("--expect-grad", metavar="[NAME=]EXPR", help="The gradient backward is meant to return for input NAME (a straight-through estimator, a gradient reversal), an expression of grad_output and the inputs, e.g. '-grad_output'; checked instead of finite differences (repeatable; NAME= may be left out for a single input).")] = None,
-    init: Annotated[Optional[List[str]], typer.Option("--init", metavar="KEY=VALUE", help="A model target: a keyword argument for the nn.Module class or model factory (a Python literal). Repeatable.")] = None,
+    init: InitOption = None,
     skip: Annotated[Optional[List[str]], typer.Option("--skip", metavar="PATTERN", help="A package or model: leave out the Functions whose name (mypkg.ops:Swish, or Swish) matches PATTERN (* and ? wildcards); listed as skipped. Repeatable.")] = None,
 ) -> None:
     """Check your own torch.autograd.Function: gradcheck (and gradgradcheck with --order 2)

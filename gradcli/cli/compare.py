@@ -7,7 +7,8 @@ from typing import Annotated, List, Optional
 import typer
 
 from ..errors import UsageError
-from .app import DeviceOption, JsonOption, LibraryOption, SeedOption, VarOption, app, reports_errors
+from .app import (DeviceOption, InitOption, JsonOption, LibraryOption, LossInitOption, LossOption, SeedOption, TargetArgument,
+                  VarOption, app, reports_errors)
 from .distributed import (AccumulateOption, BeforeStepOption, ClipOption, DdpOption, DistributedOptions, FsdpOption,
                           TimeoutOption, compare_ranks, wanted)
 
@@ -15,10 +16,11 @@ from .distributed import (AccumulateOption, BeforeStepOption, ClipOption, DdpOpt
 @app.command("compare")
 @reports_errors
 def compare_command(
-    target: Annotated[str, typer.Argument(metavar="TARGET", help="Your model: path/to/model.py:NAME or package.module:NAME (importing it runs it, as python would).")],
+    target: TargetArgument,
     var: VarOption = None,
-    loss: Annotated[Optional[str], typer.Option("--loss", metavar="EXPR", help="Reduce the output to the loss, as in grads: e.g. '((out - y)**2).mean()'.")] = None,
-    init: Annotated[Optional[List[str]], typer.Option("--init", metavar="KEY=VALUE", help="A keyword argument for the nn.Module class or model factory (a Python literal). Repeatable.")] = None,
+    loss: LossOption = None,
+    loss_init: LossInitOption = None,
+    init: InitOption = None,
     compile: Annotated[bool, typer.Option("--compile", help="The candidate runs under torch.compile.")] = False,
     backend: Annotated[str, typer.Option("--backend", help="torch.compile's backend: inductor (needs a C++ compiler), aot_eager or eager.")] = "inductor",
     mode: Annotated[Optional[str], typer.Option("--mode", help="torch.compile's mode: default, reduce-overhead, max-autotune, max-autotune-no-cudagraphs.")] = None,
@@ -61,7 +63,8 @@ Exit status 0 all agree, 1 a parameter differs, 2 bad input (or a rank that rais
       gradcli compare examples/distributed/models.py:MLP --var "x=randn(16, 8)" --loss "out.pow(2).mean()" --ddp 2 --accumulate 4  # exit 1
     """
     from ..comparison.setup import Setup
-    from ..comparison.target import compare_target
+    from ..comparison.run import PURPOSE, compare_of
+    from ..targets.model import on_model
     from .output import exit_status, say, show, user_prints_aside
 
     if wanted(ddp, fsdp):
@@ -70,6 +73,8 @@ Exit status 0 all agree, 1 a parameter differs, 2 bad input (or a rank that rais
         if given:
             raise UsageError(f"{given[0]} with --ddp/--fsdp is not supported: the distributed run is compared in float32",
                              hint="compare the setup and the distribution in two runs")
+        if loss_init:
+            raise UsageError("--loss-init does not reach the ranks yet: give --ddp/--fsdp a --loss expression")
         options = DistributedOptions(target, var or (), init or (), loss, seed, json, ddp, fsdp, device, library or (), timeout,
                                      accumulate, clip_grad_norm, before_step)
         raise typer.Exit(compare_ranks(options))
@@ -87,7 +92,9 @@ Exit status 0 all agree, 1 a parameter differs, 2 bad input (or a rank that rais
         picture_format(plot)  # a wrong suffix or missing matplotlib is a usage error before any work
         require_matplotlib()
     with user_prints_aside(json):
-        result = compare_target(target, var or (), setup=setup, loss=loss, init=init or (), seed=seed, library_dirs=library or ())
+        setup.check_machine()  # before the user's module is imported and built
+        result = on_model(compare_of, target, var or (), purpose=PURPOSE, loss=loss, loss_init=loss_init or (),
+                          init=init or (), seed=seed, library_dirs=library or (), setup=setup)
     if plot is not None:
         from ..plot.compare import save_compare
 

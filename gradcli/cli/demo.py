@@ -14,7 +14,7 @@ from typer.core import TyperGroup
 
 from ..demos import NAMES
 from ..errors import GradcliError, UsageError
-from .app import EXIT_USAGE, app, reports_errors
+from .app import EXIT_USAGE, JsonOption, app, reports_errors
 
 BETA_LIMIT = 20.0  # beyond it σ(βx) saturates at the sample points and checks say little
 
@@ -60,6 +60,7 @@ def swish_command(
     beta: Annotated[float, typer.Option("--beta", help="The β of x·σ(βx).")] = 1.0,
     buggy: Annotated[bool, typer.Option("--buggy", help="Also run the classic mistakes through the checks that catch them (exit 1).")] = False,
     plot: Annotated[Optional[str], typer.Option("--plot", metavar="PATH", help="Also draw Swish and its derivative for several β to PATH (.png, .svg or .pdf; needs matplotlib: pip install 'gradcli[plot]').")] = None,
+    json: JsonOption = False,
 ) -> None:
     """Swish x·σ(βx) as a custom autograd.Function, checked against sympy, autograd and gradcheck.
 
@@ -73,13 +74,14 @@ def swish_command(
         from ..plot.swish import check_path
 
         check_path(plot)  # a bad suffix or missing matplotlib is refused before the demo runs
-    ok = _run("swish", beta=beta, buggy=buggy)
+    ok = _run("swish", json, beta=beta, buggy=buggy)
     if plot is not None:
         from ..plot.swish import save_swish
         from .output import say
 
         save_swish(plot, beta)
-        say(f"\npicture written to {plot}")
+        if not json:
+            say(f"\npicture written to {plot}")
     raise typer.Exit(_status(ok))
 
 
@@ -90,20 +92,22 @@ def _plain_demo(name: str) -> None:
     @demo_app.command(name, help=load(name).SUMMARY,
                       context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
     @reports_errors
-    def command(ctx: typer.Context) -> None:
+    def command(ctx: typer.Context, json: JsonOption = False) -> None:
         if ctx.args:
             others = ", ".join(n for n in NAMES if n != "swish")
             if "--plot" in ctx.args:
                 raise UsageError(f"--plot belongs to `gradcli demo swish`, not to {name!r}")
             raise UsageError(f"--beta and --buggy belong to `gradcli demo swish`, not to {name!r} "
                              f"(the demos {others} take no options)")
-        raise typer.Exit(_status(_run(name)))
+        raise typer.Exit(_status(_run(name, json)))
 
 
-def _run(name: str, **options: Any) -> bool:
+def _run(name: str, json: bool = False, **options: Any) -> bool:
+    """Run demo `name`: its blocks shown as they come and the summary, or with `json` only the
+    closing document (the checks and their problems)."""
     from ..demos import run_demo
     from ..render.demo import spacing
-    from .output import make_console, show, write
+    from .output import make_console, show, user_prints_aside, write
 
     console = make_console()
     previous: list[Any] = [None]
@@ -113,8 +117,13 @@ def _run(name: str, **options: Any) -> bool:
         show(block, "text", console)
         previous[0] = block
 
-    run = run_demo(name, emit=emit, **options)
-    show(run, "text", console)
+    if json:
+        with user_prints_aside(True):
+            run = run_demo(name, **options)
+        show(run, "json")
+    else:
+        run = run_demo(name, emit=emit, **options)
+        show(run, "text", console)
     return run.ok
 
 

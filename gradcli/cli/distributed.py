@@ -82,7 +82,7 @@ def compare_ranks(options: DistributedOptions) -> int:
     return exit_status(result.ok)
 
 
-def grads_ranks(options: DistributedOptions, depth: int | None = None) -> int:
+def grads_ranks(options: DistributedOptions) -> int:
     """`gradcli grads TARGET --ddp N`: the health table of the reduced gradients, and the
     parameters whose ranks disagree."""
     from ..distributed.grads import grads_distributed
@@ -94,7 +94,7 @@ def grads_ranks(options: DistributedOptions, depth: int | None = None) -> int:
     with user_prints_aside(options.json):
         result = grads_distributed(setup, timeout=options.timeout, **options.grads)
     if _rank() == 0:
-        show(result, "json" if options.json else "text", depth=depth)
+        show(result, "json" if options.json else "text")
     return exit_status(result.ok)
 
 

@@ -8,16 +8,18 @@ from typing import Annotated, List, Optional
 import typer
 
 from ..errors import UsageError
-from .app import DeviceOption, JsonOption, LibraryOption, SeedOption, VarOption, app, reports_errors
+from .app import (DeviceOption, InitOption, JsonOption, LibraryOption, LossInitOption, LossOption, SeedOption, TargetArgument,
+                  VarOption, app, reports_errors)
 
 
 @app.command("memory")
 @reports_errors
 def memory_command(
-    target: Annotated[str, typer.Argument(metavar="TARGET", help="Your model: path/to/model.py:NAME or package.module:NAME (importing it runs it, as python would).")],
+    target: TargetArgument,
     var: VarOption = None,
-    loss: Annotated[Optional[str], typer.Option("--loss", metavar="EXPR", help="Reduce the output to the loss: an expression in which out (out_1, ..., or a dict's keys) and the --var inputs are bound, e.g. '((out - y)**2).mean()'.")] = None,
-    init: Annotated[Optional[List[str]], typer.Option("--init", metavar="KEY=VALUE", help="A keyword argument for the nn.Module class or model factory (a Python literal). Repeatable.")] = None,
+    loss: LossOption = None,
+    loss_init: LossInitOption = None,
+    init: InitOption = None,
     depth: Annotated[Optional[int], typer.Option("--depth", metavar="N", help="Total every module deeper than N under its ancestor at depth N (default: every module its own row).")] = None,
     amp: Annotated[Optional[str], typer.Option("--amp", metavar="DTYPE", help="Run forward under torch.autocast in this dtype: bfloat16 or float16.")] = None,
     checkpoint: Annotated[int, typer.Option("--checkpoint", metavar="N", help="Prove checkpoint advice on the best N modules by rerunning with torch.utils.checkpoint (0: none).")] = 3,
@@ -47,7 +49,8 @@ def memory_command(
       gradcli memory examples/memory/mlp.py:DeepMLP --init depth=4 --var "x=randn(16, 128)" --loss "out.pow(2).mean()" --depth 2 --checkpoint 1 --json
       gradcli memory examples/memory/mlp.py:MLP --var "x=randn(64, 256)" --loss "out.pow(2).mean()" --amp bfloat16 --checkpoint 0
     """
-    from ..footprint.target import memory_target
+    from ..footprint.run import PURPOSE, memory_of
+    from ..targets.model import on_model
     from .output import exit_status, say, show, user_prints_aside
 
     if depth is not None and depth < 0:
@@ -62,8 +65,8 @@ def memory_command(
         picture_format(plot)  # a wrong suffix or missing matplotlib is a usage error before any work
         require_matplotlib()
     with user_prints_aside(json):
-        result = memory_target(
-            target, var or (), loss=loss, init=init or (), seed=seed, dtype=dtype, device=device,
+        result = on_model(
+            memory_of, target, var or (), purpose=PURPOSE, tag_loss=True, loss=loss, loss_init=loss_init or (), init=init or (), seed=seed, dtype=dtype, device=device,
             library_dirs=library or (), depth=depth, amp=amp, checkpoint=checkpoint, create_graph=create_graph,
         )
     if plot is not None:

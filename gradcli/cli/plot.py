@@ -10,6 +10,7 @@ import typer
 from ..errors import UsageError
 from .app import (
     DtypeOption,
+    JsonOption,
     LibraryOption,
     SeedOption,
     VarOption,
@@ -29,6 +30,7 @@ def plot_command(
     seed: SeedOption = None,
     dtype: DtypeOption = "float64",
     library: LibraryOption = None,
+    json: JsonOption = False,
 ) -> None:
     """Plot f, autograd's derivative and sympy's exact one, and |autograd - exact| (log scale).
 
@@ -45,8 +47,8 @@ def plot_command(
       gradcli plot "x*sigmoid(x)" --order 2 -o swish.svg
       gradcli plot "relu(x) + sqrt(x)" --terminal
     """
-    if output is None and not terminal:
-        raise UsageError("plot needs somewhere to draw", hint="give -o out.png (or .svg/.pdf), or --terminal")
+    if output is None and not terminal and not json:
+        raise UsageError("plot needs somewhere to draw", hint="give -o out.png (or .svg/.pdf), or --terminal (or --json)")
     if output is not None:
         from ..plot.mpl import picture_format, require_matplotlib
 
@@ -62,7 +64,7 @@ def plot_command(
         from ..plot.mpl import save
 
         save(data, output)
-    show(data, "text", terminal=terminal)
-    if output is not None:
+    show(data, "json" if json else "text", terminal=terminal)
+    if output is not None and not json:
         say(f"picture written to {output}")
     raise typer.Exit(exit_status(data.ok))

@@ -10,8 +10,11 @@ import typer
 from ..errors import UsageError
 from .app import (
     DeviceOption,
+    InitOption,
     JsonOption,
     LibraryOption,
+    LossInitOption,
+    LossOption,
     SeedOption,
     VarOption,
     app,
@@ -27,9 +30,9 @@ NamesOption = Optional[List[str]]
 def trace_command(
     expr: Annotated[str, typer.Argument(metavar="EXPR", help="The expression or program; @FILE reads a file, - reads stdin. Or your own code: path/to/model.py:NAME or package.module:NAME (importing it runs it, as python would).")],
     var: VarOption = None,
-    init: Annotated[NamesOption, typer.Option("--init", metavar="KEY=VALUE", help="Code: a keyword argument for the nn.Module class or model factory (a Python literal). Repeatable.")] = None,
-    loss: Annotated[Optional[str], typer.Option("--loss", metavar="LOSS", help="Code: Reduce the output to the loss. An expression in which out is the output as the model returned it (out.logits, out[0], out['loss']; used as a tensor: the output tensor, a tuple's first item), its tensors by name (out_1, a dict's keys) and the --var inputs are bound, e.g. 'cross_entropy(out.flatten(0, 1), y.flatten())'; or your own loss, path/loss.py:NAME or package.module:NAME: a function NAME(out, **vars) or an nn.Module loss class such as torch.nn:CrossEntropyLoss.")] = None,
-    loss_init: Annotated[Optional[List[str]], typer.Option("--loss-init", metavar="KEY=VALUE", help="A keyword argument for the nn.Module loss class --loss names (a Python literal), e.g. ignore_index=0. Repeatable.")] = None,
+    init: InitOption = None,
+    loss: LossOption = None,
+    loss_init: LossInitOption = None,
     depth: Annotated[int, typer.Option("--depth", metavar="N", help="Code: fold every module deeper than N into one line (nodes, parameters, shapes); --json and --dot stay complete.")] = 1,
     mode: Annotated[str, typer.Option("--mode", help="backward (torch.autograd.backward: fills .grad) or grad (torch.autograd.grad: returns gradients).")] = "backward",
     wrt: Annotated[NamesOption, typer.Option("--wrt", metavar="NAME", help="Differentiate with respect to NAME (a variable or an assigned name); default all variables. Repeatable.")] = None,

@@ -27,7 +27,7 @@ from .result import Cause, CompareResult
 from .side import SideRun
 
 if TYPE_CHECKING:
-    from .run import Runs
+    from .runs import Runs
 
 #: float16's smallest normal number (2^-14) and largest finite one.
 FP16_TINY = 2.0**-14

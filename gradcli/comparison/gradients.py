@@ -102,7 +102,7 @@ def compare_gradient(name: str, reference: torch.Tensor | None, candidate: torch
     `floor` is the smallest ‖g_ref‖ the error is relative to: a gradient that is zero in exact
     arithmetic (a convolution's bias before BatchNorm) is rounding noise in the reference, and
     its error relative to that noise means nothing; compare passes a share of the model's
-    typical gradient norm (compare/run.py)."""
+    typical gradient norm (comparison/runs.py)."""
     if reference is None or candidate is None:
         return ParamComparison(name, None, None, tolerance, flags=[Flag.MISSING])
     if reference.shape != candidate.shape:

@@ -4,7 +4,7 @@ reference's, where the difference starts, and why, from evidence.
     result = gradcli.compare(model, x, loss=lambda out: out.pow(2).mean(), compile=True)
     assert result.ok, result
 
-Data only (outcome.py's protocol): the words live in render/compare.py.
+Data only (outcome.py's protocol): the words live in render/training/compare.py.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..outcome import Problem, Reported
+from ..outcome import Problem, Reported, sentence
 from ..words import problem_sentences
 from .gradients import Flag, ParamComparison
 from .setup import Setup
@@ -104,3 +104,14 @@ class CompareResult(Reported):
             "problems": problem_sentences(self.problems),
             "notes": list(self.notes),
         }
+
+
+@sentence(*(f"gradient-{flag.value.lower()}" for flag in Flag if flag is not Flag.AGREES))
+def _gradient(p: Problem) -> str:
+    """A parameter's gradient against the reference."""
+    d = p.detail
+    if d["rel_err"] is None:
+        return f"{p.subject}: {d['flag']}: a gradient only one side has"
+    if d["rel_err"] > d["tolerance"]:
+        return f"{p.subject}: {d['flag']}: rel err {d['rel_err']:.2g} > tolerance {d['tolerance']:.2g}"
+    return f"{p.subject}: {d['flag']}: rel err {d['rel_err']:.2g} (tolerance {d['tolerance']:.2g})"

@@ -26,6 +26,7 @@ import torch
 
 from ..targets.base import Origin
 from ..targets.model import scalar_loss
+from ..targets.modules import ModuleHooks
 
 LossFn = Callable[[Any], Any]
 #: GradScaler halves its scale at every skipped step: from 65536, 40 steps reach 2^-24.
@@ -177,37 +178,25 @@ def _watched(model: torch.nn.Module, seen: dict[str, ModuleSeen], scale: float) 
     def unscaled(g: torch.Tensor) -> torch.Tensor:
         return g.detach().to(torch.float64) / scale
 
-    handles = []
-    for path, module in computing_modules(model):
-        def hook(module: Any, args: Any, output: Any, path: str = path) -> None:
-            if path in seen:  # a module called twice (a shared layer): its first call
-                return
-            entry = seen[path] = ModuleSeen(path, type(module).__name__)
-            out = _first_floating(output)
-            if out is not None:
-                entry.output = out.detach().to(torch.float64, copy=True)
-                if out.grad_fn is not None:
-                    entry.origin = origin_of(out.grad_fn)
-                if out.requires_grad:
-                    out.register_hook(lambda g, e=entry: setattr(e, "output_grad", unscaled(g)))
-            inp = _first_floating(args, needs_grad=True)
-            if inp is not None:
-                inp.register_hook(lambda g, e=entry: setattr(e, "input_grad", unscaled(g)))
+    def hook(path: str, module: Any, args: Any, output: Any) -> None:
+        if path in seen:  # a module called twice (a shared layer): its first call
+            return
+        entry = seen[path] = ModuleSeen(path, type(module).__name__)
+        out = _first_floating(output)
+        if out is not None:
+            entry.output = out.detach().to(torch.float64, copy=True)
+            if out.grad_fn is not None:
+                entry.origin = origin_of(out.grad_fn)
+            if out.requires_grad:
+                out.register_hook(lambda g, e=entry: setattr(e, "output_grad", unscaled(g)))
+        inp = _first_floating(args, needs_grad=True)
+        if inp is not None:
+            inp.register_hook(lambda g, e=entry: setattr(e, "input_grad", unscaled(g)))
 
-        # Run by Python, not traced: dynamo would compile the hook once per module path and
-        # stop at its recompile limit (a ResNet's watched inductor run took 25 minutes).
-        handles.append(module.register_forward_hook(_eager(hook)))
-    try:
+    # Run by Python, not traced (eager): dynamo would compile the hook once per module path and
+    # stop at its recompile limit (a ResNet's watched inductor run took 25 minutes).
+    with ModuleHooks(modules=computing_modules(model), leave=hook, eager=True):
         yield
-    finally:
-        for handle in handles:
-            handle.remove()
-
-
-def _eager(fn: Callable[..., Any]) -> Callable[..., Any]:
-    import torch._dynamo as dynamo
-
-    return dynamo.disable(fn)
 
 
 @contextlib.contextmanager
@@ -217,17 +206,13 @@ def _sized(model: torch.nn.Module, sizes: dict[str, int], on: bool) -> Iterator[
         yield
         return
 
-    def hook(module: Any, args: Any, output: Any, path: str) -> None:
+    def hook(path: str, module: Any, args: Any, output: Any) -> None:
         out = _first_floating(output)
         if out is not None:
             sizes.setdefault(path, out.numel())
 
-    handles = [m.register_forward_hook(lambda m, a, o, p=path: hook(m, a, o, p)) for path, m in model.named_modules()]
-    try:
+    with ModuleHooks(modules=model.named_modules(), leave=hook):
         yield
-    finally:
-        for handle in handles:
-            handle.remove()
 
 
 def _first_floating(value: Any, needs_grad: bool = False) -> torch.Tensor | None:

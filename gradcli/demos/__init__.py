@@ -7,12 +7,14 @@ listing the demos stays instant.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import import_module
 from types import ModuleType
 from typing import Any, Callable
 
 from ..errors import UsageError
+from ..outcome import Problem, Reported, sentence
+from ..words import problem_sentences
 from .runner import Block, Session, Verdict
 
 NAMES = ("swish", "graph", "backward", "grad", "chain-rule")
@@ -35,16 +37,24 @@ def listing() -> str:
 
 
 @dataclass
-class DemoRun:
-    """What a demo produced: every block in order, its checks, the namespace its code ran in."""
+class DemoRun(Reported):
+    """What a demo produced: every block in order, its checks, the namespace its code ran in
+    (outcome.py's protocol: a check that failed is a problem)."""
 
     blocks: list[Block]
     verdicts: list[Verdict]
     namespace: dict[str, Any]
+    name: str = ""
+    notes: list[str] = field(default_factory=list)
 
     @property
-    def ok(self) -> bool:
-        return all(v.ok for v in self.verdicts)
+    def problems(self) -> list[Problem]:
+        return [Problem("demo-check-failed", self.name, {"check": v.text}) for v in self.verdicts if not v.ok]
+
+    def as_dict(self) -> dict[str, Any]:
+        """`gradcli demo NAME --json` (docs/json.md): the checks, not the blocks shown."""
+        return {"demo": self.name, "ok": self.ok, "checks": [{"ok": v.ok, "text": v.text} for v in self.verdicts],
+                "problems": problem_sentences(self.problems), "notes": self.notes}
 
 
 def run_demo(name: str, emit: Callable[[Block], None] | None = None, **options: Any) -> DemoRun:
@@ -59,4 +69,9 @@ def run_demo(name: str, emit: Callable[[Block], None] | None = None, **options: 
 
     session = Session(keep)
     module.run(session, **options)
-    return DemoRun(blocks, session.verdicts, session.namespace)
+    return DemoRun(blocks, session.verdicts, session.namespace, name)
+
+
+@sentence("demo-check-failed")
+def _demo_check_failed(p: Problem) -> str:
+    return f"{p.subject}: {p.detail['check']}"

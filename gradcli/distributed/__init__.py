@@ -7,7 +7,7 @@ or FSDP2) against the same model on one process with the whole batch.
 - `target.py`: the model, its inputs (a rank's shard) and its loss, made as `grads` makes them.
 - `reference.py`: the same model on one process with the whole batch.
 - `worker.py`: one rank's run: wrap, forward, backward, gather, return plain data.
-- `judge.py`: the ranks' gradients against the reference (compare/gradients.py), and between ranks.
+- `judge.py`: the ranks' gradients against the reference (comparison/gradients.py), and between ranks.
 - `syncbn.py`: a BatchNorm with global statistics for CPU (torch's SyncBatchNorm is GPU-only).
 - `causes.py`: why the reduced gradients differ, each cause proven by rerunning with its fix.
 - `result.py`, `run.py`: the result and `compare --ddp/--fsdp`'s work; `grads.py`: `grads --ddp`.

@@ -15,9 +15,10 @@ from typing import Any
 
 from ..health.result import GradsResult
 from ..health.stats import grad_stats
-from ..health.target import grads_target
+from ..health.run import PURPOSE, grads_of
 from ..health.verdicts import judge_sizes, median_ratio
 from ..outcome import Problem, Reported
+from ..targets.model import on_model
 from ..words import problem_sentences
 from .judge import judge
 from .launch import TIMEOUT, Ranks, start_ranks
@@ -60,7 +61,7 @@ class DistributedGrads(Reported):
         `compare --ddp N` explains them)."""
         return [r.name for r in self.run.differing]
 
-    def as_dict(self, depth: int | None = None) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         """grads' own document of the reduced gradients, with the ranks' agreement under
         `distributed`; `ok` and `problems` are the whole run's."""
         distributed = {
@@ -70,7 +71,7 @@ class DistributedGrads(Reported):
             "ddp_error": self.run.ddp_error, "skipped": self.run.skipped,
             "problems": problem_sentences(self.problems),
         }
-        return self.health.as_dict(depth) | {"ok": self.ok, "problems": distributed["problems"], "distributed": distributed}
+        return self.health.as_dict() | {"ok": self.ok, "problems": distributed["problems"], "distributed": distributed}
 
 
 def grads_distributed(setup: Setup, *, timeout: float = TIMEOUT, ranks: Ranks | None = None, **options: Any) -> DistributedGrads:
@@ -80,8 +81,8 @@ def grads_distributed(setup: Setup, *, timeout: float = TIMEOUT, ranks: Ranks | 
             ranks = stack.enter_context(start_ranks(setup.world, setup.backend, timeout))
         setup = replace(setup, seed=ranks.agree(setup.seed))  # under torchrun each rank drew its own
         # While the ranks import torch: grads' own run and the reference, on one process.
-        health = grads_target(setup.target, setup.variables, loss=setup.loss, init=setup.init, seed=setup.seed,
-                              library_dirs=setup.library_dirs, **options)
+        health = on_model(grads_of, setup.target, setup.variables, purpose=PURPOSE, loss=setup.loss, init=setup.init,
+                          seed=setup.seed, library_dirs=setup.library_dirs, **options)
         ref = reference(setup, setup.world)
         runs = ranks.run(job(setup))
     run = judge(ref, runs)

@@ -1,4 +1,4 @@
-"""The ranks' reduced gradients judged against the reference with compare/gradients.py (the
+"""The ranks' reduced gradients judged against the reference with comparison/gradients.py (the
 same verdict `compare` gives), per parameter and per rank, plus what only N ranks can show:
 the spread between ranks and the reduced gradient's scale relative to the reference."""
 

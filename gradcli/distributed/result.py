@@ -2,7 +2,7 @@
 against the one-process reference, the spread between ranks, the gradient norms as a user
 would log them, and the causes found, each with the rerun that proves it.
 
-Plain data (outcome.py's protocol): the renderers (render/distributed.py) choose the words.
+Plain data (outcome.py's protocol): the renderers (render/training/distributed.py) choose the words.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..comparison.gradients import ParamComparison, _json_number
-from ..outcome import Problem, Reported
-from ..words import problem_sentences
+from ..outcome import Problem, Reported, sentence
+from ..words import problem_sentences, short_number
 from .setup import Fix
 from .step import StepEffect
 
@@ -190,3 +190,25 @@ def _effect(effect: StepEffect | None) -> dict[str, Any] | None:
         return None
     return {"factor": _json_number(effect.factor), "residual": _json_number(effect.residual),
             "norm_before": _json_number(effect.norm_before)}
+
+
+@sentence("rank-gradient-differs")
+def _rank_gradient_differs(p: Problem) -> str:
+    d = p.detail
+    return (f"{p.subject}: the reduced gradient differs from one process's (rank {d['rank']}: rel err "
+            f"{short_number(d['rel_err'])}, tolerance {d['tolerance']:.2g})")
+
+
+@sentence("unsynchronised")
+def _unsynchronised(p: Problem) -> str:
+    return f"{p.subject}: the ranks' reduced gradients differ (spread {short_number(p.detail['spread'])}): not synchronised"
+
+
+@sentence("ddp-error")
+def _ddp_error(p: Problem) -> str:
+    return f"DDP raised: {p.detail['error']}"
+
+
+@sentence("would-hang")
+def _would_hang(p: Problem) -> str:
+    return "parameters unused on some ranks only: DDP would wait for their gradients forever, so the run was not started"

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import torch
 
+from ..targets.modules import ModuleHooks
 from .kinds import storage_of
 from .peak import PeakMeter
 from .result import KEPT_FOR_BACKWARD, CheckpointTrial
@@ -31,7 +32,7 @@ from .saved import SavedCounter, loss_nodes
 
 if TYPE_CHECKING:
     from .result import MemoryResult
-    from .run import Run
+    from .replay import Run
 
 #: A module whose forward takes more than this share of the model's is not advised.
 MOST_OF_FORWARD = 0.8
@@ -47,23 +48,18 @@ class ModuleInputs:
         self._found: dict[str, dict[int, tuple[int, Any]]] = {}  # path -> storage -> (bytes, weak ref)
         self.saved: dict[str, set[int]] = {}  # path -> numbers of its saved input storages
         self.added: dict[str, int] = {}  # path -> bytes of its inputs nobody saved
-        self._handle: Any = None
+        self._hooks = ModuleHooks(names=self.names, enter=self._called)
 
     def __enter__(self) -> "ModuleInputs":
-        from torch.nn.modules import module as nn_module
-
-        self._handle = nn_module.register_module_forward_pre_hook(self._called)
+        self._hooks.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._handle.remove()
+        self._hooks.__exit__(*exc)
 
-    def _called(self, module: Any, args: Any) -> None:
+    def _called(self, path: str, module: Any, args: Any) -> None:
         from torch.multiprocessing.reductions import StorageWeakRef
 
-        path = self.names.get(id(module))
-        if path is None:
-            return
         found = self._found.setdefault(path, {})
         for value in args if isinstance(args, tuple) else (args,):
             storage = storage_of(value) if isinstance(value, torch.Tensor) else None
@@ -103,33 +99,25 @@ def predicted_freed(result: MemoryResult, path: str, saved_inputs: set[int], add
 
 def forward_seconds(run: Run) -> tuple[dict[str, float], float]:
     """Each module's own forward time (summed over its calls), and the whole forward's."""
-    from torch.nn.modules import module as nn_module
-
     names = {id(m): path for path, m in run.model.named_modules()}
     clock = _clock(run.device)
     started: list[float] = []
     spent: dict[str, float] = {}
 
-    def enter(module: Any, args: Any) -> None:
+    def enter(path: str, module: Any, args: Any) -> None:
         started.append(clock())
 
-    def leave(module: Any, args: Any, output: Any) -> None:
+    def leave(path: str, module: Any, args: Any, output: Any) -> None:
         if started:
-            path = names.get(id(module))
-            seconds = clock() - started.pop()
-            if path is not None:
-                spent[path] = spent.get(path, 0.0) + seconds
+            spent[path] = spent.get(path, 0.0) + clock() - started.pop()
 
-    handles = [nn_module.register_module_forward_pre_hook(enter), nn_module.register_module_forward_hook(leave, always_call=True)]
     try:
-        with torch.no_grad(), one_thread(run.device):
+        with ModuleHooks(names=names, enter=enter, leave=leave), torch.no_grad(), one_thread(run.device):
             begun = clock()
             with run.forward_context():
                 run.forward()
             whole = clock() - begun
     finally:
-        for handle in handles:
-            handle.remove()
         run.forget()
     return spent, whole
 

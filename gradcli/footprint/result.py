@@ -7,7 +7,7 @@ peak, and the checkpoints that were tried.
 Plain data following gradcli/outcome.py: `problems` are records, `ok` is `not problems`, and
 `as_dict()` is the `--json` document (docs/json.md). A memory report is an inspection, so
 it is not ok only when something is wrong: backward raised, or a checkpoint proved to change
-the gradients. The words live in render/memory.py.
+the gradients. The words live in render/training/memory.py.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..outcome import Problem, Reported
+from ..outcome import Problem, Reported, sentence
 from ..words import problem_sentences
 
 #: What a saved storage is: the model's own parameter (or buffer), a forward input, a tensor
@@ -256,3 +256,8 @@ def _folded(module: str | None, depth: int | None) -> str:
 
 def _largest_first(totals: list[Total]) -> list[Total]:
     return sorted(totals, key=lambda t: (-t.kept, -t.bytes, t.order))
+
+
+@sentence("checkpoint-changes-gradients")
+def _checkpoint_changes_gradients(p: Problem) -> str:
+    return f"checkpointing {p.subject} changes the gradients (max |difference| {p.detail['max_abs_diff']:.3g})"

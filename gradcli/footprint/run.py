@@ -15,9 +15,8 @@ forward updates in place are put back):
 
 from __future__ import annotations
 
-import contextlib
 import inspect
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -27,10 +26,12 @@ from ..targets.record import ForwardRecorder, origin_of
 from .checkpoint import ModuleInputs, advise
 from .peak import PeakMeter, tensor_bytes
 from .kinds import Identities
+from .replay import LossFn, Run
 from .result import MemoryResult, NodeSaved, SavedTensor
 from .saved import SavedCounter, loss_nodes
 
-LossFn = Callable[[Any], Any]
+#: What memory needs a target to be (the end of the refusal of any other, targets/model.py's on_model).
+PURPOSE = "memory measures what a model's forward and backward keep"
 #: --amp takes the dtypes autocast computes in.
 AMP_DTYPES = ("bfloat16", "float16")
 
@@ -119,35 +120,6 @@ def memory_of(
 RUN_OPTIONS = tuple(
     name for name, p in inspect.signature(memory_of).parameters.items() if p.kind is inspect.Parameter.KEYWORD_ONLY
 )
-
-
-class Run:
-    """How to run the user's forward and loss again, from the same random state each time."""
-
-    def __init__(self, model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], loss_fn: LossFn,
-                 amp: str | None, device: Any) -> None:
-        self.model, self.args, self.kwargs, self.loss_fn, self.amp, self.device = model, args, kwargs, loss_fn, amp, device
-        self.rng = torch.random.get_rng_state()
-        self.output: Any = None
-
-    def forward_context(self) -> Any:
-        """Autocast when --amp asks for it, and the random state the first run started from."""
-        torch.random.set_rng_state(self.rng)
-        if self.amp is None:
-            return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=getattr(torch, self.amp))
-
-    def forward(self) -> Any:
-        self.output = self.model(*self.args, **self.kwargs)
-        return self.output
-
-    def loss(self) -> Any:
-        """A whole forward and loss (under the forward context)."""
-        with self.forward_context():
-            return scalar_loss(self.loss_fn(self.forward()))
-
-    def forget(self) -> None:
-        self.output = None
 
 
 def _nodes(result: MemoryResult, counter: SavedCounter, value: Any, output: Any, identify: Identities) -> tuple[set[int], dict[int, int]]:

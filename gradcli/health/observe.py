@@ -20,6 +20,7 @@ from typing import Any, Literal
 import numpy
 import torch
 from ..targets.base import Origin
+from ..targets.modules import ModuleHooks, ModuleRun
 from ..targets.record import user_line, watching
 
 CutKind = Literal["no_grad", "detach", "data", "numpy", "item", "integer", "other"]
@@ -59,15 +60,6 @@ class Activation:
 
 
 @dataclass
-class ModuleRun:
-    """A module's first and last operation numbers over all its calls in forward."""
-
-    first: int
-    last: int | None = None
-    calls: int = 0
-
-
-@dataclass
 class ForwardRecord:
     """What forward showed, as plain data (the cuts hold graph nodes until analysed)."""
 
@@ -85,39 +77,28 @@ class ForwardObserver:
         self._mode = watching(self)
         self.record = ForwardRecord()
         self._names = {id(p): name for name, p in model.named_parameters()}
-        self._stack: list[str] = []
+        self._modules = ModuleHooks(names={id(m): path for path, m in model.named_modules()},
+                                    enter=self._entering, leave=self._leaving)
         self._cut_outputs: dict[int, tuple[weakref.ref, Cut]] = {}
-        self._handles = []
-        for path, module in model.named_modules():
-            self._handles.append(module.register_forward_pre_hook(self._entering(path)))
-            self._handles.append(module.register_forward_hook(self._leaving(path), always_call=True))
 
     def __enter__(self) -> "ForwardObserver":
+        self._modules.__enter__()
         self._mode.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> Any:
-        for handle in self._handles:
-            handle.remove()
-        self._handles.clear()
+        self._modules.__exit__(*exc)
         self._cut_outputs.clear()
         return self._mode.__exit__(*exc)
 
-    def _entering(self, path: str) -> Any:
-        def hook(module: Any, args: Any) -> None:
-            run = self.record.modules.setdefault(path, ModuleRun(first=self.record.operations + 1))
-            run.calls += 1
-            self._stack.append(path)
+    def _entering(self, path: str, module: Any, args: Any) -> None:
+        run = self.record.modules.get(path)
+        if run is None:
+            run = self.record.modules[path] = ModuleRun(path, type(module).__name__, first=self.record.operations + 1)
+        run.calls += 1
 
-        return hook
-
-    def _leaving(self, path: str) -> Any:
-        def hook(module: Any, args: Any, output: Any) -> None:
-            self.record.modules[path].last = self.record.operations
-            if self._stack and self._stack[-1] == path:
-                self._stack.pop()
-
-        return hook
+    def _leaving(self, path: str, module: Any, args: Any, output: Any) -> None:
+        self.record.modules[path].last = self.record.operations
 
     def before(self, func: Any, args: Any) -> None:
         return None
@@ -149,7 +130,7 @@ class ForwardObserver:
             self._activation(index, name, out)
 
     def _activation(self, index: int, name: str, out: torch.Tensor) -> None:
-        module = self._stack[-1] if self._stack else ""
+        module = self._modules.current or ""
         if name in ZEROING_ACTIVATIONS:
             dead = not bool(out.any())
             activation = Activation(index, name, module, dead, "dead (outputs only zeros)", zero_output=dead)
@@ -170,7 +151,7 @@ class ForwardObserver:
                 sources.append(tensor.grad_fn)
             elif id(tensor) in self._names:
                 sources.append(self._names[id(tensor)])
-        cut = Cut(index, kind, name, user_line(2), self._stack[-1] if self._stack else "", sources)
+        cut = Cut(index, kind, name, user_line(2), self._modules.current or "", sources)
         self.record.cuts.append(cut)
         if isinstance(out, torch.Tensor):
             self._cut_outputs[id(out)] = (weakref.ref(out), cut)

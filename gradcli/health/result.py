@@ -11,59 +11,17 @@ gradient or a non-finite one; `strict` adds ZERO, VANISHING and EXPLODING.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..outcome import Problem, Reported
+from ..outcome import Problem, Reported, sentence
 from ..targets.base import Origin
+from ..words import problem_sentences
 from .flags import FAILING, FLAG_ORDER, Flag
-from .thresholds import Thresholds
+from .param import Finding, ParamHealth, parameter_data, source_data
+from .table import grads_rows
 
-
-@dataclass
-class Finding:
-    """One flag on one parameter, with the reason in a sentence and the line when known."""
-
-    flag: Flag
-    reason: str
-    source: Origin | None = None
-
-
-@dataclass
-class ParamHealth:
-    """One parameter's gradient after one forward+backward (norms are L2, over all elements)."""
-
-    name: str  # path in the model: encoder.layers.0.linear1.weight
-    module: str  # the owning module's path ("" for the model itself)
-    module_type: str  # its class name
-    shape: tuple[int, ...]
-    numel: int
-    frozen: bool  # requires_grad=False: listed apart, not judged
-    order: int | None  # the forward operation that used it first; None if none did
-    param_norm: float
-    #: What the gradient is measured against: ‖param‖, or for an all-zero parameter (a
-    #: zero-initialised bias) the norm of its module's parameters together.
-    reference_norm: float = 0.0
-    grad_norm: float | None = None  # None: no gradient (None after backward, or frozen)
-    max_abs: float | None = None
-    mean_abs: float | None = None
-    zero_share: float | None = None  # share of elements exactly 0
-    findings: list[Finding] = field(default_factory=list)
-    steps: list[float | None] | None = None  # ‖grad‖ at each SGD step (--steps)
-
-    @property
-    def ratio(self) -> float | None:
-        """‖grad‖/‖param‖: how far one SGD step with lr=1 would move it, relative to its size
-        (reference_norm); None without a gradient or when even its module is all zeros."""
-        size = self.reference_norm
-        if self.grad_norm is None or size == 0 or not math.isfinite(size):
-            return None
-        return self.grad_norm / size
-
-    @property
-    def flags(self) -> list[Flag]:
-        return [f.flag for f in self.findings]
+__all__ = ["Finding", "GradsResult", "NonfiniteOrigin", "ParamHealth", "StepsRecord"]
 
 
 @dataclass
@@ -82,9 +40,9 @@ class NonfiniteOrigin:
     forward_kind: str | None = None  # "nan" or "inf"
     forward_written: bool = False
     nan_op: str | None = None
-    nan_source: Source | None = None
+    nan_source: Origin | None = None
     nan_masked_rows: int | None = None
-    fixes: list[Any] = field(default_factory=list)  # verify/masked_rows.py's FixOutcome
+    fixes: list[Any] = field(default_factory=list)  # verify/causes/masked_rows.py's FixOutcome
 
 
 @dataclass
@@ -115,6 +73,7 @@ class GradsResult(Reported):
     target: str | None = None  # `model.py:Net` when run from the command line
     found: str | None = None  # what the target's NAME turned out to be, in words
     seed: int | None = None  # the seed of initialisation, inputs and forward (command line)
+    depth: int | None = None  # --depth: modules deeper than this are summarised in one row
 
     @property
     def judged(self) -> list[ParamHealth]:
@@ -130,7 +89,7 @@ class GradsResult(Reported):
 
     @property
     def problems(self) -> list[Problem]:
-        """One record per failing finding (words.problem_sentence: `name: FLAG: reason`)."""
+        """One record per failing finding (its sentence, below: `name: FLAG: reason`)."""
         found = [Problem("backward-raised", "", {"message": self.error})] if self.error else []
         for flag in FLAG_ORDER:
             if not self.failing(flag):
@@ -150,9 +109,45 @@ class GradsResult(Reported):
             for p in self.judged for f in p.findings if f.flag == flag
         ]
 
-    def as_dict(self, depth: int | None = None) -> dict[str, Any]:
-        """The `grads --json` document (docs/json.md); `depth` folds the module summaries."""
-        from .document import grads_document
+    def as_dict(self) -> dict[str, Any]:
+        """The `grads --json` document (docs/json.md); `self.depth` folds the module summaries.
+        render/trace_json.py writes it (one line per parameter and per module; non-finite
+        numbers as the strings "nan", "inf", "-inf", as in trace's document)."""
+        origin = self.origin
+        return {
+            "target": self.target,
+            "found": self.found,
+            "seed": self.seed,
+            "model": self.model,
+            "loss": self.loss,
+            "ok": self.ok,
+            "strict": self.strict,
+            "thresholds": asdict(self.thresholds),
+            "median_ratio": self.median_ratio,
+            "parameters": [parameter_data(p) for p in self.params],
+            "modules": [
+                {
+                    "path": row.path, "type": self.module_types.get(row.path, ""), "numel": row.numel,
+                    "grad_norm": row.grad_norm, "ratio": row.ratio, "max_abs": row.max_abs, "mean_abs": row.mean_abs,
+                    "zero_share": row.zero_share, "flags": row.findings or [], "steps": row.steps or [],
+                }
+                for row in grads_rows(self.judged, self.module_types, self.depth) if row.level == 0
+            ],
+            "nonfinite_origin": None if origin is None else {
+                "forward_op": origin.forward_op, "forward_source": source_data(origin.forward_source),
+                "forward_in_loss": origin.forward_in_loss, "backward_node": origin.backward_node,
+                "backward_source": source_data(origin.backward_source), "backward_in_loss": origin.backward_in_loss,
+            },
+            "steps": None if self.steps is None else {
+                "count": self.steps.count, "lr": self.steps.lr, "losses": self.steps.losses,
+            },
+            "error": self.error,
+            "problems": problem_sentences(self.problems),
+            "warnings": self.warnings,
+            "notes": self.notes,
+        }
 
-        return grads_document(self, depth)
 
+@sentence("finding")
+def _finding(p: Problem) -> str:
+    return f"{p.subject}: {p.detail['flag']}: {p.detail['reason']}"

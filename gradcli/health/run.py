@@ -28,6 +28,8 @@ from .thresholds import Thresholds
 from .verdicts import judge_sizes, median_ratio, nonfinite_finding
 
 LossFn = Callable[[Any], Any]
+#: What grads needs a target to be (the end of the refusal of any other, targets/model.py's on_model).
+PURPOSE = "grads judges a model's parameters"
 #: --steps shows how the first updates go; a training run is not what grads is for.
 MAX_STEPS = 1000
 
@@ -62,10 +64,14 @@ def grads_of(
     explode: float = Thresholds.explode,
     spread: float = Thresholds.spread,
     strict: bool = False,
+    depth: int | None = None,
 ) -> GradsResult:
-    """grads with forward's arguments given as args and kwargs (the CLI binds them by name)."""
+    """grads with forward's arguments given as args and kwargs (the CLI binds them by name).
+    `depth` folds the modules deeper than it into one row of the table (None: none folded)."""
     if not isinstance(model, torch.nn.Module):
         raise UsageError(f"grads needs a torch.nn.Module, not {type(model).__name__}")
+    if depth is not None and depth < 0:
+        raise UsageError("--depth must be 0 or more")
     if steps < 0:
         raise UsageError(f"--steps must be 0 or more, not {steps}")
     if steps > MAX_STEPS:
@@ -89,7 +95,7 @@ def grads_of(
         params = _rows(model, named, dict(zip((id(p) for p in trainable), found)), record.first_use)
         loss_value = float(value.detach())
         del value, found
-        result = GradsResult(type(model).__name__, loss_value, params, thresholds, None, strict)
+        result = GradsResult(type(model).__name__, loss_value, params, thresholds, None, strict, depth=depth)
         result.module_types = {path: type(m).__name__ for path, m in model.named_modules()}
         if error is not None:
             result.error = error  # no gradient to judge: the error is the finding

@@ -1,7 +1,7 @@
 """The grads table as data: the judged parameters grouped by module, in forward order.
 
 A row per module (its parameters' norms combined) and a row per parameter. The text and
-rich renderers (render/grads.py), the JSON document (health/document.py) and the picture
+rich renderers (render/grads.py), the JSON document (health/result.py) and the picture
 (plot/grads.py) all read these rows, so the table is enumerated once and below all three.
 """
 
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from .flags import FLAG_ORDER
 
 if TYPE_CHECKING:
-    from .result import GradsResult, ParamHealth
+    from .param import ParamHealth
 
 
 @dataclass
@@ -45,16 +45,17 @@ def module_key(path: str, depth: int | None) -> str:
     return ".".join(parts[:depth])
 
 
-def grads_rows(result: GradsResult, depth: int | None = None) -> list[Row]:
+def grads_rows(judged: list[ParamHealth], module_types: dict[str, str], depth: int | None = None) -> list[Row]:
     """The judged parameters grouped by module in forward order: a summary row per module,
-    then its parameters' rows, unless `depth` folds the module's submodules into it."""
+    then its parameters' rows, unless `depth` folds the module's submodules into it.
+    `module_types`: every module's path -> its class name."""
     groups: dict[str, list[ParamHealth]] = {}
-    for param in result.judged:
+    for param in judged:
         groups.setdefault(module_key(param.module, depth), []).append(param)
     rows = []
     for key, params in groups.items():
         folded = depth is not None and any(p.module != key for p in params)
-        kind = result.module_types.get(key, params[0].module_type)
+        kind = module_types.get(key, params[0].module_type)
         label = f"{key or '(model)'} ({kind})"
         if folded:
             modules = len({p.module for p in params})

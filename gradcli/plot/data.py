@@ -25,12 +25,15 @@ import numpy as np
 import torch
 
 from ..errors import LimitError, UsageError
+from ..outcome import Problem, Reported
+from ..words import problem_sentences
 from ..pipeline import load
 from ..interpret.variables import default_spec, make_leaves, parse_var, resolve_dtype
 from ..exact.arbitrate import UNDEFINED, sample
 from ..exact.compare import Comparison, Target
 from ..exact.evaluation import TOLERANCES, check_order, evaluate
 from ..exact.plan import Plan, make_plan
+from ..exact.problems import comparison_problems
 from .shades import Shade, describe_values, shades
 
 #: The x axis when no --var gives one (a library call uses its entry's domain instead).
@@ -55,8 +58,9 @@ class Curve:
 
 
 @dataclass
-class PlotData:
-    """The x axis, f, the derivative curves and the shaded ranges of one plot."""
+class PlotData(Reported):
+    """The x axis, f, the derivative curves and the shaded ranges of one plot (outcome.py's
+    protocol: autograd wrong against the exact derivative is a problem)."""
 
     expression: str
     variable: str
@@ -72,9 +76,22 @@ class PlotData:
     causes: list[Any] = field(default_factory=list)  # why autograd is wrong where it is (verify/causes/at_points.py)
 
     @property
-    def ok(self) -> bool:
-        """Whether autograd agreed with the exact derivative wherever it is defined."""
-        return all(c.comparison is None or c.comparison.ok for c in self.curves)
+    def problems(self) -> list[Problem]:
+        """Where autograd disagreed with the exact derivative (defined points only), as check
+        says it (its wrong ranges, or that it differs)."""
+        return [p for curve in self.curves if curve.comparison is not None for p in comparison_problems(curve.comparison)]
+
+    def as_dict(self) -> dict[str, Any]:
+        """`gradcli plot --json` (docs/json.md): what the picture shows, without the curves'
+        values (a picture of up to a million points; `check --json` has the numbers)."""
+        return {
+            "expression": self.expression, "variable": self.variable, "points": int(self.x.size),
+            "axis_source": self.axis_source, "dtype": self.dtype, "fixed": self.fixed, "ok": self.ok,
+            "curves": [{"order": c.order, "formula": c.formula,
+                        "comparison": None if c.comparison is None else c.comparison.as_dict()} for c in self.curves],
+            "shades": [s.as_dict() for s in self.shades], "kinks": self.kinks,
+            "problems": problem_sentences(self.problems), "notes": self.notes,
+        }
 
 
 def plot_data(

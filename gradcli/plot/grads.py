@@ -30,19 +30,19 @@ HEALTHY = ("#c6dbef", "#08519c")
 DPI = 110
 
 
-def save_grads(result: GradsResult, path: str | Path, depth: int | None = None) -> Path:
+def save_grads(result: GradsResult, path: str | Path) -> Path:
     """Draw `result` and write it to `path` (.png, .svg or .pdf)."""
     fmt = picture_format(path)
-    return write(grads_figure(result, depth), Path(path), fmt)
+    return write(grads_figure(result), Path(path), fmt)
 
 
-def grads_figure(result: GradsResult, depth: int | None = None) -> Any:
+def grads_figure(result: GradsResult) -> Any:
     """The picture of `result` as a matplotlib Figure (not yet written)."""
     require_matplotlib()
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
-    layers = [row for row in grads_rows(result, depth) if row.level == 0]
+    layers = [row for row in grads_rows(result.judged, result.module_types, result.depth) if row.level == 0]
     steps = result.steps is not None
     width = min(max(6.0, 0.32 * len(layers) + 2.5), 24.0)
     fig = Figure(figsize=(width, 7.5 if steps else 4.8), dpi=DPI)

@@ -130,7 +130,7 @@ def footer_lines(result: GradsResult) -> list[str]:
     return lines
 
 
-def grads_renderables(result: GradsResult, depth: int | None = None) -> list[Any]:
+def grads_renderables(result: GradsResult) -> list[Any]:
     """The report as rich objects: the table with flagged rows coloured, then the text."""
     from rich.table import Table
     from rich.text import Text
@@ -141,7 +141,7 @@ def grads_renderables(result: GradsResult, depth: int | None = None) -> list[Any
         # Only the labels and the flags may wrap: numbers are never cut to an ellipsis.
         table.add_column(name, justify="right" if k in (2, 3, 4, 5, 6) else "left", no_wrap=k not in (0, 7),
                          overflow="fold")
-    for row in grads_rows(result, depth):
+    for row in grads_rows(result.judged, result.module_types, result.depth):
         cells = row_cells(row) + ([sparkline(row.steps) if row.steps else ""] if steps else [])
         style = _style(row.flags)
         table.add_row(*cells, style=("bold " + style if style else "bold") if row.level == 0 else style)

@@ -48,7 +48,7 @@ class TextFormat(Format):
         # Findings are not wrapped (soft_wrap): a finding stays one line to grep in a CI log.
         # Run from the command line: what the target turned out to be and the seed that repeats it.
         head = [Line(f"{result.target}: {result.found}; seed {result.seed}", soft_wrap=True)] if result.target else []
-        return [*head, *(Line(r, soft_wrap=isinstance(r, Text)) for r in grads_renderables(result, self.options.get("depth")))]
+        return [*head, *(Line(r, soft_wrap=isinstance(r, Text)) for r in grads_renderables(result))]
 
     def _render_MemoryResult(self, result: Any) -> list[Line]:
         from .training.memory import DEFAULT_TOP, memory_lines

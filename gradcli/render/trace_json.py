@@ -8,7 +8,7 @@ large documents stay readable and diffable and the text is written by json's fas
 JSON has no NaN or infinity, and gradients that are nan or inf are exactly what a trace is
 for, so non-finite numbers are written as the strings "nan", "inf" and "-inf" (the output
 stays valid JSON for every parser; `float("nan")` reads them back in Python). The trace's
-document itself is tracing/document.py's, the grads report's health/document.py's.
+document itself is tracing/document.py's, the grads report's health/result.py's.
 """
 
 from __future__ import annotations
@@ -111,15 +111,12 @@ class JsonFormat(Format):
     _render_Listing = _render_Reported
 
     def _render_GradsResult(self, result: Any) -> str:
-        return grads_json(result, self.options.get("depth")) + "\n"
-
-    def _render_DistributedGrads(self, result: Any) -> str:
-        return document_json(result.as_dict(self.options.get("depth")))
+        return grads_json(result) + "\n"
 
 
-def grads_json(result: Any, depth: int | None = None) -> str:
+def grads_json(result: Any) -> str:
     """The grads report as JSON text: one line per parameter and per module."""
-    return lines_json(finite_safe(result.as_dict(depth)))
+    return lines_json(finite_safe(result.as_dict()))
 
 
 def document_json(document: Any) -> str:

@@ -14,14 +14,15 @@ import contextlib
 import inspect
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 import torch
 
 from ..errors import UsageError
+from .code import tag_loss
 from .construct import parse_init, resolve
 from .inputs import bind_inputs
-from .load import load_object
+from .load import load_object, users_code
 from .loss import Loss, as_loss
 from .outputs import name_outputs, reduce_output
 
@@ -48,6 +49,51 @@ class ModelRun:
         if self.loss is None:
             return reduce_output(outputs, tensors, None)[0]
         return self.loss.apply(output, outputs, tensors)[0]
+
+    def tagged_loss_of(self, output: Any) -> Any:
+        """loss_of, with the nodes a --loss expression built given their place in its text (the
+        commands that show nodes by line: memory, as trace does)."""
+        value = self.loss_of(output)
+        given = self.loss.given if self.loss is not None else None
+        if isinstance(given, str) and getattr(value, "grad_fn", None) is not None:
+            tag_loss(value.grad_fn, given, forward=[t.grad_fn for t in name_outputs(output, self.where).values()])
+        return value
+
+
+Result = TypeVar("Result")
+
+
+def on_model(
+    judge: Callable[..., Result],
+    where: str,
+    variables: Sequence[str] = (),
+    *,
+    purpose: str,
+    loss: Any = None,
+    loss_init: Sequence[str] = (),
+    init: Sequence[str] = (),
+    seed: int | None = None,
+    dtype: str | None = None,
+    device: str = "cpu",
+    library_dirs: Sequence[str | Path] = (),
+    tag_loss: bool = False,
+    **options: Any,
+) -> Result:
+    """THE model run of the model-level commands (grads, memory, compare, the ranks' own one-
+    process run): TARGET loaded and made (--init), fed (--var), its loss (--loss, --loss-init),
+    all inside one seeded run (--seed) on --device, then `judge(model, args, kwargs, loss_fn,
+    **options)` run there as the user's code (what it raises is the user's). The result comes
+    back stamped with the target, what it turned out to be, and the seed.
+
+    A new model-level command is its `judge` (grads_of, memory_of, compare_of) and a `purpose`
+    that ends the refusal of a target that is no model ("grads judges a model's parameters").
+    """
+    with model_run(where, variables, purpose=purpose, loss=loss, init=init, loss_init=loss_init, seed=seed,
+                   dtype=dtype, device=device, library_dirs=library_dirs) as run:
+        with users_code(run.where):
+            result = judge(run.model, run.args, run.kwargs, run.tagged_loss_of if tag_loss else run.loss_of, **options)
+    result.target, result.found, result.seed = run.where, run.found, run.seed  # type: ignore[attr-defined]
+    return result
 
 
 @contextlib.contextmanager

@@ -1,7 +1,7 @@
 """Forward calls whose output is not finite, told apart: an infinity the user wrote as a
 constant (masked_fill(mask, float("-inf"))), and a softmax whose input rows are -inf
-throughout (0/0). The recorder notes them while forward runs (record.py); verify/masked_rows.py
-explains them and tries the fixes.
+throughout (0/0). The recorder notes them while forward runs (record.py);
+verify/causes/masked_rows.py explains them and tries the fixes.
 """
 
 from __future__ import annotations

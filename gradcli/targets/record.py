@@ -1,8 +1,8 @@
 """Watching the user's forward run: which module and which line of their code made each node.
 
 A `TorchFunctionMode` sees every torch call the user's code makes (functions, Tensor methods
-and operators; torch's own calls inside a handled call are not seen again), and module
-forward hooks keep the stack of modules running. For each call the recorder walks the
+and operators; torch's own calls inside a handled call are not seen again), and modules.py's
+hooks keep the stack of modules running. For each call the recorder walks the
 Python frames up to the first one in the user's own files: that line, and the innermost
 module running, are the node's `Origin`, written into `grad_fn.metadata`. Nodes a single
 call creates internally (cross_entropy's LogSoftmaxBackward0 under its NllLossBackward0)
@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from .base import Origin
 from .load import is_user_file
+from .modules import ModuleHooks, ModuleRun
 
 #: A trailing comment, written PEP 8's way (two spaces, then #): left out of a node's code.
 _COMMENT = re.compile(r"\s{2,}#.*$")
@@ -44,16 +45,6 @@ class Event:
     call: str
     origin: Origin
     detail: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class ModuleRun:
-    """A module's first call: input and output shapes."""
-
-    path: str
-    cls: str
-    inputs: list[list[int]]
-    output: list[list[int]]
 
 
 @dataclass
@@ -79,21 +70,17 @@ class ForwardRecorder:
         self.names = names
         self.watch_nonfinite = watch_nonfinite
         self.recording = Recording()
-        self._stack: list[tuple[str, str]] = []  # (module path, class) of running modules
+        self._modules = ModuleHooks(names=names, enter=self._enter_module, leave=self._leave_module,
+                                    unknown=lambda module: f"({type(module).__name__})")
         self._origins: dict[tuple[Any, ...], Origin] = {}
         self._code: dict[tuple[str, int], str] = {}  # (file, line) -> the line's code
-        self._handles: list[Any] = []
         self._mode: Any = None
 
     # -- entering and leaving ----------------------------------------------------------------
     def __enter__(self) -> "ForwardRecorder":
         import torch
-        from torch.nn.modules import module as nn_module
 
-        self._handles = [
-            nn_module.register_module_forward_pre_hook(self._enter_module),
-            nn_module.register_module_forward_hook(self._leave_module, always_call=True),
-        ]
+        self._modules.__enter__()
         self._tensor = torch.Tensor
         # The module hooks run inside the mode: each `t.shape` they read would reach the mode as
         # a call of its own (9,918 of the 12,119 calls on bench/model.py, ~0.09 s), heard by
@@ -107,24 +94,19 @@ class ForwardRecorder:
 
     def __exit__(self, *exc: Any) -> None:
         self._mode.__exit__(*exc)
-        for handle in self._handles:
-            handle.remove()
+        self._modules.__exit__(*exc)
 
-    def _enter_module(self, module: Any, args: Any) -> None:
-        path = self.names.get(id(module), f"({type(module).__name__})")
-        self._stack.append((path, type(module).__name__))
+    def _enter_module(self, path: str, module: Any, args: Any) -> None:
         if path not in self.recording.modules:
             with self._unwatched():
                 shapes = _shapes(args)
             self.recording.modules[path] = ModuleRun(path, type(module).__name__, shapes, [])
 
-    def _leave_module(self, module: Any, args: Any, output: Any) -> None:
-        if self._stack:
-            path, _ = self._stack.pop()
-            run = self.recording.modules.get(path)
-            if run is not None and not run.output:
-                with self._unwatched():
-                    run.output = _shapes(output)
+    def _leave_module(self, path: str, module: Any, args: Any, output: Any) -> None:
+        run = self.recording.modules.get(path)
+        if run is not None and not run.output:
+            with self._unwatched():
+                run.output = _shapes(output)
 
     # -- every torch call --------------------------------------------------------------------
     def origin(self) -> Origin:
@@ -137,7 +119,8 @@ class ForwardRecorder:
                 frame = None  # back in gradcli, which called the model: no user line in between
                 break
             frame = frame.f_back  # type: ignore[assignment]
-        module, cls = self._stack[-1] if self._stack else (None, None)
+        module = self._modules.current
+        cls = self.recording.modules[module].cls if module is not None else None
         file, line = (frame.f_code.co_filename, frame.f_lineno) if frame is not None else (None, None)
         key = (module, file, line)
         origin = self._origins.get(key)

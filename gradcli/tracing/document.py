@@ -102,6 +102,7 @@ def trace_document(result: Any) -> dict[str, Any]:
             for i in result.intermediates
         ],
         "seed": result.seed,
+        "ok": result.ok,
         "problems": problem_sentences(result.problems),
     }
     if result.flow is not None:

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..outcome import Problem, Reported
+from .. import words
+from ..outcome import Problem, Reported, sentence
 from ..targets.base import LeafSource
 from ..graph.explain import PassError, nonleaf_note
 from ..graph.flow import FlowStep
@@ -96,7 +97,7 @@ class TraceResult(Reported):
     @property
     def problems(self) -> list[Problem]:
         """What makes the exit status 1: autograd errors and non-finite gradients, as records
-        (words.problem_sentence says them)."""
+        (their sentences are declared at the end of this module)."""
         found = [Problem("pass-error", f"pass {p.index + 1}", {"pass": p.index, "type": p.error.type,
                                                                 "message": p.error.message})
                  for p in self.passes if p.error]
@@ -181,3 +182,28 @@ def pass_record(record: Any, whole: bool = True, made: dict | None = None) -> Pa
         {name: None if g is None else _values(g, whole, made) for name, g in record.grads.items()},
         dict(record.grad_fns), record.nonfinite, record.error, record.warnings,
     )
+
+
+@sentence("pass-error")
+def _pass_error(p: Problem) -> str:
+    return words.pass_error_problem(p.detail["pass"], p.detail["type"], p.detail["message"])
+
+
+@sentence("nonfinite-gradient")
+def _nonfinite_gradient(p: Problem) -> str:
+    return words.nonfinite_problem(p.detail["pass"], p.subject)
+
+
+@sentence("nonfinite-origin")
+def _nonfinite_origin(p: Problem) -> str:
+    return words.nonfinite_origin_problem(p.subject)
+
+
+@sentence("forward-nonfinite")
+def _forward_nonfinite(p: Problem) -> str:
+    return words.forward_nonfinite_problem(p.detail)
+
+
+@sentence("cancellation")
+def _cancellation(p: Problem) -> str:
+    return words.cancellation_problem(words.Fields(derivative=p.subject, **p.detail))

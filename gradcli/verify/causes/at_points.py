@@ -188,12 +188,12 @@ def _undefined(name: str, index: torch.Tensor, got: torch.Tensor, target: Any, w
 
 def _wrong(got: torch.Tensor, target: Any, rtol: float, atol: float, largest: float) -> tuple[torch.Tensor, dict[int, float]]:
     """Indices where autograd is wrong against the exact value (50 digits where in doubt),
-    as compare.py decides it, and those exact values."""
+    as exact/compare.py decides it, and those exact values."""
     ref = target.reference
     valid = ~target.undefined & ~target.kink
     close = torch.isfinite(ref) & torch.isfinite(got) & ((got - ref).abs() <= atol + rtol * ref.abs())
     # Where the formula cancels, autograd and its float64 value may share the error
-    # ((exp(x)-1)/x near 0): those points are looked up at 50 digits too, as compare.py does.
+    # ((exp(x)-1)/x near 0): those points are looked up at 50 digits too, as exact/compare.py does.
     suspect = target.suspect if target.suspect is not None else torch.zeros_like(valid)
     disputed = (valid & (~close | suspect)).nonzero().flatten().tolist()
     chosen = sample(disputed)

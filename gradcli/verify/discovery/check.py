@@ -14,11 +14,12 @@ module that needs a package not installed here (an optional dependency) is a not
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Sequence
+from typing import Any, Literal, Sequence, get_args
 
 from ...errors import GradcliError, UsageError
 from ...options import checked_seed
-from ...outcome import Problem, Reported
+from ...outcome import Problem, Reported, sentence
+from ...words import problem_sentences
 from ...exact.evaluation import check_order
 from .find import Passed, find_functions, is_discovery_target, skipped_by
 from ..function.check import FunctionResult, check_function
@@ -94,6 +95,7 @@ class DiscoveryResult(Reported):
             "notes": self.notes,
             "counts": {status.replace(" ", "_"): n for status, n in self.counts().items()},
             "verdict": self.verdict(),
+            "problems": problem_sentences(self.problems),
         }
 
 
@@ -206,3 +208,13 @@ def _name(cls: type, target: str) -> str:
             shown = file.relative_to(Path.cwd()) if file.is_relative_to(Path.cwd()) else file
             return f"{shown.as_posix()}:{cls.__qualname__}"
     return f"{cls.__module__}:{cls.__qualname__}"
+
+
+@sentence(*(status.replace(" ", "-") for status in get_args(Status) if status != "ok"))
+def _function_status(p: Problem) -> str:
+    return f"{p.subject}: {p.kind.replace('-', ' ')}"
+
+
+@sentence("unimportable")
+def _unimportable(p: Problem) -> str:
+    return f"{p.subject} could not be imported: {p.detail['error']}"

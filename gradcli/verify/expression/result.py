@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Literal
 
 from ... import words
-from ...outcome import Problem, Reported
+from ...outcome import Problem, Reported, sentence
 from ...exact.compare import Comparison
+from ...exact.problems import comparison_problems
 from ..finite_differences.gradchecks import GradcheckVerdict
 from ...exact.plan import CheckMode
 
@@ -88,22 +89,14 @@ class CheckResult(Reported):
 
     @property
     def problems(self) -> list[Problem]:
-        """One record per problem found, most specific first (words.problem_sentence says each):
+        """One record per problem found, most specific first (their sentences are at the end):
         autograd raised; a comparison's wrong ranges (or that it differs); a non-finite gradient
         where the 50-digit derivative is finite; a failed gradcheck."""
         found = []
         if self.autograd_error:
             found.append(Problem("autograd-raised", "", {"message": self.autograd_error}))
         for c in self.comparisons:
-            if c.ok:
-                continue
-            found += [Problem("wrong-range", c.name, {"candidate": c.candidate, "got": r["got"], "exact": r["exact"],
-                                                     "where": r["where"], "points": r["points"]})
-                      for r in c.wrong_ranges]
-            if c.not_arbitrated:
-                found.append(Problem("sampled", c.name, {"arbitrated": c.arbitrated, "disagreeing": c.disagreeing}))
-            if not c.wrong_ranges and not c.not_arbitrated:
-                found.append(Problem("differs", c.name, {"candidate": c.candidate}))
+            found += comparison_problems(c)
         found += [Problem("unseen-cause", c.derivative, {"points": c.points, "where": c.where, "cause": c.kind})
                   for c in self.unseen_causes()]
         found += [Problem("finite-differences-failed", check.label, {"message": check.verdict.message})
@@ -175,4 +168,25 @@ class LibraryCheck(Reported):
         return []
 
     def as_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "results": [r.as_dict() for r in self.results]}
+        return {"ok": self.ok, "problems": words.problem_sentences(self.problems), "results": [r.as_dict() for r in self.results]}
+
+
+@sentence("autograd-raised")
+def _autograd_raised(p: Problem) -> str:
+    return f"autograd raised: {p.detail['message']}"
+
+
+@sentence("unseen-cause")
+def _unseen_cause(p: Problem) -> str:
+    d = p.detail
+    return words.unseen_cause_problem(words.Fields(derivative=p.subject, points=d["points"], where=d["where"], kind=d["cause"]))
+
+
+@sentence("finite-differences-failed")
+def _finite_differences_failed(p: Problem) -> str:
+    return f"{p.subject} failed: {p.detail['message']}"
+
+
+@sentence("entry-failed")
+def _entry_failed(p: Problem) -> str:
+    return f"{p.subject}: {p.detail['verdict']}"

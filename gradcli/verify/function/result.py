@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ... import words
-from ...outcome import Problem, Reported
+from ...outcome import Problem, Reported, sentence
 from . import coverage
 from .forward_mode import ForwardModeCheck
 from .transforms import TransformsCheck
@@ -135,7 +135,7 @@ class FunctionResult(Reported):
                 "second_order": [c.as_dict() for c in self.ref_second],
             },
             "causes": [c.as_dict() for c in self.causes], "notes": self.notes, "verdict": self.verdict(),
-            "seed": self.inputs.seed, "arguments": self.inputs.as_dicts(),
+            "problems": words.problem_sentences(self.problems), "seed": self.inputs.seed, "arguments": self.inputs.as_dicts(),
             "outputs": [o.as_dict() for o in self.outputs],
             "tested_nothing": [item.as_dict() for item in self.untested],
             "seen": self.seen, "output_weights": self.output_weights or [],
@@ -159,3 +159,23 @@ def _first_problem(result: FunctionResult) -> str:
             return words.gradcheck_problem(check.label, check.verdict)
     problems = [text for part in result.parts() for text, bad in part.lines() if bad]
     return problems[0] if problems else "a check failed"
+
+
+@sentence("forward-differs")
+def _forward_differs(p: Problem) -> str:
+    return f"the forward differs from {p.subject}"
+
+
+@sentence("jacobian-differs")
+def _jacobian_differs(p: Problem) -> str:
+    return f"{p.detail['section']} disagree for {p.subject}"
+
+
+@sentence("check-failed")
+def _check_failed(p: Problem) -> str:
+    return f"{p.subject}: {p.detail['message']}" if p.detail.get("message") else f"{p.subject} failed"
+
+
+@sentence("tested-nothing")
+def _tested_nothing(p: Problem) -> str:
+    return "every compared entry is 0: the check tested nothing"
