@@ -112,3 +112,48 @@ def describe() -> str:
         f"elements times expression nodes; constants up to "
         f"{MAX_CONSTANT:g} in magnitude."
     )
+
+
+#: Address space `import torch` takes (VmPeak, measured with torch 2.14.1 on Linux: 3.1 GiB;
+#: under `ulimit -v` of 3 GiB it cannot load at all).
+TORCH_ADDRESS_SPACE = 3_300_000_000
+
+
+def address_space_limit() -> int | None:
+    """Bytes of address space this process may map (`ulimit -v`, RLIMIT_AS), None when unlimited."""
+    try:
+        import resource
+    except ImportError:  # not on this platform
+        return None
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def _cap() -> str:
+    cap = address_space_limit()
+    return "" if cap is None else f"; this process may use {cap / 1e9:.1f} GB of address space (ulimit -v {cap // 1024})"
+
+
+def torch_unavailable(err: BaseException) -> LimitError:
+    """The error for torch failing to load (its shared libraries cannot be mapped)."""
+    cap = address_space_limit()
+    hint = (f"torch alone needs about {TORCH_ADDRESS_SPACE / 1e9:.1f} GB of address space to load: raise ulimit -v"
+            if cap is not None and cap < 2 * TORCH_ADDRESS_SPACE else "check the torch installation (python -c 'import torch')")
+    return LimitError(f"torch could not be loaded ({str(err).strip() or type(err).__name__}){_cap()}", hint=hint)
+
+
+def out_of_memory() -> LimitError:
+    """The error for a MemoryError: the work did not fit the memory (or address space) there is."""
+    return LimitError(f"the work ran out of memory{_cap()}",
+                      hint="use fewer values (a smaller --var or --points), or raise the limit (ulimit -v)")
+
+
+#: What torch's allocators raise when memory (or address space) runs out: a RuntimeError.
+_ALLOCATION_FAILURES = ("DefaultCPUAllocator: can't allocate memory", "alloc_cpu.cpp", "out of memory")
+
+
+def is_out_of_memory(err: BaseException) -> bool:
+    """Whether `err` is an allocation that failed (MemoryError, or torch's RuntimeError for it)."""
+    if isinstance(err, MemoryError):
+        return True
+    return isinstance(err, RuntimeError) and any(text in str(err) for text in _ALLOCATION_FAILURES)

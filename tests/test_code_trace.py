@@ -225,12 +225,16 @@ def test_a_large_gradient_is_a_summary_in_every_pass_as_in_its_leaf(cli):
     assert first["preview"] == linear.weight.grad.reshape(-1)[:6].tolist()
     assert first["norm"] == pytest.approx(float(linear.weight.grad.double().norm()), rel=1e-12)
     # .grad accumulates: the second pass doubles it, and the leaf keeps the last pass's
-    assert second == {**first, "preview": [2 * v for v in first["preview"]], "norm": 2 * first["norm"]}
+    grad = linear.weight.grad.double()
+    assert [first["min"], first["max"]] == pytest.approx([float(grad.min()), float(grad.max())], rel=1e-12)
+    assert first["mean"] == pytest.approx(float(grad.mean()), rel=1e-12)
+    assert second == {**first, "preview": [2 * v for v in first["preview"]], "norm": 2 * first["norm"],
+                      "min": 2 * first["min"], "max": 2 * first["max"], "mean": 2 * first["mean"]}
     assert next(leaf for leaf in document["leaves"] if leaf["name"] == "weight")["grad"] == second
     assert [p["grads"]["bias"] for p in document["passes"]] == [(linear.bias.grad * k).tolist() for k in (1, 2)]
     text = cli("trace", *args)
     assert text.exit_code == 0, text.stderr
-    assert ".grad of weight: [3.0, 3.0, 3.0, 3.0, 3.0, 3.0, …] (shape [60, 200])" in text.stdout
+    assert ".grad of weight: [3.0, 3.0, 3.0, 3.0, 3.0, 3.0, …] (shape [60, 200], float32, min 3.0, max 3.0, mean 3.0)" in text.stdout
 
 
 @pytest.mark.parametrize(("name", "extra", "found"), [
@@ -266,7 +270,8 @@ def test_dtype_converts_model_and_inputs():
 
 @pytest.mark.parametrize(("args", "message"), [
     ([MLP], "needs the input 'x': forward(x)"),
-    ([MLP, "--var", "y=randn(2)"], "has no input 'y'"),
+    ([MLP, "--var", "x=randn(2,3)", "--var", "y=randn(2)"], "has no input 'y'"),  # x given: y is extra
+    ([MLP, "--var", "y=randn(2,3)", "--var", "z=randn(2)"], "has no input 'y'"),  # which one is x?
     ([MLP, "--init", "sizes=[1,"], "is not a Python literal"),
     ([f"{MODELS / 'mlp.py'}:Nope"], "has no 'Nope'"),
     (["no_such_module_xyz:Net"], "no module named 'no_such_module_xyz'"),

@@ -75,12 +75,13 @@ _KINDS = {ArgKind.INT: int, ArgKind.FLOAT: float, ArgKind.BOOL: bool, ArgKind.TE
     ("[0, 2]", ArgKind.INT, torch.long, False),
     ("2", ArgKind.INTEGER_TENSOR, torch.long, False),  # a 0-d index
     ("[1, 0]", ArgKind.BOOL_TENSOR, torch.bool, False),
-    ("[0, 2]", ArgKind.TENSOR, torch.float64, True),  # ints for a float tensor stay floats
+    ("[0, 2]", ArgKind.TENSOR, torch.long, False),  # ints for a Tensor: int64, as torch.tensor([0, 2]) is
     ("randint(0, 3, (4,))", ArgKind.TENSOR, torch.long, False),
     ("[True, False]", ArgKind.TENSOR, torch.bool, False),
     ("[1.5]", ArgKind.FLOAT, torch.float64, True),  # a tensor for a numeric parameter (entmax's alpha)
     ("full(2, 1, 1.3)", ArgKind.FLOAT, torch.float64, True),
-    ("2", ArgKind.TENSOR, torch.float64, True),  # a number for a tensor parameter: a 0-d tensor
+    ("2", ArgKind.TENSOR, torch.long, False),  # a number for a tensor parameter: a 0-d tensor, as torch.tensor(2)
+    ("2.0", ArgKind.TENSOR, torch.float64, True),
 ])
 def test_tensor_specs_take_the_dtype_forward_wants(spec, kind, dtype, differentiated):
     value = value_for(parse_var(f"a={spec}"), argument_type(_parameter(annotation=_KINDS[kind])), torch.Generator())

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Callable, List, Optional, TypeVar
 
 import typer
 
+from .. import limits
 from ..interpret import constructors
 from ..errors import GradcliError
 
@@ -64,8 +65,24 @@ def reports_errors(command: F) -> F:
         except GradcliError as err:
             typer.echo(err.render(), err=True)
             raise typer.Exit(EXIT_USAGE) from None
+        except (MemoryError, RuntimeError) as err:
+            # A cap on the address space (ulimit -v) or a full machine: a message, not a traceback.
+            if not limits.is_out_of_memory(err):
+                raise
+            typer.echo(limits.out_of_memory().render(), err=True)
+            raise typer.Exit(EXIT_USAGE) from None
+        except ImportError as err:
+            if "torch" not in f"{err} {err.name}" or "torch._C" in sys.modules and _torch_loaded():
+                raise
+            typer.echo(limits.torch_unavailable(err).render(), err=True)
+            raise typer.Exit(EXIT_USAGE) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _torch_loaded() -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and hasattr(torch, "_C")
 
 
 def read_expression(expr: str) -> str:

@@ -73,6 +73,9 @@ def check_command(
     Example:  gradcli check "log(1+exp(x))" --var "x=linspace(-1000,1000,100001)"   # exit 1
     """
     from ..errors import UsageError
+
+    # EXPR (stdin, @FILE) is read and its size limits applied before torch loads.
+    text = read_expression(expr) if expr is not None and not all_entries else None
     from ..verify.expression.check import check, check_all
     from ..verify.expression.result import LibraryCheck
     from .output import exit_status, show
@@ -89,7 +92,7 @@ def check_command(
         raise UsageError("give an expression to check (or --all)", hint='e.g. gradcli check "x*sigmoid(x)"')
     else:
         # JSON is for programs: the derivative as differentiated, without simplify's cost.
-        result = check(read_expression(expr), var or (), simplify=not (json or fix), **options)
+        result = check(text, var or (), simplify=not (json or fix), **options)
     if fix and not json:
         raise typer.Exit(_print_fix(result))
     show(result, "json" if json else "text")

@@ -43,6 +43,7 @@ def trace_command(
     zero_grad: Annotated[bool, typer.Option("--zero-grad", help="Set .grad to None between passes, as optimizer.zero_grad() does.")] = False,
     retain_grad: Annotated[NamesOption, typer.Option("--retain-grad", metavar="NAME", help="Keep the .grad of the intermediate NAME (its last assignment). Repeatable.")] = None,
     flow: Annotated[bool, typer.Option("--flow", help="Hook every node: show the gradient entering and leaving it, and where the first nan/inf appeared.")] = False,
+    full_values: Annotated[bool, typer.Option("--full-values", help="Every value and gradient in full, however large (without it, a tensor of more than 10,000 elements is a summary: shape, dtype, min, max, mean, norm, the first elements).")] = False,
     symbolic: Annotated[bool, typer.Option("--symbolic", help="The chain rule node by node: each node's local derivatives and the gradient along each edge as formulas, their values beside torch's, each leaf's composed gradient proved equal to sympy's derivative.")] = False,
     dot_formulas: Annotated[bool, typer.Option("--dot-formulas", help="With --symbolic and --dot: label each edge with the gradient formula sent along it.")] = False,
     json: JsonOption = False,
@@ -80,6 +81,13 @@ def trace_command(
       gradcli trace examples/lm/tiny_lm.py:TinyLM --var "ids=randint(0, 50, (2, 8))" --loss "cross_entropy(out[:, :-1].reshape(-1, 50), ids[:, 1:].reshape(-1))" --depth 0
       gradcli trace "h = x*sigmoid(x); y = h*h + h; y.sum()" --var "x=[0.5, 2.0]" --symbolic
     """
+    from ..targets.load import is_code_target, refuse_bare_file
+
+    # EXPR is read (and its size limits applied) before torch loads: an endless stdin under a
+    # small address-space cap gets the limit's message, not torch's failure to load.
+    refuse_bare_file(expr)
+    text = expr if is_code_target(expr) else read_expression(expr)
+
     from ..tracing.trace import trace
     from ..render import graphviz
     from ..render.formats import render
@@ -100,15 +108,11 @@ def trace_command(
     picture = dot is not None and dot != "-" and graphviz.is_picture(dot)
     if picture:
         graphviz.dot_program()  # missing Graphviz is a usage error before any work
-    from ..targets.load import is_code_target, refuse_bare_file
-
-    refuse_bare_file(expr)
-    text = expr if is_code_target(expr) else read_expression(expr)
     with user_prints_aside(json or dot == "-"):
         result = trace(
             text, var or (), loss=loss, loss_init=loss_init or (), init=init or (), mode=mode, wrt=wrt or (), grad_output=grad_output,
             retain_graph=retain_graph, create_graph=create_graph, repeat=repeat, zero_grad=zero_grad,
-            retain_grad=retain_grad or (), flow=flow, symbolic=symbolic, dtype=dtype, device=device, seed=seed,
+            retain_grad=retain_grad or (), flow=flow, symbolic=symbolic, full_values=full_values, dtype=dtype, device=device, seed=seed,
             library_dirs=library or (),
         )
     if dot == "-":

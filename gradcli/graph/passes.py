@@ -16,6 +16,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Sequence, get_args
 
+from .. import limits
 from .explain import PassError, explain
 from .values import all_finite
 
@@ -76,6 +77,8 @@ def run_passes(plan: PassPlan, before_pass: Callable[[int], None] | None = None)
             try:
                 gradients = _run_once(plan)
             except (RuntimeError, ValueError, TypeError) as err:
+                if limits.is_out_of_memory(err):  # no autograd error: the memory ran out (ulimit -v)
+                    raise limits.out_of_memory() from None
                 record.error = explain(err)
                 gradients = None
         record.warnings = sorted({str(w.message).split(". ")[0].strip() for w in caught})

@@ -66,9 +66,21 @@ def summary(tensor: Any) -> dict[str, Any]:
     }
 
 
-def described(tensor: Any) -> dict[str, Any]:
-    """Shape, dtype and every value."""
-    return {"shape": list(tensor.shape), "dtype": dtype_name(tensor), "value": full_value(tensor)}
+def large_summary(tensor: Any) -> dict[str, Any]:
+    """`summary` and the numbers that say what a large tensor holds: its 2-norm, minimum,
+    maximum and mean (computed in float64), instead of all its values."""
+    data = summary(tensor)
+    values = tensor.detach().double()
+    data["norm"] = float(values.norm())
+    low, high = (values.aminmax() if values.numel() else (values.new_zeros(()), values.new_zeros(())))
+    data["min"], data["max"], data["mean"] = float(low), float(high), float(values.mean())
+    return data
+
+
+def described(tensor: Any, whole: bool = True, most: int = 0) -> dict[str, Any]:
+    """Shape, dtype and every value (or, past `most` elements and not `whole`, a `large_summary`)."""
+    value = full_value(tensor) if whole or tensor.numel() <= most else large_summary(tensor)
+    return {"shape": list(tensor.shape), "dtype": dtype_name(tensor), "value": value}
 
 
 def all_finite(tensor: Any) -> bool:

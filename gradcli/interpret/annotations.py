@@ -37,6 +37,7 @@ class ArgType:
     kind: ArgKind
     optional: bool = False  # Optional[...] or a None default: None is a value it takes
     why: str = "no annotation and no default"
+    floating: bool = False  # annotated a floating tensor type by name (torch.FloatTensor): never integers
 
 
 #: Annotation names (the last dotted part, as written or as the class is named) -> kind.
@@ -45,6 +46,7 @@ _ANNOTATIONS = {
     "LongTensor": ArgKind.INTEGER_TENSOR, "IntTensor": ArgKind.INTEGER_TENSOR,
     "BoolTensor": ArgKind.BOOL_TENSOR, "int": ArgKind.INT, "float": ArgKind.FLOAT, "bool": ArgKind.BOOL,
 }
+_FLOATING = ("FloatTensor", "DoubleTensor")
 _OPTIONAL = re.compile(r"^(?:typing\.)?Optional\[(.*)\]$")
 
 
@@ -55,7 +57,8 @@ def argument_type(parameter: inspect.Parameter, annotation: Any = inspect.Parame
     kind, optional = _from_annotation(annotation)
     optional = optional or default is None
     if kind is not None:
-        return ArgType(kind, optional, f"annotated {_annotation_text(annotation)}")
+        text = _annotation_text(annotation)
+        return ArgType(kind, optional, f"annotated {text}", floating=any(name in text for name in _FLOATING))
     if isinstance(default, bool):
         return ArgType(ArgKind.BOOL, optional, f"default {default!r}")
     if isinstance(default, int):

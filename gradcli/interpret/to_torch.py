@@ -108,7 +108,10 @@ class _TorchBuilder(Interpreter):
         self.env = env
         self.library = library
         sample = next((v for v in env.values() if isinstance(v, torch.Tensor)), None)
-        self.dtype = sample.dtype if sample is not None else torch.get_default_dtype()
+        floating = next((v for v in env.values() if isinstance(v, torch.Tensor) and v.is_floating_point()), None)
+        # The program's dtype plays torch's default dtype: the one a number becomes where a
+        # floating tensor is wanted. Integer data (labels) never sets it.
+        self.dtype = floating.dtype if floating is not None else torch.get_default_dtype()
         self.device = sample.device if sample is not None else torch.device("cpu")
         self.bindings: list[tuple[str, Any]] = []
         self.structured: dict[str, Any] = {}
@@ -183,6 +186,13 @@ class _TorchBuilder(Interpreter):
             self._check_matmul(left, right, node.span)
         else:
             self._check_broadcast((left, right), node.span)
+        operands = [v for v in (left, right) if isinstance(v, self.torch.Tensor)]
+        # A float beside integers, or any number in a true division of integers: the result is
+        # torch's default dtype, which in a program is the program's (y / 2 is float64 there).
+        if self._float_beside_integers(float(left) if node.op == "/" and _is_number(left) else left, operands):
+            left = self.torch.tensor(left, dtype=self.dtype, device=self.device)
+        if self._float_beside_integers(float(right) if node.op == "/" and _is_number(right) else right, operands):
+            right = self.torch.tensor(right, dtype=self.dtype, device=self.device)
         return self._apply(_BINARY[node.op], (left, right), node.span, node.op)
 
     def visit_Compare(self, node: n.Compare) -> Any:
@@ -198,24 +208,38 @@ class _TorchBuilder(Interpreter):
         if op.form == "subscript":
             return self._subscript(node)
         # The parser bound the call to op.params: positional arguments are the first params.
-        args = [self._argument(p.kind, self.visit(a), a.span) for p, a in zip(op.params, node.args)]
+        # A number for a tensor parameter waits until every operand is known: torch's type
+        # promotion decides its dtype (maximum(y, 3) stays int64 for an int64 y).
+        args = [self._argument(p.kind, self.visit(a), a.span, later=True) for p, a in zip(op.params, node.args)]
+        kinds = {p.name: p.kind for p in op.params}
         kwargs: dict[str, Any] = {}
         if node.kwargs:
-            kinds = {p.name: p.kind for p in op.params}
-            kwargs = {key: self._argument(kinds[key], self.visit(value), value.span) for key, value in node.kwargs}
+            kwargs = {key: self._argument(kinds[key], self.visit(value), value.span, later=True)
+                      for key, value in node.kwargs}
+        operands = [v for p, v in (*zip(op.params, args), *((kinds[k], v) for k, v in kwargs.items()))
+                    if isinstance(v, tensor) and getattr(p, "kind", p) in ("tensor", "scalar")]
+        for index, (p, value) in enumerate(zip(op.params, args)):
+            if (p.kind == "tensor" and _is_number(value)) or (p.kind == "scalar" and self._float_beside_integers(value, operands)):
+                args[index] = self._number(value, operands)
+        for key, value in kwargs.items():
+            if (kinds[key] == "tensor" and _is_number(value)) or (kinds[key] == "scalar" and self._float_beside_integers(value, operands)):
+                kwargs[key] = self._number(value, operands)
         if op.kind in _MOVING:
             if op.kind != "constructor" and not isinstance(args[0], tensor) and op.params[0].kind != "tensors":
-                args[0] = self._argument("tensor", args[0])
+                args[0] = self._number(args[0], operands) if _is_number(args[0]) else self._argument("tensor", args[0])
             _check_growth(op.name, args, kwargs, node.span)
             fn = _attribute(op.name) if op.form == "attribute" else (
                 getattr(type(args[0]), op.name) if node.method else resolve_torch(op.torch))
             return self._apply(fn, tuple(args), node.span, op.name, kwargs)
         if node.method and not isinstance(args[0], tensor):
-            args[0] = self._argument("tensor", args[0])  # (2).pow(x): a method is a tensor's
+            args[0] = self._number(args[0], operands)  # (2).pow(x): a method is a tensor's
+            operands.append(args[0])
         tensors = [v for v in (*args, *kwargs.values()) if isinstance(v, tensor)]
-        if not any(t.is_floating_point() for t in tensors):
-            # Plain numbers only (pow(2, 3), (2).pow(3), where(c, 0.1, 0.2)): torch refuses them
-            # or computes in float32, so the first becomes a tensor of the program's dtype.
+        if not operands:
+            # Plain numbers only (pow(2, 3), where(c, 0.1, 0.2)): torch refuses them or computes
+            # in float32, so the first becomes a tensor of the program's dtype. Beside an integer
+            # tensor a number stays a Python number, which torch's promotion ranks below any
+            # tensor: where(c, y, -100) stays int64, as torch.where does.
             numbers = [k for k, v in (*enumerate(args), *kwargs.items()) if type(v) in (int, float)]
             if numbers:
                 target = args if isinstance(numbers[0], int) else kwargs
@@ -229,9 +253,33 @@ class _TorchBuilder(Interpreter):
         fn = getattr(type(args[0]), op.name) if node.method else resolve_torch(op.torch)
         return self._apply(fn, tuple(args), node.span, op.name, kwargs)
 
-    def _argument(self, kind: str, value: Any, span: Span | None = None) -> Any:
-        if kind == "tensor" and isinstance(value, (int, float)) and not isinstance(value, bool):
-            return self.torch.tensor(value, dtype=self.dtype, device=self.device)
+    def _float_beside_integers(self, value: Any, operands: list[Any]) -> bool:
+        """A float among integer tensors only: torch would make the result its default dtype,
+        which in a program is the program's dtype (y + 1.5 is float64 in a float64 program)."""
+        return (type(value) is float and bool(operands)
+                and not any(t.is_floating_point() or t.is_complex() for t in operands))
+
+    def _number(self, value: Any, operands: list[Any]) -> Any:
+        """A Python number as the tensor torch's promotion would make of it beside `operands`
+        (the call's tensor operands): with a floating operand, or a float beside integers, the
+        program's dtype (torch's default dtype); an int beside integer tensors, their integer
+        dtype (a bool tensor's: int64); alone, the program's dtype (torch takes no number there)."""
+        torch = self.torch
+        if isinstance(value, bool) or not operands or any(t.is_floating_point() or t.is_complex() for t in operands):
+            dtype = self.dtype
+        elif isinstance(value, float):
+            dtype = self.dtype
+        else:
+            integers = [t.dtype for t in operands if t.dtype != torch.bool]
+            dtype = torch.int64
+            for other in integers[1:]:
+                integers[0] = torch.promote_types(integers[0], other)
+            dtype = integers[0] if integers else torch.int64
+        return torch.tensor(value, dtype=dtype, device=self.device)
+
+    def _argument(self, kind: str, value: Any, span: Span | None = None, *, later: bool = False) -> Any:
+        if kind == "tensor" and _is_number(value):
+            return value if later else self.torch.tensor(value, dtype=self.dtype, device=self.device)
         if kind == "sizes" and value is not None:
             if isinstance(value, tuple):
                 return tuple(_integer(v, span, "a size") for v in value)
@@ -355,6 +403,10 @@ def _hint(name: str, args: tuple[Any, ...]) -> str | None:
         # --var i=[1, 0] is a float leaf, as every written list is.
         return "an index is integer data: --var 'i=randint(0, 5, (3,))', or arange(n) in the expression"
     return None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _flat(values: Any) -> list[Any]:

@@ -86,6 +86,10 @@ def python_parse(source: str) -> ast.Module:
             message = "invalid syntax"
         raise ParseError(message, span=span) from None
     except (RecursionError, MemoryError):
+        from .._deep import reduced_stack, too_deep_for_stack
+
+        if reduced_stack() is not None:  # an address-space cap took the deep thread's stack
+            raise too_deep_for_stack() from None
         # Python's own parser gives up on right-nested chains long before MAX_DEPTH:
         # about 3,000 levels of a**b**c... and 6,000 of unary minus (left-nested sums
         # and method chains are fine up to MAX_DEPTH).

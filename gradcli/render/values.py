@@ -35,7 +35,11 @@ def fmt_value(value: Any) -> str:
     if value is None:
         return "None"
     if isinstance(value, dict):
-        return f"[{', '.join(fmt_number(v) for v in value['preview'][:PREVIEW])}, …] (shape {value['shape']})"
+        head = f"[{', '.join(fmt_number(v) for v in value['preview'][:PREVIEW])}, …] (shape {value['shape']}"
+        if "mean" in value:  # a large tensor's summary: what it holds in three numbers
+            head += (f", {value['dtype']}, min {fmt_number(value['min'])}, max {fmt_number(value['max'])}, "
+                     f"mean {fmt_number(value['mean'])}")
+        return head + ")"
     if not isinstance(value, list):
         return fmt_number(value)
     flat = flatten(value, WHOLE + 1)

@@ -59,6 +59,7 @@ class CodeTarget:
                 callee.signature_of, where, self.variables, self.values, self.named_values,
                 dtype=_input_dtype(model, settings), device=settings.device, seed=seed,
                 wrt=settings.wrt, data_inputs=model is not None, loss_names=loss.names() if loss else (),
+                probe=callee.run if model is not None else None,
             )
             names = {id(m): path for path, m in model.named_modules()} if model is not None else {}
             recorder = ForwardRecorder(names, watch_nonfinite=settings.watch_forward)
@@ -89,7 +90,7 @@ class CodeTarget:
             bindings=[*outputs.items(), *loss_bindings],
             seed=inputs.seed,
             origin_of=_CodeOrigins(parameters, owners),
-            found=callee.found,
+            found=inputs.described(callee.found),
             strict_output=False,
             explain=CodeExplainer(recorder.recording, list(getattr(loss_value, "shape", [])), list(outputs)),
             details={

@@ -7,6 +7,11 @@ values become tensors of the model's dtype, but integers written out for a param
 unless `--wrt` names them; a function's floating inputs require grad, as an expression's
 variables do; integer tensors (token ids, labels) never do. A required parameter without a
 value is an exit-2 error that prints the signature and an example.
+
+A model whose forward takes exactly one input (`nn.Sequential.forward(input)`: its name is an
+accident of torch's code) takes the one --var that names no parameter of it, whatever the user
+called it; `BoundInputs.renamed` records `x → input` for the header. Two unknown names, or a
+forward with two inputs, stay an error that prints the signature.
 """
 
 from __future__ import annotations
@@ -31,6 +36,16 @@ class BoundInputs:
     specs: dict[str, str] = field(default_factory=dict)  # name -> how it was given
     defaulted: list[str] = field(default_factory=list)
     seed: int = 0
+    renamed: dict[str, str] = field(default_factory=dict)  # --var name -> the parameter it was bound to
+    floated: list[str] = field(default_factory=list)  # integers written, made floating because forward refused int64
+
+    def described(self, found: str) -> str:
+        """`found` (what TARGET turned out to be) with the bindings by another name, and the
+        written integers made floating, appended."""
+        parts = [f"--var {name} → {param}" for name, param in self.renamed.items()]
+        parts += [f"--var {name}: the integers written are read as floats (forward refused them as int64)"
+                  for name in self.floated]
+        return "; ".join([found, *parts])
 
 
 def bind_inputs(
@@ -46,9 +61,14 @@ def bind_inputs(
     wrt: Sequence[str] = (),
     data_inputs: bool,
     loss_names: Sequence[str] = (),
+    probe: Any = None,
 ) -> BoundInputs:
     """Arguments for `fn` from Python `values` and `--var` texts (`variables`); a --var that
-    names no parameter but a variable of --loss (`loss_names`: labels, targets) is made too."""
+    names no parameter but a variable of --loss (`loss_names`: labels, targets) is made too.
+
+    Integers written for a model's input are int64, as torch.tensor makes them (token ids for an
+    Embedding); when `probe` (the model, run once without gradient on a copy of the RNG
+    state) refuses them, they are made the model's floating dtype instead (`floated`)."""
     import torch
 
     signature = _signature(fn, where)
@@ -61,8 +81,12 @@ def bind_inputs(
     except TypeError as err:
         raise UsageError(f"the inputs do not fit {where}{signature}: {err}") from None
     specs: dict[str, VarSpec] = {}
-    for option in variables:
-        spec = parse_var(option)
+    parsed = [parse_var(option) for option in variables]
+    renamed = _sole_input(params, given, parsed, loss_names) if data_inputs else {}
+    for spec in parsed:
+        if spec.name in renamed:
+            specs[renamed[spec.name]] = spec
+            continue
         if spec.name not in names and spec.name not in loss_names:
             raise VariableError(
                 f"--var {spec.name}: {where} has no input '{spec.name}', and --loss does not use it",
@@ -76,14 +100,15 @@ def bind_inputs(
         seed = int(torch.randint(0, 2**31 - 1, ()).item())
     generator = torch.Generator().manual_seed(seed)
     torch_dtype, torch_device = resolve_dtype(dtype), resolve_device(device)
-    bound = BoundInputs(seed=seed)
+    bound = BoundInputs(seed=seed, renamed=renamed)
+    as_named = {param: name for name, param in renamed.items()}  # the user's name is the leaf's
     skipped = False
     for p in params:
         if p.name in given:
             value = given[p.name]
             bound.specs[p.name] = "given from Python"
         elif p.name in specs:
-            value = _value(p, specs[p.name], torch_dtype, torch_device, generator)
+            value = _value(p, specs[p.name], torch_dtype, torch_device, generator, probe is not None)
             bound.specs[p.name] = specs[p.name].text
         elif p.default is not p.empty:
             if p.kind == p.POSITIONAL_ONLY:
@@ -97,26 +122,75 @@ def bind_inputs(
                 hint=f"give it with --var, e.g. --var '{p.name}=randn(2, 3)' (the shape {where} expects)",
             )
         if isinstance(value, torch.Tensor):
-            value = _leaf(value, wants_grad=(p.name in wrt) or not data_inputs, given=p.name in given)
-            bound.tensors[p.name] = value
+            name = as_named.get(p.name, p.name)
+            value = _leaf(value, wants_grad=(name in wrt) or not data_inputs, given=p.name in given)
+            bound.tensors[name] = value
+            bound.specs[name] = bound.specs.pop(p.name)
         # Positional while nothing was skipped, as a call would be written (module hooks see
         # positional arguments only, and they record each module's input shapes).
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and not skipped:
             bound.args.append(value)
         else:
             bound.kwargs[p.name] = value
+    if probe is not None:
+        _float_if_refused(bound, specs, probe, torch_dtype, wrt)
     for name, value in for_loss.items():
         if isinstance(value, torch.Tensor):
             bound.tensors[name] = _leaf(value, wants_grad=name in wrt, given=True)
             bound.specs[name] = "given from Python"
     for name, spec in specs.items():
-        if name not in names:  # for --loss only
+        if name not in names and name not in as_named:  # for --loss only
             tensor = make_tensor(spec, dtype=torch_dtype, device=torch_device, generator=generator)
-            if spec.kind == "list" and spec.written is Values.INTEGER:
-                tensor = tensor.long()  # labels written [0, 2, 1] are class indices, as torch wants them
+            if spec.kind in ("list", "number") and spec.written is Values.INTEGER:
+                tensor = tensor.long()  # labels written [0, 2, 1] are class indices: torch.tensor([0, 2, 1]) is int64
             bound.tensors[name] = _leaf(tensor, wants_grad=name in wrt, given=False)
             bound.specs[name] = spec.text
     return bound
+
+
+def _float_if_refused(bound: BoundInputs, specs: dict[str, VarSpec], probe: Any, dtype: Any, wrt: Sequence[str]) -> None:
+    """Make the written-integer inputs `dtype` when forward raises on them as int64."""
+    import torch
+
+    written = [name for name, tensor in bound.tensors.items() if tensor.dtype == torch.long
+               and _integers_written(specs.get(bound.renamed.get(name, name)))]
+    if not written:
+        return
+    try:
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            probe(*bound.args, **bound.kwargs)
+        return
+    except Exception:  # the user's forward, any error: the floats are tried instead
+        pass
+    for name in written:
+        floated = bound.tensors[name].to(dtype).requires_grad_(name in wrt)
+        for index, arg in enumerate(bound.args):
+            if arg is bound.tensors[name]:
+                bound.args[index] = floated
+        for key, arg in bound.kwargs.items():
+            if arg is bound.tensors[name]:
+                bound.kwargs[key] = floated
+        bound.tensors[name] = floated
+        bound.floated.append(name)
+
+
+def _integers_written(spec: VarSpec | None) -> bool:
+    return spec is not None and spec.kind in ("list", "number") and spec.written is Values.INTEGER
+
+
+def _sole_input(params: list[inspect.Parameter], given: dict[str, Any], parsed: list[VarSpec],
+                loss_names: Sequence[str]) -> dict[str, str]:
+    """{--var name: parameter} when forward takes exactly one input, nothing gives it, and
+    exactly one --var names no parameter (preferring one --loss does not read: a loss that
+    reads `x` too, `out - x`, still gets it); else {}."""
+    required = [p for p in params if p.default is p.empty]
+    names = {p.name for p in params}
+    if len(required) != 1 or required[0].name in given or any(spec.name in names for spec in parsed):
+        return {}
+    unknown = [spec.name for spec in parsed if spec.name not in names]
+    unread = [name for name in unknown if name not in loss_names]
+    chosen = unread if unread else unknown
+    return {chosen[0]: required[0].name} if len(chosen) == 1 else {}
 
 
 def _signature(fn: Any, where: str) -> inspect.Signature:
@@ -126,16 +200,19 @@ def _signature(fn: Any, where: str) -> inspect.Signature:
         raise UsageError(f"cannot read the signature of {where}", hint="give it a Python signature (def forward(self, x): ...)") from None
 
 
-def _value(p: inspect.Parameter, spec: VarSpec, dtype: Any, device: Any, generator: Any) -> Any:
+def _value(p: inspect.Parameter, spec: VarSpec, dtype: Any, device: Any, generator: Any, probing: bool) -> Any:
     import torch
 
     numeric_default = isinstance(p.default, (int, float)) and not isinstance(p.default, bool)
     if numeric_default and spec.kind == "number":
         return spec.args[0]
-    if spec.kind == "list" and spec.written is Values.INTEGER and argument_type(p).kind is ArgKind.INTEGER_TENSOR:
+    arg = argument_type(p)
+    if spec.kind == "list" and spec.written is Values.INTEGER and arg.kind is ArgKind.INTEGER_TENSOR:
         # Token ids written out (`--var "input_ids=[[464, 3290]]"`) for a parameter annotated
         # torch.LongTensor, as transformers' models annotate input_ids: ids, not floats.
         return torch.tensor(spec.args[0], dtype=torch.long, device=device)
+    if probing and _integers_written(spec) and arg.kind in (ArgKind.ANY, ArgKind.TENSOR) and not arg.floating:
+        return torch.tensor(spec.args[0], dtype=torch.long, device=device)  # as torch.tensor reads it
     return make_tensor(spec, dtype=dtype, device=device, generator=generator)
 
 

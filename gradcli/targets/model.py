@@ -141,9 +141,10 @@ def model_run(
             model.to(resolve_device(device))
         inputs = bind_inputs(
             callee.signature_of, where, variables, (), {}, dtype=dtype or model_dtype(model),
-            device=device, seed=seed, data_inputs=True, loss_names=made.names() if made else (),
+            device=device, seed=seed, data_inputs=True, loss_names=made.names() if made else (), probe=callee.run,
         )
-        yield ModelRun(model, tuple(inputs.args), inputs.kwargs, inputs.tensors, made, where, callee.found, seed)
+        yield ModelRun(model, tuple(inputs.args), inputs.kwargs, inputs.tensors, made, where,
+                       inputs.described(callee.found), seed)
 
 
 def python_loss(model: Any, inputs: tuple[Any, ...], named: dict[str, Any], loss: LossFn | str | None,

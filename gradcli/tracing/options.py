@@ -36,6 +36,7 @@ class TraceOptions:
     dtype: str | None = None  # None: float64 for an expression, a model's own dtype for code
     device: str = "cpu"
     symbolic: bool = False
+    full_values: bool = False  # every value in the document, however large (else past 10,000 a summary)
 
 
 def check_options(mode: str, repeat: int) -> None:

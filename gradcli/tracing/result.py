@@ -18,7 +18,7 @@ from ..graph.explain import PassError, nonleaf_note
 from ..graph.flow import FlowStep
 from ..graph.walk import Graph
 from ..graph.passes import PassMode, current_grad
-from ..graph.values import dtype_name, full_value, summary
+from ..graph.values import dtype_name, full_value, large_summary
 
 
 @dataclass
@@ -125,12 +125,13 @@ class TraceResult(Reported):
         return trace_document(self)
 
 
-#: Code targets: a leaf (or its gradient) above this many elements is kept as a summary.
+#: A leaf, a gradient or the output above this many elements is kept as a summary unless
+#: --full-values asks for every value (listing 5e7 values as Python numbers took more than 6 GB).
 FULL_VALUES = 10_000
 
 
 def leaf_record(name: str, tensor: Any, source: LeafSource, whole: bool = True, made: dict | None = None) -> Leaf:
-    """`whole`: every value (expressions); else large tensors (a model's weights) summarised.
+    """`whole`: every value (--full-values); else large tensors (a model's weights) summarised.
     `made`: summaries already made in this trace (see `_values`)."""
     grad = tensor.grad
     return Leaf(
@@ -151,8 +152,7 @@ def _values(tensor: Any, whole: bool, made: dict | None = None) -> Any:
     elif whole or tensor.numel() <= FULL_VALUES:
         data = full_value(tensor)
     else:
-        data = summary(tensor)
-        data["norm"] = float(tensor.detach().double().norm())
+        data = large_summary(tensor)
     if key is not None:
         made[key] = data  # type: ignore[index]
     return dict(data) if isinstance(data, dict) else data
@@ -165,10 +165,10 @@ def _identity(tensor: Any) -> tuple[Any, ...] | None:
         return None
 
 
-def intermediate_record(name: str, tensor: Any, node_of: dict[int, str], kept: str | None) -> Intermediate:
+def intermediate_record(name: str, tensor: Any, node_of: dict[int, str], kept: str | None, whole: bool = True) -> Intermediate:
     grad = current_grad(tensor) if kept else None
     return Intermediate(
-        name, node_of.get(id(tensor.grad_fn)), kept is not None, None if grad is None else full_value(grad),
+        name, node_of.get(id(tensor.grad_fn)), kept is not None, None if grad is None else _values(grad, whole),
         kept or nonleaf_note(name),
     )
 

@@ -30,7 +30,7 @@ from .options import (
     TraceOptions, check_options, differentiable_output, drew_random, known, refuse_integer_targets,
     starting_gradient,
 )
-from .result import GradientGraph, TraceResult, intermediate_record, leaf_record, pass_record
+from .result import FULL_VALUES, GradientGraph, TraceResult, intermediate_record, leaf_record, pass_record
 from ..graph.values import described, full_value
 
 
@@ -127,14 +127,14 @@ def trace_computation(computation: Computation, options: TraceOptions) -> TraceR
     kept = {name: "kept by --retain-grad" for name in options.retain_grad}
     if options.mode == "backward" and options.wrt:
         kept.update({name: "written by backward(inputs=...) for --wrt" for name in targets if name not in kept})
-    whole, made = computation.strict_output, {}
+    whole, made = options.full_values, {}
     result = TraceResult(
         expression=computation.description,
-        result=described(output),
+        result=described(output, whole, FULL_VALUES),
         leaves=[leaf_record(name, t, computation.sources[name], whole, made) for name, t in leaves.items()],
         graph=graph,
         passes=[pass_record(r, whole, made) for r in records],
-        intermediates=[intermediate_record(name, t, node_of, kept.get(name)) for name, t in intermediates.items()],
+        intermediates=[intermediate_record(name, t, node_of, kept.get(name), whole) for name, t in intermediates.items()],
         seed=computation.seed if drew_random(computation, options.grad_output) else None,
         options={**asdict(options), "wrt": list(targets), "retain_grad": list(options.retain_grad)},
         skipped_passes=options.repeat - len(records),

@@ -89,9 +89,9 @@ class FunctionCall:
 
     def notes(self) -> list[str]:
         if not self.dirty:
-            return []
+            return list(self.inputs.notes)
         names = ", ".join(self.dirty)
-        return [f"forward modifies {names} in place (ctx.mark_dirty): each call gets a clone, "
+        return [*self.inputs.notes, f"forward modifies {names} in place (ctx.mark_dirty): each call gets a clone, "
                 "as gradcheck needs"]
 
     def explain(self, err: UserCodeError) -> UserCodeError:

@@ -7,7 +7,11 @@ annotation, then its default (`ArgType`); a `--var` spec is read in that light (
 an int literal stays an int, `[0, 2]` for an integer parameter is a long tensor, a mask a
 bool tensor, `none` None, and a tensor spec for a numeric parameter a floating tensor that is
 differentiated. Where neither annotation nor default says, ints written are ints as in Python
-and torch (`dim=1` an int, `[0, 2]` an int64 tensor) and floats floats. Only floating tensors require grad and are checked; the rest is data.
+and torch (`dim=1` an int, `[0, 2]` an int64 tensor) and floats floats. A parameter annotated
+`Tensor` reads written integers as torch.tensor does too (`target=[[0], [2]]` an int64 tensor,
+which kornia's `_TargetLogSoftmax` gathers with), unless forward would then have no floating
+input: then the first of them becomes a float64 input that is differentiated, and a note says
+so. Only floating tensors require grad and are checked; the rest is data.
 
 A parameter with neither --var nor default gets a value invented here (`invented`), and the
 Inputs remember it, so that when the user's code raises the error can say what gradcli
@@ -55,7 +59,7 @@ def value_for(spec: VarSpec, arg: ArgType, generator: torch.Generator) -> Any:
         return int(spec.args[0])
     tensor = make_tensor(spec, dtype=torch.float64, device="cpu", generator=generator).detach()
     if spec.kind != "constructor" and spec.written is Values.INTEGER:  # ints written for integer data
-        if integral or arg.kind is ArgKind.ANY:
+        if integral or arg.kind is ArgKind.ANY or (arg.kind is ArgKind.TENSOR and not arg.floating):
             return tensor.long()
         if arg.kind is ArgKind.BOOL_TENSOR:
             return tensor.bool()
@@ -102,6 +106,7 @@ class Inputs:
     types: list[ArgType] = field(default_factory=list)
     origins: list[Origin] = field(default_factory=list)
     seed: int = 0
+    notes: list[str] = field(default_factory=list)  # how a written value was read, where it was not as torch reads it
 
     def tensors(self) -> dict[str, torch.Tensor]:
         return {n: v for n, v, t in zip(self.names, self.values, self.tensor) if t}
@@ -201,4 +206,20 @@ def make_inputs(cls: type, options: Sequence[str], seed: int, given: Mapping[str
         inputs.tensor.append(is_differentiated(value))
         inputs.types.append(arg)
         inputs.origins.append(origin)
+    if not any(inputs.tensor):
+        _float_written_integers(inputs, specs)
     return inputs
+
+
+def _float_written_integers(inputs: Inputs, specs: Mapping[str, VarSpec]) -> None:
+    """Make the first integers written for a tensor parameter a float64 input, when forward has
+    no floating input otherwise: a check needs something to differentiate, and the input comes
+    before the data in forward's signature (forward(ctx, x, target)), as in torch's own losses."""
+    for index, (name, value, arg) in enumerate(zip(inputs.names, inputs.values, inputs.types)):
+        written = name in specs and specs[name].kind != "constructor" and specs[name].written is Values.INTEGER
+        if written and arg.kind in (ArgKind.ANY, ArgKind.TENSOR) and isinstance(value, torch.Tensor) and not value.is_floating_point():
+            inputs.values[index] = value.to(torch.float64).requires_grad_(True)
+            inputs.tensor[index] = True
+            inputs.notes.append(f"{name}: the integers written ({specs[name].text}) are read as float64 and "
+                                "differentiated, as forward has no floating input otherwise (torch.tensor of them is int64)")
+            return
