@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerate the README pictures in docs/images/ (run from anywhere: bash docs/make_images.sh).
+# Regenerate the pictures of README.md and the docs site in docs/images/ (run from anywhere: bash docs/make_images.sh).
 # Needs the plotting extra (pip install 'gradcli[plot]') and Graphviz's `dot` for the graph.
 # The files carry no dates, so rerunning changes them only when the drawing changes.
 set -euo pipefail
@@ -25,5 +25,17 @@ status=0
 "$GRADCLI" grads examples/grads/classifier.py:Net --var "x=randn(32, 3, 32, 32)" --var "y=randint(0, 10, (32,))" \
     --loss "cross_entropy(out, y)" --seed 0 --steps 8 --lr 0.1 --plot "$out/grads.png" >/dev/null || status=$?
 [ "$status" -eq 1 ] || { echo "expected exit status 1 (two layers get no gradient), got $status" >&2; exit 1; }
+
+# 5. compare: each layer's relative error under float16 autocast, over the tolerance band: the
+#    loss scaled down until float16 flushes every gradient to zero. Exit 1.
+status=0
+"$GRADCLI" compare examples/compare/models.py:MLP --var "x=randn(16, 32)" --loss "1e-7 * out.pow(2).mean()" --amp float16 \
+    --seed 0 --plot "$out/compare.png" >/dev/null || status=$?
+[ "$status" -eq 1 ] || { echo "expected exit status 1 (float16 underflow), got $status" >&2; exit 1; }
+
+# 6. memory: the bytes saved for backward by module, in forward order (no checkpoint trials:
+#    their times would change the picture from one run to the next).
+"$GRADCLI" memory examples/memory/mlp.py:DeepMLP --init depth=4 --var "x=randn(16, 128)" --loss "out.pow(2).mean()" \
+    --seed 0 --checkpoint 0 --no-create-graph --plot "$out/memory.png" >/dev/null
 
 ls -l "$out"

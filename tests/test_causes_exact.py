@@ -162,9 +162,9 @@ def test_an_unanswered_witness_never_confirms_undefined():
 
 
 def test_the_readme_excerpt_of_the_logsumexp_overflow_is_the_real_output(cli):
-    # The README quotes the cause and the rewrite as printed (the evidence lines between them
+    # docs/commands/check.md (once the README) quotes the cause and the rewrite as printed (the evidence lines between them
     # were missing); compared word by word, as the report wraps at its width.
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parent.parent / "docs" / "commands" / "check.md").read_text(encoding="utf-8")
     start = readme.index("```\ncause of d/dx at 1 point (x = 800)")
     excerpt = readme[start + len("```\n"):readme.index("```", start + 3)]
     result = cli("check", "log(sum(exp(x), dim=1)).sum()", "--var", "x=[[800.0, 1.0], [1.0, 2.0]]")

@@ -169,7 +169,7 @@ def test_elements_mode_refuses_large_tensors():
 def test_readme_shows_the_real_output():
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parent.parent / "docs" / "commands" / "trace.md").read_text(encoding="utf-8")
     shown = readme.split("<!-- symbolic-output -->\n```text\n")[1].split("\n```\n<!-- /symbolic-output -->")[0]
     out = _run("trace", "h = x*sigmoid(x); y = h*h + h; y.sum()", "--var", "x=[0.5, 2.0]", "--symbolic")
     assert out.exit_code == 0

@@ -268,7 +268,7 @@ def test_cli_json_is_one_document_with_every_functions_result(cli):
 
 
 def test_the_readme_excerpt_is_the_real_output(cli):
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "docs" / "commands" / "check-function.md").read_text(encoding="utf-8")
     start = readme.index("```text\ncheck-function examples/custom_ops ")
     excerpt = readme[start + len("```text\n"):readme.index("```", start + 3)]
     result = cli("check-function", "examples/custom_ops")

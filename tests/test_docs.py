@@ -1,15 +1,16 @@
-"""Documentation that cannot rot: every example in README.md and in `--help` runs.
+"""Documentation that cannot rot: every example in README.md, in docs/ and in `--help` runs.
 
-README shell blocks: each line starting with `gradcli ` is run through the CLI (in a scratch
-folder, so files it writes land there); a trailing `# exit N` states the expected status
-(default 0). README python blocks are executed, and any `test_*` function they define is
+Every page (tests/doc_pages.py says which, and how a page marks commands): each `gradcli ...`
+line of a shell block is run through the CLI (in a scratch folder, so files it writes land
+there) with the exit status its `# exit N` states (default 0); a command shown on several
+pages runs once. Each `$ gradcli ...` of a console block is run and its output compared with
+the one the page shows. Python blocks are executed, and any `test_*` function they define is
 called, as the user's pytest would. Help texts: each `gradcli ...` line in a command's help is
 run the same way.
 """
 
 from __future__ import annotations
 
-import re
 import shlex
 import shutil
 from pathlib import Path
@@ -17,35 +18,28 @@ from pathlib import Path
 import pytest
 import typer.main
 
+import doc_pages
 from gradcli.cli import app
 
-ROOT = Path(__file__).resolve().parent.parent
-README = ROOT / "README.md"
-_BLOCK = re.compile(r"```(\w+)\n(.*?)```", re.S)
-_EXIT = re.compile(r"#\s*exit\s+(\d)\b.*$")
 # `--dot PATH` with one of these suffixes is drawn by Graphviz's `dot` program, which a fresh
 # machine may lack (it is not a Python package, so `pip install '.[test]'` cannot bring it).
 _PICTURES = (".svg", ".png", ".pdf")
 
 
-def _blocks(language: set[str]) -> list[str]:
-    return [body for lang, body in _BLOCK.findall(README.read_text(encoding="utf-8")) if lang in language]
+def _page_commands() -> dict[tuple[str, int], list[str]]:
+    """{(command, expected status): the pages showing it}, in the order the pages show them."""
+    found: dict[tuple[str, int], list[str]] = {}
+    for page in doc_pages.pages():
+        for block in doc_pages.blocks(page, doc_pages.SHELL):
+            for command in doc_pages.commands(block):
+                found.setdefault(command, []).append(doc_pages.name(page))
+    return found
 
 
-def _commands(text: str) -> list[tuple[str, int]]:
-    commands = []
-    for line in text.splitlines():
-        line = re.sub(r"^(Examples?:)?\s*(\$ )?", "", line.strip())
-        if not line.startswith("gradcli "):
-            continue
-        match = _EXIT.search(line)
-        expected = int(match.group(1)) if match else 0
-        command = _EXIT.sub("", line).strip()
-        commands.append((command, expected))
-    return commands
-
-
-README_COMMANDS = [c for block in _blocks({"sh", "console", "bash"}) for c in _commands(block)]
+PAGE_COMMANDS = _page_commands()
+SESSIONS = [s for page in doc_pages.pages() for s in doc_pages.sessions(page)]
+PYTHON_BLOCKS = [(doc_pages.name(page), block) for page in doc_pages.pages()
+                 for block in doc_pages.blocks(page, {"python"})]
 
 
 def _help_texts() -> list[tuple[str, str]]:
@@ -56,7 +50,7 @@ def _help_texts() -> list[tuple[str, str]]:
     return texts
 
 
-HELP_COMMANDS = [(command, expected) for _, text in _help_texts() for command, expected in _commands(text)]
+HELP_COMMANDS = [(command, expected) for _, text in _help_texts() for command, expected in doc_pages.commands(text)]
 
 
 def _needs_graphviz(args: list[str]) -> bool:
@@ -72,7 +66,7 @@ def _run(cli, command: str, expected: int, folder: Path, monkeypatch) -> None:
     if _needs_graphviz(args) and shutil.which("dot") is None:
         pytest.skip("Graphviz's `dot` is not on PATH: this example draws a picture with it")
     # Examples are written from the top of the checkout; files they write land in `folder`.
-    (folder / "examples").symlink_to(ROOT / "examples")
+    (folder / "examples").symlink_to(doc_pages.ROOT / "examples")
     monkeypatch.chdir(folder)
     result = cli(*args)
     assert result.exit_code == expected, (
@@ -82,18 +76,46 @@ def _run(cli, command: str, expected: int, folder: Path, monkeypatch) -> None:
     assert "Traceback" not in result.stderr
 
 
-def test_readme_has_examples():
-    assert len(README_COMMANDS) >= 10
+def test_readme_has_an_example_of_every_command():
+    readme = [c for block in doc_pages.blocks(doc_pages.README, doc_pages.SHELL) for c, _ in doc_pages.commands(block)]
+    readme += [s.command for s in doc_pages.sessions(doc_pages.README)]
+    shown = {command.split()[1] for command in readme}
+    assert {"trace", "grads", "check", "check-function", "compare", "memory", "plot", "list", "demo"} <= shown
 
 
-@pytest.mark.parametrize(("command", "expected"), README_COMMANDS, ids=[c for c, _ in README_COMMANDS])
-def test_readme_example_runs(cli, command, expected, tmp_path, monkeypatch):
+def test_a_shortened_output_matches_only_in_order():
+    output = "a\nb\nc\nd\n"
+    assert doc_pages.matches("a\n...\nc\n...\n", output)
+    assert doc_pages.matches("...\nd\n", output)
+    assert not doc_pages.matches("...\nc\n...\nb\n...\n", output)
+    assert not doc_pages.matches("a\nc\n", output)
+    assert not doc_pages.matches("...\n", output)  # shows nothing
+
+
+def test_every_page_is_found():
+    # A folder the walk missed would leave its commands unrun without failing anything.
+    names = {doc_pages.name(p) for p in doc_pages.pages()}
+    assert {"README.md", "docs/getting-started.md", "docs/getting-started.zh.md", "docs/cli.md",
+            "docs/commands/trace.md", "docs/recipes/nan.md"} <= names
+
+
+@pytest.mark.parametrize(("command", "expected"), list(PAGE_COMMANDS), ids=[c for c, _ in PAGE_COMMANDS])
+def test_page_example_runs(cli, command, expected, tmp_path, monkeypatch):
     _run(cli, command, expected, tmp_path, monkeypatch)
+
+
+@pytest.mark.parametrize("session", SESSIONS, ids=[f"{s.page}: {s.command}" for s in SESSIONS])
+def test_page_output_is_the_real_output(session, tmp_path):
+    result = doc_pages.run(session.command, tmp_path)
+    assert result.exit_code == session.expected, f"{session.page}: `{session.command}` exited {result.exit_code}"
+    assert doc_pages.matches(session.shown, result.output), (
+        f"{session.page} shows another output for `{session.command}`: "
+        "rerun `python tests/doc_pages.py --write` and read the diff")
 
 
 def test_every_command_help_has_an_example():
     for name, text in _help_texts():
-        assert _commands(text), f"the help of `{name}` has no `gradcli ...` example"
+        assert doc_pages.commands(text), f"the help of `{name}` has no `gradcli ...` example"
 
 
 @pytest.mark.parametrize(("command", "expected"), HELP_COMMANDS, ids=[c for c, _ in HELP_COMMANDS])
@@ -101,11 +123,33 @@ def test_help_example_runs(cli, command, expected, tmp_path, monkeypatch):
     _run(cli, command, expected, tmp_path, monkeypatch)
 
 
-@pytest.mark.parametrize("block", _blocks({"python"}), ids=lambda b: b.splitlines()[0][:40])
-def test_readme_python_block_runs(block, tmp_path, monkeypatch):
+@pytest.mark.parametrize(("page", "block"), PYTHON_BLOCKS, ids=[f"{p}: {b.splitlines()[0][:40]}" for p, b in PYTHON_BLOCKS])
+def test_page_python_block_runs(page, block, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    namespace: dict = {"__name__": "readme_example"}
-    exec(compile(block, str(README), "exec"), namespace)
+    namespace: dict = {"__name__": "doc_example"}
+    exec(compile(block, page, "exec"), namespace)
     for name, value in list(namespace.items()):
         if name.startswith("test_") and callable(value):
             value()
+
+
+def test_the_cli_reference_is_generated_from_the_app():
+    # The site's CLI reference is written by an mkdocs hook at build time; here, without mkdocs,
+    # its text must name every command and every option typer builds.
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("cli_reference", doc_pages.DOCS / "_hooks" / "cli_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    page = (doc_pages.DOCS / "reference" / "cli-reference.md").read_text(encoding="utf-8")
+    assert module.MARKER in page
+    text = module.on_page_markdown(page)
+    assert module.MARKER not in text
+    stack = [("gradcli", typer.main.get_command(app))]
+    while stack:
+        path, command = stack.pop()
+        assert f"`{path}`" in text
+        for param in command.params:
+            if param.param_type_name == "option" and not param.hidden:
+                assert all(opt in text for opt in param.opts), f"{path}: {param.opts}"
+        stack.extend((f"{path} {name}", sub) for name, sub in getattr(command, "commands", {}).items())

@@ -150,9 +150,9 @@ def test_an_in_place_function_passes_at_second_order():
 
 
 def test_the_readme_excerpt_is_the_real_output(cli, monkeypatch):
-    # The README quotes this run in full; the contract line (added with the audit) was missing.
+    # docs/commands/check-function.md quotes this run in full; the contract line (added with the audit) was missing.
     monkeypatch.chdir(ROOT)
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "docs" / "commands" / "check-function.md").read_text(encoding="utf-8")
     start = readme.index("```text\ncheck-function examples/typed_functions.py:SoftmaxArgmax ")
     excerpt = readme[start + len("```text\n"):readme.index("```", start + 3)]
     result = cli("check-function", "examples/typed_functions.py:SoftmaxArgmax", "--var",
