@@ -106,11 +106,24 @@ class Grads(_RenderedByFormat, GradsResult):
         return str(save_grads(self if depth is None else replace(self, depth=depth), path))
 
 
-def grads(model: Any, *inputs: Any, **options: Any) -> Grads:
-    """`health.run.grads` (see its docstring for the model, inputs, loss and options), as a Grads."""
-    from .health.run import grads as _grads
+def grads(model: Any, *inputs: Any, loss: Any = None, **named: Any) -> Grads:
+    """Gradient health of every parameter of `model` on `inputs`.
 
-    return _as(Grads, _grads(model, *inputs, **options))
+    `loss` makes the scalar to differentiate from the output: a callable `loss(output,
+    **named values it names)`, an expression in gradcli's language in which `out` is the
+    output (`out.logits`, `out[0]`) and `named` values that forward does not take are bound
+    (`loss="cross_entropy(out, labels)", labels=...`), or your loss as text
+    (`"losses.py:NAME"`, `"torch.nn:CrossEntropyLoss"` with `loss_init=["ignore_index=0"]`);
+    default: the output itself, which must then be a scalar. `named` values
+    that forward's signature names are passed to it by keyword, except the run's options,
+    which are `grads_of`'s: `steps` > 0 also runs that many SGD steps with `lr` on a copy;
+    `vanish`, `explode` and `spread` are the thresholds; `strict` makes ZERO, VANISHING and
+    EXPLODING fail `ok` too.
+    """
+    from .health.run import RUN_OPTIONS, grads_of
+    from .targets.model import on_python_model
+
+    return _as(Grads, on_python_model(grads_of, model, inputs, named, loss, RUN_OPTIONS))
 
 
 @dataclass
@@ -140,11 +153,19 @@ class Memory(_RenderedByFormat, MemoryResult):
         return str(save_memory(self, path, depth))
 
 
-def memory(model: Any, *inputs: Any, **options: Any) -> Memory:
-    """`memory.run.memory` (see its docstring for the model, inputs, loss and options), as a Memory."""
-    from .footprint.run import memory as _memory
+def memory(model: Any, *inputs: Any, loss: Any = None, **named: Any) -> Memory:
+    """What backward keeps alive when `model` runs on `inputs`.
 
-    return _as(Memory, _memory(model, *inputs, **options))
+    `loss` makes the scalar to differentiate from the output: a callable `loss(output)`, or an
+    expression in gradcli's language in which `out` is the output and `named` values forward
+    does not take are bound; default: the output itself. The run's options (`depth`, `amp`,
+    `checkpoint`, `create_graph`, `repeats`) are memory_of's; other `named` values that
+    forward's signature names go to forward by keyword.
+    """
+    from .footprint.run import RUN_OPTIONS, memory_of
+    from .targets.model import on_python_model
+
+    return _as(Memory, on_python_model(memory_of, model, inputs, named, loss, RUN_OPTIONS))
 
 
 @dataclass
@@ -158,10 +179,21 @@ class Compare(_RenderedByFormat, CompareResult):
         return str(save_compare(self, path))
 
 
-def compare(model: Any, *inputs: Any, **options: Any) -> Compare:
-    """`compare.run.compare` (see its docstring for the candidate's options: compile, backend,
-    mode, amp, scaler, dtype, reference), as a Compare."""
-    from .comparison.run import compare as _compare
+def compare(model: Any, *inputs: Any, loss: Any = None, compile: bool = False, backend: str = "inductor",
+            mode: str | None = None, amp: str | None = None, scaler: bool = False, dtype: str | None = None,
+            reference: str = "float32", **named: Any) -> Compare:
+    """Compare `model`'s gradients on `inputs` in a candidate setup against eager float32 (or
+    `reference="float64"`). The candidate: `compile=True` (torch.compile with `backend` and
+    `mode`), `amp="bfloat16"|"float16"` (autocast; `scaler=True` for GradScaler's loop),
+    `dtype="bfloat16"|"float16"` (weights cast). `loss` is a callable `loss(output)` or an
+    expression in gradcli's language in which `out` and the `named` values forward does not
+    take are bound; default: the output, which must be a scalar. The model itself (weights,
+    `.grad`, buffers) is never changed: both runs use copies."""
+    from .comparison.run import compare_of
+    from .comparison.setup import Setup
+    from .targets.model import on_python_model
 
-    return _as(Compare, _compare(model, *inputs, **options))
+    setup = Setup(compile=compile, backend=backend, mode=mode, amp=amp, scaler=scaler, dtype=dtype,  # type: ignore[arg-type]
+                  reference=reference)  # type: ignore[arg-type]
+    return _as(Compare, on_python_model(compare_of, model, inputs, named, loss, setup=setup))
 

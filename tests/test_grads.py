@@ -472,13 +472,14 @@ def test_gradcli_grads_is_the_library_result_with_the_renderers_one_layer_up():
     # plot from gradcli/api.py, rendering exactly what the renderers make of the plain result.
     from gradcli.api import Grads
     from gradcli.health.result import GradsResult
-    from gradcli.health.run import grads as library_grads
+    from gradcli.health.run import RUN_OPTIONS, grads_of
     from gradcli.render.formats import render
     from gradcli.render.plain import plain_text
+    from gradcli.targets.model import on_python_model
 
     torch.manual_seed(0)
     model, x = faults.DetachedBranch(), torch.randn(16, 8)
-    plain = library_grads(model, x, loss=mean_square)
+    plain = on_python_model(grads_of, model, (x,), {}, mean_square, RUN_OPTIONS)
     public = gradcli.grads(model, x, loss=mean_square)
     assert type(plain) is GradsResult and type(public) is Grads
     assert not any(hasattr(plain, name) for name in ("to_json", "plot", "_repr_html_"))

@@ -199,6 +199,31 @@ def test_no_import_runs_back_up_a_floor(path):
     assert upward(path) == []
 
 
+def test_no_ring_of_modules_imports_itself():
+    # A pair or ring of modules importing each other, lazily or only for a type: each such
+    # import is held together by a lazy import today and a circular ImportError tomorrow.
+    names = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+    def module_of(name: str) -> str | None:
+        while name and name not in names:
+            name = name.rpartition(".")[0]
+        return name if name and name != "gradcli" else None
+
+    edges = {m: {t for n in imported(p) if (t := module_of(n)) and t != m} for m, p in names.items()}
+    rings = []
+    for start in sorted(edges):  # a ring through `start`: a path back to it
+        seen, stack = set(), [(start, [start])]
+        while stack:
+            node, path = stack.pop()
+            for nxt in edges[node]:
+                if nxt == start:
+                    rings.append(" -> ".join([*path, start]))
+                elif nxt not in seen and nxt > start:  # each ring once, from its smallest module
+                    seen.add(nxt)
+                    stack.append((nxt, [*path, nxt]))
+    assert rings == []
+
+
 def test_no_two_folders_import_each_other():
     # Same-floor folders may use each other one way; both ways is a cycle waiting to grow.
     folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}

@@ -14,7 +14,8 @@ import torch
 from torch import nn
 
 import gradcli
-from gradcli.footprint.run import memory as library_memory
+from gradcli.footprint.run import RUN_OPTIONS, memory_of
+from gradcli.targets.model import on_python_model
 
 
 # -- the models ----------------------------------------------------------------------------------
@@ -293,9 +294,9 @@ def test_str_and_json_of_the_api_result():
 def test_bad_options_are_usage_errors():
     model = MLP()
     with pytest.raises(gradcli.GradcliError, match="autocast computes in bfloat16 or float16"):
-        library_memory(model, torch.randn(2, 8), loss=square, amp="float64")
+        on_python_model(memory_of, model, (torch.randn(2, 8),), {"amp": "float64"}, square, RUN_OPTIONS)
     with pytest.raises(gradcli.GradcliError, match="floating-point scalar"):
-        library_memory(model, torch.randn(2, 8))
+        on_python_model(memory_of, model, (torch.randn(2, 8),), {}, None, RUN_OPTIONS)
 
 
 # -- what must not change the model's own behaviour ------------------------------------------------

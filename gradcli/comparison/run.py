@@ -1,4 +1,5 @@
-"""`compare(model, *inputs, loss=..., compile=True, amp="bfloat16")`: the candidate setup's
+"""`compare_of`, the judge of `gradcli compare` and `gradcli.compare(model, *inputs, loss=...,
+compile=True, amp="bfloat16")` (both run it through targets/model.py): the candidate setup's
 gradients against the eager reference's, parameter by parameter, and where and why they part.
 
 The healthy path is two runs on copies of the model (reference, candidate) and one pass over
@@ -15,7 +16,6 @@ import torch
 
 from ..errors import GradcliError, UsageError
 from ..targets.load import user_error
-from ..targets.model import python_loss
 from .causes import find_causes
 from .locate import locate
 from .result import CompareResult
@@ -25,22 +25,6 @@ from .side import LossFn
 
 #: What compare needs a target to be (the end of the refusal of any other, targets/model.py's on_model).
 PURPOSE = "compare judges a model's parameter gradients"
-
-def compare(model: torch.nn.Module, *inputs: Any, loss: LossFn | str | None = None, compile: bool = False,
-            backend: str = "inductor", mode: str | None = None, amp: str | None = None, scaler: bool = False,
-            dtype: str | None = None, reference: str = "float32", **named: Any) -> CompareResult:
-    """Compare `model`'s gradients on `inputs` in a candidate setup against eager float32 (or
-    `reference="float64"`). The candidate: `compile=True` (torch.compile with `backend` and
-    `mode`), `amp="bfloat16"|"float16"` (autocast; `scaler=True` for GradScaler's loop),
-    `dtype="bfloat16"|"float16"` (weights cast). `loss` is a callable `loss(output)` or an
-    expression in gradcli's language in which `out` and the `named` values forward does not
-    take are bound; default: the output, which must be a scalar. The model itself (weights,
-    `.grad`, buffers) is never changed: both runs use copies."""
-    setup = Setup(compile=compile, backend=backend, mode=mode, amp=amp, scaler=scaler, dtype=dtype,  # type: ignore[arg-type]
-                  reference=reference)  # type: ignore[arg-type]
-    kwargs, loss_fn, _ = python_loss(model, inputs, named, loss)
-    return compare_of(model, tuple(inputs), kwargs, loss_fn, setup)
-
 
 def compare_of(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], loss_fn: LossFn, setup: Setup,
                *, factor: float = FACTOR) -> CompareResult:

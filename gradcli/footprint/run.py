@@ -1,4 +1,5 @@
-"""`memory(model, *inputs, loss=...)`: one watched forward + backward, and what backward kept.
+"""`memory_of`, the judge of `gradcli memory` and `gradcli.memory(model, *inputs, loss=...)`
+(both run it through targets/model.py): one watched forward + backward, and what backward kept.
 
 The run, in order (the model is used as given; its `.grad` is not touched, and buffers that
 forward updates in place are put back):
@@ -21,7 +22,7 @@ from typing import Any
 import torch
 
 from ..errors import UsageError
-from ..targets.model import model_dtype, python_loss, restored_buffers, scalar_loss
+from ..targets.model import model_dtype, restored_buffers, scalar_loss
 from ..targets.record import ForwardRecorder, origin_of
 from .checkpoint import ModuleInputs, advise
 from .peak import PeakMeter, tensor_bytes
@@ -34,19 +35,6 @@ from .saved import SavedCounter, loss_nodes
 PURPOSE = "memory measures what a model's forward and backward keep"
 #: --amp takes the dtypes autocast computes in.
 AMP_DTYPES = ("bfloat16", "float16")
-
-
-def memory(model: torch.nn.Module, *inputs: Any, loss: LossFn | str | None = None, **named: Any) -> MemoryResult:
-    """What backward keeps alive when `model` runs on `inputs`.
-
-    `loss` makes the scalar to differentiate from the output: a callable `loss(output)`, or an
-    expression in gradcli's language in which `out` is the output and `named` values forward
-    does not take are bound; default: the output itself. The run's options (`depth`, `amp`,
-    `checkpoint`, `create_graph`, `repeats`) are memory_of's; other `named` values that
-    forward's signature names go to forward by keyword.
-    """
-    kwargs, loss_fn, options = python_loss(model, inputs, named, loss, RUN_OPTIONS)
-    return memory_of(model, inputs, kwargs, loss_fn, **options)
 
 
 def memory_of(

@@ -1,4 +1,5 @@
-"""`grads(model, *inputs, loss=...)`: one forward and backward, watched, and every
+"""`grads_of`, the judge of `gradcli grads` and `gradcli.grads(model, *inputs, loss=...)`
+(both run it through targets/model.py): one forward and backward, watched, and every
 parameter's gradient judged.
 
 The model is used as given (its mode, dtype and device): forward runs under a
@@ -17,7 +18,7 @@ from typing import Any, Callable
 import torch
 
 from ..errors import LimitError, UsageError
-from ..targets.model import python_loss, restored_buffers, scalar_loss
+from ..targets.model import restored_buffers, scalar_loss
 from .nonfinite import find_origin
 from .observe import ForwardObserver
 from .reasons import no_grad_findings, zero_finding
@@ -32,24 +33,6 @@ LossFn = Callable[[Any], Any]
 PURPOSE = "grads judges a model's parameters"
 #: --steps shows how the first updates go; a training run is not what grads is for.
 MAX_STEPS = 1000
-
-
-def grads(model: torch.nn.Module, *inputs: Any, loss: LossFn | str | None = None, **named: Any) -> GradsResult:
-    """Gradient health of every parameter of `model` on `inputs`.
-
-    `loss` makes the scalar to differentiate from the output: a callable `loss(output,
-    **named values it names)`, an expression in gradcli's language in which `out` is the
-    output (`out.logits`, `out[0]`) and `named` values that forward does not take are bound
-    (`loss="cross_entropy(out, labels)", labels=...`), or your loss as text
-    (`"losses.py:NAME"`, `"torch.nn:CrossEntropyLoss"` with `loss_init=["ignore_index=0"]`);
-    default: the output itself, which must then be a scalar. `named` values
-    that forward's signature names are passed to it by keyword, except the run's options,
-    which are `grads_of`'s: `steps` > 0 also runs that many SGD steps with `lr` on a copy;
-    `vanish`, `explode` and `spread` are the thresholds; `strict` makes ZERO, VANISHING and
-    EXPLODING fail `ok` too.
-    """
-    kwargs, loss_fn, options = python_loss(model, inputs, named, loss, RUN_OPTIONS)
-    return grads_of(model, inputs, kwargs, loss_fn, **options)
 
 
 def grads_of(

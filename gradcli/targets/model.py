@@ -147,6 +147,15 @@ def model_run(
                        inputs.described(callee.found), seed)
 
 
+def on_python_model(judge: Callable[..., Result], model: Any, inputs: tuple[Any, ...], named: dict[str, Any],
+                    loss: LossFn | str | None, options: Sequence[str] = (), **fixed: Any) -> Result:
+    """THE model run from Python (gradcli.grads, .memory, .compare): forward's keyword values,
+    the loss and the command's `options` split from one call's keywords (python_loss), then
+    `judge(model, inputs, kwargs, loss_fn, **options, **fixed)`, as on_model runs it."""
+    kwargs, loss_fn, chosen = python_loss(model, inputs, named, loss, options)
+    return judge(model, tuple(inputs), kwargs, loss_fn, **chosen, **fixed)
+
+
 def python_loss(model: Any, inputs: tuple[Any, ...], named: dict[str, Any], loss: LossFn | str | None,
                 options: Sequence[str] = ()) -> tuple[dict[str, Any], LossFn, dict[str, Any]]:
     """From Python: forward's keyword values, the loss of its output, and the command's own

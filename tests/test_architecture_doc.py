@@ -1,0 +1,49 @@
+"""docs/ARCHITECTURE.md's table of commands cannot rot: every command gradcli has is in it, and
+every folder, cli file and renderer it names exists, each renderer reached by the text format's
+method for the result named beside it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import typer.main
+
+from gradcli.cli import app
+from gradcli.render.text import TextFormat
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "gradcli"
+DOC = ROOT / "docs" / "ARCHITECTURE.md"
+
+
+def rows() -> list[list[str]]:
+    section = DOC.read_text(encoding="utf-8").split("## Where each command lives")[1].split("\n## ")[0]
+    table = [line for line in section.splitlines() if line.startswith("| ")][2:]  # past the header and rule
+    return [[cell.strip() for cell in line.strip("|").split(" | ")] for line in table]
+
+
+def _names(cell: str) -> list[str]:
+    return re.findall(r"`([^`]+)`", cell)
+
+
+def test_every_command_is_in_the_table():
+    commands = set(typer.main.get_command(app).commands)
+    named = {name.split()[0] for row in rows() for name in _names(row[0])}
+    assert named == commands
+
+
+def test_every_folder_cli_file_and_renderer_in_the_table_exists():
+    missing = [path for row in rows() for cell in row[1:4] for path in _names(cell) if not (PACKAGE / path).exists()]
+    assert missing == []
+
+
+def test_each_result_in_the_table_is_rendered_through_the_renderer_named_beside_it():
+    import inspect
+
+    for row in rows():
+        renderers = {Path(p).stem for p in _names(row[3])}
+        for result in _names(row[4]):
+            method = getattr(TextFormat, f"_render_{result}")
+            source = inspect.getsource(method)
+            assert any(re.search(rf"from \.(training\.)?{stem} import", source) for stem in renderers), (result, renderers)
