@@ -38,4 +38,10 @@ status=0
 "$GRADCLI" memory examples/memory/mlp.py:DeepMLP --init depth=4 --var "x=randn(16, 128)" --loss "out.pow(2).mean()" \
     --seed 0 --checkpoint 0 --no-create-graph --plot "$out/memory.png" >/dev/null
 
+# 7. watch: a run with a one-batch label spike at step 15, its log drawn (loss, gradient norm,
+#    each module's gradient norm; the flagged step marked). Exit 1 (two findings).
+status=0
+"$GRADCLI" watch -q --plot "$out/watch.png" examples/watch/train.py --fault spike --at 15 --steps 40 >/dev/null 2>&1 || status=$?
+[ "$status" -eq 1 ] || { echo "expected exit status 1 (a loss and a gradient-norm spike), got $status" >&2; exit 1; }
+
 ls -l "$out"
