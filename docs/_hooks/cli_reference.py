@@ -15,11 +15,12 @@ API_MARKER = "<!-- generated: python-api -->"
 # real keywords (the wrappers take **options and return the result that renders itself).
 API = {
     "trace": "gradcli.tracing.trace",
-    "grads": "gradcli.health.run",
+    "grads": "gradcli.api",
     "check": "gradcli.verify.expression.check",
     "check_function": "gradcli.verify.function.check",
-    "compare": "gradcli.comparison.run",
-    "memory": "gradcli.footprint.run",
+    "compare": "gradcli.api",
+    "memory": "gradcli.api",
+    "watch": "gradcli.watcher.api",
 }
 
 
