@@ -48,8 +48,8 @@ def watch_command(
 
     \b
       gradcli watch examples/watch/train.py --steps 40
-      gradcli watch --json result.json --log steps.jsonl examples/watch/train.py --fault log0 --at 12
-      gradcli watch -m examples.watch.train --fault inf_batch --at 5
+      gradcli watch --json result.json --log steps.jsonl examples/watch/train.py --fault log0 --at 12   # exit 1
+      gradcli watch -m examples.watch.train --fault inf_batch --at 5                                    # exit 1
     """
     import gc
 
