@@ -372,3 +372,18 @@ def test_a_mean_over_an_empty_mask_is_a_division_by_zero():
     stop = w.result.stop
     assert stop.step == 3 and stop.origin.phase == "forward" and stop.origin.node == "div"
     assert stop.cause.kind == "division_by_zero" and stop.origin.module == ""
+
+
+def test_a_validation_loop_under_no_grad_keeps_nothing_for_the_replay():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with gradcli.watch(model, opt) as w:
+        opt.zero_grad()
+        model(torch.randn(4, 3)).pow(2).mean().backward()
+        with torch.no_grad():
+            for _ in range(100):
+                model(torch.randn(4, 3))
+        assert len(w.calls) == 1  # the training call only
+        opt.step()
+    assert w.result.checks == 1 and w.result.ok

@@ -32,6 +32,9 @@ from .reading import StepReading, nonfinite_parameters, read_step
 from .result import Replay, Stop, WatchFinding, WatchResult, WatchStop
 from .spikes import SpikeDetector
 
+#: Top-level model calls kept per step for a replay (gradient accumulation over more
+#: micro-batches than this replays only the latest ones).
+MAX_CALLS = 64
 #: Checked steps of a loss more than doubling each time that make a divergence.
 DIVERGING = 3
 #: Called after each checked step with (optimizer label, step, reading); the CLI's status line.
@@ -79,6 +82,7 @@ class Watch:
         self._log: Any = None
         self._names: dict[int, str] | None = None
         self._paused = False  # while gradcli replays a step: its own calls are not the run's
+        self.dropped = False  # calls of this step were dropped (more than MAX_CALLS)
 
     # -- installing ----------------------------------------------------------------------
     def __enter__(self) -> "Watch":
@@ -144,8 +148,13 @@ class Watch:
                                       enter=self._enter, leave=self._leave, kwargs=True).__enter__()
 
     def _enter(self, path: str, module: torch.nn.Module, args: Any) -> None:
-        if self._paused:
+        # Only calls that build a graph can have made the step's gradients: a validation loop
+        # under no_grad between two steps keeps nothing alive.
+        if self._paused or not torch.is_grad_enabled():
             return
+        if len(self.calls) >= MAX_CALLS:  # many calls before one step: keep the latest, say so at a replay
+            del self.calls[0]
+            self.dropped = True
         self.calls.append(Call(module, tuple(args), None, torch.get_rng_state(), _user_site(sys._getframe(1))))
 
     def _leave(self, path: str, module: torch.nn.Module, args: Any, kwargs: Any, output: Any) -> None:
@@ -182,7 +191,7 @@ class Watch:
         if self.only and id(optimizer) not in self.only:
             return
         self.result.steps += 1
-        self.calls, self.losses = [], []
+        self.calls, self.losses, self.dropped = [], [], False
         if self._discovering:  # the first step is done: hook only the models found
             self._discovering = False
             self._discovery.__exit__(None, None, None)  # type: ignore[union-attr]
@@ -268,6 +277,8 @@ class Watch:
             started = time.perf_counter()
             self._paused = True
             try:
+                if self.dropped:
+                    raise RuntimeError(f"the step made more than {MAX_CALLS} model calls; only the latest were kept")
                 replay(stop, list(self.calls), dict(zip(names, params)), self._module_names())
             except Exception as err:  # noqa: BLE001 - a replay that fails must not hide the stop
                 stop.replay = Replay("not_replayed", why_not=f"the replay failed: {type(err).__name__}: {err}")
