@@ -21,7 +21,7 @@ import torch
 def save_bundle(folder: Path, watch: Any, optimizer: torch.optim.Optimizer, stop: Any,
                 script: Any = None) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    names = watch._module_names()
+    names = watch.names.modules
     models = {names.get(id(m), "") or type(m).__name__: m for m in watch.tops.values()}
     payload = {
         "step": stop.step,

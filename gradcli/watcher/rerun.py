@@ -97,7 +97,7 @@ class Armed(Watch):
         from ..graph.evidence import CallLog
         from ..targets.record import ForwardRecorder, watching
 
-        self.recorder = ForwardRecorder(self._module_names(), watch_nonfinite=True)
+        self.recorder = ForwardRecorder(self.names.modules, watch_nonfinite=True)
         self.log = CallLog()
         self._log_mode = watching(self.log)
         # The recorder's mode innermost: it looks for the user's line from its own frame up,
@@ -131,7 +131,7 @@ class Armed(Watch):
             return
         self._disarm()
         params = [p for group in optimizer.param_groups for p in group["params"] if p.requires_grad]
-        found = self._analyse(dict(zip(self._param_names(params), params)))
+        found = self._analyse(dict(zip(self.names.parameters(params), params)))
         self.out.write_text(json.dumps(found))
         raise _Done
 

@@ -27,10 +27,12 @@ from ..targets.load import is_user_file
 from ..targets.modules import ModuleHooks
 from . import health
 from .calls import Call, output_tensors
+from .names import Names, module_of
 from .options import WatchOptions
 from .reading import StepReading, nonfinite_parameters, read_step
 from .result import Replay, Stop, WatchFinding, WatchResult, WatchStop
 from .spikes import SpikeDetector
+from .steplog import StepLog
 
 #: Top-level model calls kept per step for a replay (gradient accumulation over more
 #: micro-batches than this replays only the latest ones).
@@ -79,8 +81,8 @@ class Watch:
         self._top_hooks: ModuleHooks | None = None  # the models only, after it
         self._discovering = not self.tops
         self._backward: Any = None
-        self._log: Any = None
-        self._names: dict[int, str] | None = None
+        self._log: StepLog | None = None
+        self.names = Names(self.tops)
         self._paused = False  # while gradcli replays a step: its own calls are not the run's
         self.dropped = False  # calls of this step were dropped (more than MAX_CALLS)
 
@@ -98,7 +100,7 @@ class Watch:
         self._backward = torch.autograd.backward
         torch.autograd.backward = self._on_backward
         if self.options.log is not None:
-            self._log = open(self.options.log, "w", encoding="utf-8")
+            self._log = StepLog(self.options.log)
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -134,7 +136,7 @@ class Watch:
             return
         if id(module) not in self.tops:
             self.tops[id(module)] = module
-            self._names = None
+            self.names.refresh()
         self._enter(path, module, args)
 
     def _found_leave(self, path: str, module: torch.nn.Module, args: Any, kwargs: Any, output: Any) -> None:
@@ -143,7 +145,7 @@ class Watch:
 
     def _hook_tops(self) -> None:
         """From now on only the models found (or given) are hooked: two hooks per call."""
-        names = self._module_names()
+        names = self.names.modules
         self._top_hooks = ModuleHooks(modules=[(names.get(id(m), ""), m) for m in self.tops.values()],
                                       enter=self._enter, leave=self._leave, kwargs=True).__enter__()
 
@@ -228,7 +230,7 @@ class Watch:
         watched.checks += 1
         self.result.checks += 1
         step = watched.steps
-        names = self._param_names(params)
+        names = self.names.parameters(params)
         found: list[health.Found] = []
         if not reading.finite:
             bad = nonfinite_parameters(grads)
@@ -245,12 +247,13 @@ class Watch:
         if grad_spike is not None:
             found.append(health.spike_finding("grad_spike", grad_spike, reading, names))
         if self.options.health_every and watched.checks % self.options.health_every == 0:
-            found += health.sizes(params, reading, names, self._owners(), watched.reported)
+            found += health.sizes(params, reading, names, self.names.owners(), watched.reported)
         for kind, parameters, detail, at in found:
             self.result.findings.append(WatchFinding(at or step, kind, watched.label, parameters,
-                                                     self._module_of(parameters[0]) if parameters else None, detail))
+                                                     module_of(parameters[0]) if parameters else None, detail))
         if self._log is not None:
-            self._write_log(watched, step, reading, names)
+            self._log.write(watched.label, step, reading, names, watched.loss_spikes.last_z,  # type: ignore[union-attr]
+                            watched.grad_spikes.last_z)  # type: ignore[union-attr]
         if self.listener is not None:
             self.listener(watched.label, step, reading)
         if "spike" in self.options.stop_on and (loss_spike or grad_spike):
@@ -263,7 +266,7 @@ class Watch:
               params: list[torch.Tensor], reading: StepReading) -> None:
         loss_bad = any(not math.isfinite(v) for v in reading.losses)
         kind = "nonfinite_loss" if loss_bad else "nonfinite_gradient"
-        stop = Stop(watched.steps, kind, watched.label, bad, self._module_of(bad[0]) if bad else None, reading.loss)
+        stop = Stop(watched.steps, kind, watched.label, bad, module_of(bad[0]) if bad else None, reading.loss)
         self.result.stop = stop
         losses = [loss for _, loss in watched.recent]
         if len(losses) == DIVERGING and all(0 < a and 2 * a < b for a, b in zip(losses, losses[1:])):
@@ -279,7 +282,7 @@ class Watch:
             try:
                 if self.dropped:
                     raise RuntimeError(f"the step made more than {MAX_CALLS} model calls; only the latest were kept")
-                replay(stop, list(self.calls), dict(zip(names, params)), self._module_names())
+                replay(stop, list(self.calls), dict(zip(names, params)), self.names.modules)
             except Exception as err:  # noqa: BLE001 - a replay that fails must not hide the stop
                 stop.replay = Replay("not_replayed", why_not=f"the replay failed: {type(err).__name__}: {err}")
             finally:
@@ -291,66 +294,6 @@ class Watch:
 
             save_bundle(self.options.save, self, optimizer, stop, self.script)
         raise WatchStop(self.result)
-
-    # -- names ----------------------------------------------------------------------------
-    def _module_names(self) -> dict[int, str]:
-        """id(module) -> its path, prefixed by the model's class when several models run."""
-        if self._names is None:
-            several = len(self.tops) > 1
-            self._names = {}
-            for top in self.tops.values():
-                prefix = type(top).__name__ if several else ""
-                for path, module in top.named_modules():
-                    self._names.setdefault(id(module), ".".join(p for p in (prefix, path) if p))
-        return self._names
-
-    def _param_names(self, params: list[torch.Tensor]) -> list[str]:
-        known = self._param_table()
-        return [known.get(id(p), f"param{i}") for i, p in enumerate(params)]
-
-    def _param_table(self) -> dict[int, str]:
-        table = getattr(self, "_params_cache", None)
-        if table is None or getattr(self, "_params_for", None) is not self._names:
-            modules = self._module_names()
-            table = {}
-            for top in self.tops.values():
-                for path, module in top.named_modules():
-                    for name, p in module.named_parameters(recurse=False):
-                        full = ".".join(x for x in (modules[id(module)], name) if x)
-                        table.setdefault(id(p), full)
-            self._params_cache, self._params_for = table, self._names
-        return table
-
-    def _owners(self) -> dict[str, tuple[str, str]]:
-        """parameter name -> (its module's path, the module's class)."""
-        modules = self._module_names()
-        owners = {}
-        for top in self.tops.values():
-            for _, module in top.named_modules():
-                for name, _p in module.named_parameters(recurse=False):
-                    path = modules[id(module)]
-                    owners[".".join(x for x in (path, name) if x)] = (path, type(module).__name__)
-        return owners
-
-    def _module_of(self, parameter: str) -> str | None:
-        return parameter.rpartition(".")[0] if parameter and not parameter.startswith("param") else None
-
-    def _write_log(self, watched: Watched, step: int, reading: StepReading, names: list[str]) -> None:
-        import json
-
-        layers: dict[str, float] = {}
-        for name, norm in zip(names, reading.norms):
-            if norm is not None:
-                module = self._module_of(name) or ""
-                layers[module] = layers.get(module, 0.0) + norm * norm
-        record = {
-            "step": step, "optimizer": watched.label, "loss": _json_float(reading.loss),
-            "grad_norm": _json_float(reading.grad_norm),
-            "loss_z": _json_float(watched.loss_spikes.last_z),  # type: ignore[union-attr]
-            "grad_z": _json_float(watched.grad_spikes.last_z),  # type: ignore[union-attr]
-            "layers": {k: _json_float(math.sqrt(v)) for k, v in layers.items()},
-        }
-        self._log.write(json.dumps(record) + "\n")
 
 
 def _keep(call: Call, index: int) -> Callable[[torch.Tensor], None]:
@@ -376,9 +319,3 @@ def _is_user(filename: str) -> bool:
     if known is None:
         known = _USER[filename] = is_user_file(filename)
     return known
-
-
-def _json_float(value: float | None) -> float | str | None:
-    if value is None or math.isfinite(value):
-        return value
-    return "nan" if value != value else ("inf" if value > 0 else "-inf")
