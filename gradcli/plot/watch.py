@@ -2,8 +2,9 @@
 
 Three panels over the checked steps: the loss, the global gradient norm (log scales: both
 move by factors), and a heat map of each module's gradient norm (log10, one row per module,
-in the order they first appear), so that the layer that spikes or dies stands out from the
-one global number. Flagged steps (a finding, the stop) are marked on every panel.
+in the order they first appear; nan or inf in red), so that the layer that spikes or dies
+stands out from the one global number. Flagged steps (a finding, the stop) are marked on
+every panel.
 
 matplotlib is imported here only, through plot/mpl.py's helpers (Figure, never pyplot).
 """
@@ -53,14 +54,21 @@ def watch_figure(records: list[dict[str, Any]], result: "WatchResult | None" = N
         if all(v > 0 for v in (_value(r[key]) for r in records) if math.isfinite(v)):
             ax.set_yscale("log")
     grid = np.full((max(len(modules), 1), max(len(records), 1)), np.nan)
+    bad = np.zeros(grid.shape, dtype=bool)  # a module whose gradient norm is nan or inf there
     for j, r in enumerate(records):
         for i, m in enumerate(modules):
             v = _value(r["layers"].get(m))
             if math.isfinite(v) and v > 0:
                 grid[i, j] = math.log10(v)
+            bad[i, j] = m in r["layers"] and not math.isfinite(v)
     lo, hi = (steps[0], steps[-1]) if steps else (0, 1)
-    image = heat_ax.imshow(grid, aspect="auto", interpolation="nearest", cmap="viridis",
-                           extent=(lo - 0.5, hi + 0.5, len(modules) - 0.5, -0.5))
+    extent = (lo - 0.5, hi + 0.5, len(modules) - 0.5, -0.5)
+    image = heat_ax.imshow(grid, aspect="auto", interpolation="nearest", cmap="viridis", extent=extent)
+    if bad.any():
+        from matplotlib.colors import ListedColormap
+
+        heat_ax.imshow(np.ma.masked_where(~bad, bad.astype(float)), aspect="auto", interpolation="nearest",
+                       cmap=ListedColormap([MARK]), extent=extent)
     heat_ax.set_yticks(range(len(modules)), [m or "(model)" for m in modules], fontsize=7)
     heat_ax.set_xlabel("optimizer step")
     # One colorbar beside all three panels, so that they keep the same width and their steps line up.

@@ -235,6 +235,8 @@ class Watch:
         if not reading.finite:
             bad = nonfinite_parameters(grads)
             if bad or not all(math.isfinite(v) for v in reading.losses):
+                if self._log is not None:  # the stopped step ends the log, its numbers as they were
+                    self._log.write(watched.label, step, reading, names, None, None)
                 self._stop(optimizer, watched, [names[i] for i in bad], names, params, reading)
             found.append(health.overflowing_norms(reading, names, watched.reported))
         found += health.every_step(reading, names, watched.reported, watched.zeros, step)
