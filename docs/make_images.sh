@@ -44,4 +44,11 @@ status=0
 "$GRADCLI" watch -q --plot "$out/watch.png" examples/watch/train.py --fault spike --at 15 --steps 40 >/dev/null 2>&1 || status=$?
 [ "$status" -eq 1 ] || { echo "expected exit status 1 (a loss and a gradient-norm spike), got $status" >&2; exit 1; }
 
+# 8. watch: the README's stopped run (log(0) in a hand-written loss at step 12), its log drawn up
+#    to the stop; the stopped step's non-finite gradient norms in red. Exit 1.
+status=0
+"$GRADCLI" watch -q --plot "$out/watch_stop.png" examples/watch/train.py --fault log0 --at 12 --steps 20 >/dev/null 2>&1 \
+    || status=$?
+[ "$status" -eq 1 ] || { echo "expected exit status 1 (the run is stopped at step 12), got $status" >&2; exit 1; }
+
 ls -l "$out"
