@@ -387,3 +387,25 @@ def test_a_validation_loop_under_no_grad_keeps_nothing_for_the_replay():
         assert len(w.calls) == 1  # the training call only
         opt.step()
     assert w.result.checks == 1 and w.result.ok
+
+
+def test_a_steps_calls_are_freed_when_it_is_applied_without_the_cyclic_collector():
+    import gc
+    import weakref
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    enabled = gc.isenabled()
+    gc.disable()  # as the console script runs: only reference counting frees
+    try:
+        with gradcli.watch(model, opt) as w:
+            opt.zero_grad()
+            model(torch.randn(4, 3)).pow(2).mean().backward()
+            first = weakref.ref(w.calls[0])
+            assert first().grads[0] is not None  # the gradient that arrived at the output, kept
+            opt.step()
+            assert first() is None  # no cycle through the output's hook keeps it alive
+    finally:
+        if enabled:
+            gc.enable()

@@ -17,7 +17,6 @@ class Call:
     kwargs: dict[str, Any] | None  # filled when the call returns (None while it runs)
     rng: torch.Tensor
     site: tuple[str, int] | None  # the user's line that called the model
-    outputs: list[torch.Tensor] = field(default_factory=list)
     grads: list[torch.Tensor | None] = field(default_factory=list)  # arrived at each output in backward
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
@@ -168,9 +169,9 @@ class Watch:
         call.kwargs = dict(kwargs or {})
         if not torch.is_grad_enabled():
             return
-        call.outputs = [t for t in output_tensors(output) if t.requires_grad]
-        call.grads = [None] * len(call.outputs)
-        for index, tensor in enumerate(call.outputs):
+        outputs = [t for t in output_tensors(output) if t.requires_grad]
+        call.grads = [None] * len(outputs)
+        for index, tensor in enumerate(outputs):
             tensor.register_hook(_keep(call, index))
 
     def _pre_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> Any:
@@ -299,8 +300,16 @@ class Watch:
 
 
 def _keep(call: Call, index: int) -> Callable[[torch.Tensor], None]:
+    """The hook that keeps the gradient arriving at a call's output. It holds the call weakly:
+    the output tensor holds the hook, and a strong reference back would make a cycle that
+    only the cyclic collector frees (a GPT-2's logits and their gradient, every step: 5.6 GB
+    after 50 steps of the benchmark, before this)."""
+    held = weakref.ref(call)
+
     def keep(grad: torch.Tensor) -> None:
-        call.grads[index] = grad
+        found = held()
+        if found is not None:
+            found.grads[index] = grad
 
     return keep
 
