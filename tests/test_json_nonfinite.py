@@ -111,10 +111,15 @@ def test_list_has_no_non_finite_number_to_write(cli, tmp_path):
     assert strict(cli("list", "--json").stdout)["functions"]
 
 
-@pytest.mark.parametrize("command", ["plot", "demo"])
-def test_plot_and_demo_have_no_json(cli, command):
-    result = cli(command, "--help")
-    assert result.exit_code == 0 and "--json" not in result.stdout
+def test_plot_and_demo_json_are_strict_json_too(cli):
+    # Their documents (issue 33) go through the one JSON writer: log(1+exp(x))'s autograd is
+    # nan past x = 709.78 (torch's overflow), and the worst error is written as the string "inf".
+    plot = cli("plot", "log(1+exp(x))", "--var", "x=linspace(-800,800,2001)", "--json")
+    assert plot.exit_code == 1
+    document = strict(plot.stdout)
+    assert document["curves"][0]["comparison"]["max_abs_err"] == "inf" and document["ok"] is False
+    demo = cli("demo", "graph", "--json")
+    assert demo.exit_code == 0 and strict(demo.stdout)["ok"] is True
 
 
 @pytest.mark.parametrize("value, expected", [
@@ -128,7 +133,7 @@ def test_finite_safe_takes_numpy_and_torch_values(value, expected):
 
 def test_trace_json_takes_a_numpy_value_in_a_member():
     class Result:  # the few fields trace_json reads, one of them a numpy nan from user code
-        expression, root, problems, seed, flow, target, symbolic = "x", "n0", [], None, None, None, None
+        expression, root, problems, seed, flow, target, symbolic, ok = "x", "n0", [], None, None, None, None, True
         result = {"shape": [], "dtype": "float64", "value": np.float64("nan")}
         graph = type("Graph", (), {"nodes": [], "root": "n0"})()
         leaves, passes, intermediates, options = [], [], [], {}
