@@ -223,3 +223,21 @@ def test_a_mean_is_settled_per_point_with_its_own_scale():
     assert result.ok, str(result)
     assert result.gradcheck.unreliable_points == disagreeing
     assert result.gradcheck.unreliable_reasons == {CURVATURE: disagreeing}
+
+
+def test_second_order_counts_a_diagonal_point_once():
+    """x**3 at 1e20: the step of d(3x**2)/dx is lost to rounding at one point, counted once;
+    at 2.0 torch's gradgradcheck passes, and autograd's second derivative is 6x (mpmath)."""
+    x = torch.tensor([1e20, 2.0], dtype=torch.float64, requires_grad=True)
+    assert not torch.autograd.gradgradcheck(lambda t: t**3, (x,), raise_exception=False)
+    assert torch.autograd.gradgradcheck(lambda t: t**3, (x[1:].detach().clone().requires_grad_(True),),
+                                        raise_exception=False)
+    (first,) = torch.autograd.grad((x**3).sum(), x, create_graph=True)
+    (second,) = torch.autograd.grad(first.sum(), x)
+    for v, s in zip(x.tolist(), second.tolist()):
+        assert s == pytest.approx(_exact(lambda t: 6 * t, v), rel=1e-12)
+    result = gradcli.check("x**3", {"x": "[1e20, 2.0]"}, order=2)
+    assert result.ok, str(result)
+    assert result.gradgradcheck.ok is True and result.gradgradcheck.points == 1
+    assert result.gradgradcheck.unreliable_points == 1
+    assert result.gradgradcheck.unreliable_reasons == {STEP_ROUNDED: 1}
