@@ -165,6 +165,9 @@ def test_a_coupled_check_settles_finite_differences_lost_to_a_large_element():
     assert result.gradcheck.ok is True
     assert result.gradcheck.unreliable_points == len(flat)
     assert result.gradcheck.unreliable_reasons == reasons
+    assert result.gradcheck.message == (  # the reasons by count, most first
+        f"finite differences are unreliable at {len(flat)} points ({FLAT_FORWARD}: {reasons[FLAT_FORWARD]}; "
+        f"{STEP_ROUNDED}: {reasons[STEP_ROUNDED]}), where autograd agrees with the 50-digit derivative")
     assert any("finite differences are unreliable" in note for note in result.notes)
 
 
@@ -203,6 +206,8 @@ def test_a_coupled_check_sets_aside_only_the_elements_whose_steps_leave_the_doma
     assert result.gradcheck.ok is True
     assert result.gradcheck.unreliable_reasons == reasons
     assert result.gradcheck.unreliable_points == sum(reasons.values())
+    assert result.gradcheck.message == (f"finite differences are unreliable at 1 point ({LEAVES_DOMAIN}: 1), "
+                                        "where autograd agrees with the 50-digit derivative")
 
 
 def test_a_mean_is_settled_per_point_with_its_own_scale():
