@@ -246,3 +246,7 @@ def test_second_order_counts_a_diagonal_point_once():
     assert result.gradgradcheck.ok is True and result.gradgradcheck.points == 1
     assert result.gradgradcheck.unreliable_points == 1
     assert result.gradgradcheck.unreliable_reasons == {STEP_ROUNDED: 1}
+    sentence = (f"finite differences of the first derivative are unreliable at 1 point ({STEP_ROUNDED}: 1), "
+                "where autograd agrees with the 50-digit derivative")
+    assert result.gradgradcheck.message == sentence
+    assert f"gradgradcheck: {sentence}; those points are left out of it" in result.notes
