@@ -296,5 +296,34 @@ def test_the_command_agrees_differs_and_writes_its_json_and_plot(cli, tmp_path):
     assert document["first_divergence"]["module"] == first
     assert [c["kind"] for c in document["causes"]] == ["underflow"]
     assert {p["name"] for p in document["parameters"] if Flag.UNDERFLOW.value in p["flags"]} == lost
+    for p in document["parameters"]:  # the numbers against torch's two runs (docs/json.md's definitions)
+        g, r = half[p["name"]].double(), ref[p["name"]].double()
+        assert p["max_abs_err"] == pytest.approx(float((g - r).abs().max()), rel=1e-6, abs=1e-30)
+        small = p["tolerance"] * float(r.abs().max())
+        assert p["zero_share"] == pytest.approx(int(((g == 0) & (r.abs() > small)).sum()) / r.numel())
+        assert p["nonfinite_share"] == 0.0 and bool(torch.isfinite(g).all())
     pytest.importorskip("matplotlib")
     assert picture.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_an_overflowing_candidate_is_flagged_and_its_numbers_are_strings_in_the_json():
+    """A loss scaled by 1e5 overflows float16: torch's own autocast run gives non-finite
+    gradients; the JSON writes the non-finite numbers as strings ('inf', 'nan')."""
+    torch.manual_seed(0)
+    model, x = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 2)), torch.randn(4, 8)
+
+    def huge(out):
+        return 1e5 * out.pow(2).sum()
+
+    ref, half = torch_grads(model, x, huge), torch_grads(model, x, huge, amp=torch.float16)
+    result = gradcli.compare(model, x, loss=huge, amp="float16")
+    assert not result.ok
+    document = json.loads(result.to_json())
+    for p in document["parameters"]:
+        g, r = half[p["name"]].double(), ref[p["name"]].double()
+        share = int((~torch.isfinite(g) & torch.isfinite(r)).sum()) / r.numel()
+        assert share > 0, "the premise: torch's float16 run overflows"
+        assert p["nonfinite_share"] == pytest.approx(share)
+        assert Flag.OVERFLOW.value in p["flags"]
+        assert not math.isfinite(float((g - r).abs().max()))  # torch: no finite largest difference
+        assert p["max_abs_err"] in ("inf", "nan") and p["rel_err"] in ("inf", "nan")  # strings, not numbers

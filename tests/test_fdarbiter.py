@@ -165,6 +165,9 @@ def test_a_coupled_check_settles_finite_differences_lost_to_a_large_element():
     assert result.gradcheck.ok is True
     assert result.gradcheck.unreliable_points == len(flat)
     assert result.gradcheck.unreliable_reasons == reasons
+    assert result.gradcheck.message == (  # the reasons by count, most first
+        f"finite differences are unreliable at {len(flat)} points ({FLAT_FORWARD}: {reasons[FLAT_FORWARD]}; "
+        f"{STEP_ROUNDED}: {reasons[STEP_ROUNDED]}), where autograd agrees with the 50-digit derivative")
     assert any("finite differences are unreliable" in note for note in result.notes)
 
 
@@ -203,6 +206,8 @@ def test_a_coupled_check_sets_aside_only_the_elements_whose_steps_leave_the_doma
     assert result.gradcheck.ok is True
     assert result.gradcheck.unreliable_reasons == reasons
     assert result.gradcheck.unreliable_points == sum(reasons.values())
+    assert result.gradcheck.message == (f"finite differences are unreliable at 1 point ({LEAVES_DOMAIN}: 1), "
+                                        "where autograd agrees with the 50-digit derivative")
 
 
 def test_a_mean_is_settled_per_point_with_its_own_scale():
@@ -223,3 +228,25 @@ def test_a_mean_is_settled_per_point_with_its_own_scale():
     assert result.ok, str(result)
     assert result.gradcheck.unreliable_points == disagreeing
     assert result.gradcheck.unreliable_reasons == {CURVATURE: disagreeing}
+
+
+def test_second_order_counts_a_diagonal_point_once():
+    """x**3 at 1e20: the step of d(3x**2)/dx is lost to rounding at one point, counted once;
+    at 2.0 torch's gradgradcheck passes, and autograd's second derivative is 6x (mpmath)."""
+    x = torch.tensor([1e20, 2.0], dtype=torch.float64, requires_grad=True)
+    assert not torch.autograd.gradgradcheck(lambda t: t**3, (x,), raise_exception=False)
+    assert torch.autograd.gradgradcheck(lambda t: t**3, (x[1:].detach().clone().requires_grad_(True),),
+                                        raise_exception=False)
+    (first,) = torch.autograd.grad((x**3).sum(), x, create_graph=True)
+    (second,) = torch.autograd.grad(first.sum(), x)
+    for v, s in zip(x.tolist(), second.tolist()):
+        assert s == pytest.approx(_exact(lambda t: 6 * t, v), rel=1e-12)
+    result = gradcli.check("x**3", {"x": "[1e20, 2.0]"}, order=2)
+    assert result.ok, str(result)
+    assert result.gradgradcheck.ok is True and result.gradgradcheck.points == 1
+    assert result.gradgradcheck.unreliable_points == 1
+    assert result.gradgradcheck.unreliable_reasons == {STEP_ROUNDED: 1}
+    sentence = (f"finite differences of the first derivative are unreliable at 1 point ({STEP_ROUNDED}: 1), "
+                "where autograd agrees with the 50-digit derivative")
+    assert result.gradgradcheck.message == sentence
+    assert f"gradgradcheck: {sentence}; those points are left out of it" in result.notes

@@ -525,3 +525,44 @@ def test_a_model_without_parameters_is_refused_from_python_too():
 
     with pytest.raises(UsageError, match="ReLU has no parameters: grads judges a model's parameters"):
         gradcli.grads(torch.nn.ReLU(), torch.randn(3))
+
+
+class Overflowing(nn.Module):
+    """float32 overflows in forward's multiply: the bias's gradient sums 1e39 (inf in float32)
+    over the batch, the weight's sums inf * x over samples whose x differ in sign: inf - inf."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 1)
+
+    def forward(self, x):
+        return self.fc(x) * 1e39
+
+
+def test_nonfinite_gradients_say_nan_or_inf_as_torch_finds_them_and_where_forward_made_them():
+    torch.manual_seed(0)
+    model, x = Overflowing(), torch.randn(4, 3)
+    work = copy.deepcopy(model)
+    work(x).sum().backward()  # torch: which gradients are nan, which inf
+    truth = {n: ("nan" if bool(p.grad.isnan().any()) else "inf") for n, p in work.named_parameters()
+             if not bool(torch.isfinite(p.grad).all())}
+    assert set(truth.values()) == {"nan", "inf"}, "the premise: one of each"
+    result = gradcli.grads(model, x, loss=lambda out: out.sum())
+    found = {p.subject: p.detail["reason"] for p in result.problems if p.detail.get("flag") == "NONFINITE"}
+    assert set(found) == set(truth)
+    for name, kind in truth.items():
+        assert found[name].startswith(f"{kind} in its gradient; the first non-finite gradient came from MulBackward0 at ")
+        assert found[name].endswith("return self.fc(x) * 1e39 (forward's mul on that line already gave nan/inf)")
+
+
+def test_nonfinite_made_in_the_loss_says_so_once():
+    torch.manual_seed(0)
+    model, x = nn.Linear(3, 2), torch.randn(4, 3)
+    with torch.no_grad():
+        assert bool(torch.isneginf(torch.log(model(x) - model(x))).all())  # torch: log(0) = -inf in the loss
+    result = gradcli.grads(model, x, loss="log(out - out).sum()")
+    reasons = [p.detail["reason"] for p in result.problems if p.detail.get("flag") == "NONFINITE"]
+    assert len(reasons) == 2
+    for reason in reasons:
+        assert reason == ("nan in its gradient; the first non-finite gradient came from LogBackward0 in the loss; "
+                          "forward first produced nan/inf in the loss")

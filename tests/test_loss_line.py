@@ -376,6 +376,22 @@ def test_loss_init_errors_name_the_loss_and_its_option(lm):
             assert info.value.hint == hint
 
 
+def test_a_loss_line_naming_nothing_lists_the_names_there_are(lm):
+    """A name that is neither an output nor an input: the hint lists forward's inputs (read
+    here from its signature) and `out`; an unknown function points into the --loss text."""
+    import inspect
+
+    model, ids, y = lm
+    with pytest.raises(GradcliError) as info:
+        gradcli.grads(model, ids, loss="out.sum() + q")
+    assert info.value.message == "--loss uses 'q', which is neither an output nor an input"
+    assert info.value.hint == "names here: " + ", ".join([*inspect.signature(model.forward).parameters, "out"])
+    with pytest.raises(GradcliError) as info:
+        gradcli.grads(model, ids, loss="nosuch(out)")
+    assert info.value.source == "nosuch(out)" and info.value.what == "--loss"
+    assert info.value.message == "unknown function 'nosuch'"
+
+
 CLASSIFIER = '''\
 import torch
 from torch import nn

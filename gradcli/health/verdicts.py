@@ -129,11 +129,9 @@ def nonfinite_finding(param: ParamHealth, origin: NonfiniteOrigin | None) -> Fin
         words += f" (forward's {origin.forward_op} on that line already gave nan/inf)"
     elif origin is not None and origin.forward_op is not None:
         words += f"; forward first produced nan/inf in {origin.forward_op}"
-        if origin.forward_source is not None:
+        if origin.forward_source is not None:  # (made in the loss, forward_op is "the loss" itself)
             words += f" at {origin.forward_source}"
             source = source or origin.forward_source
-        elif origin.forward_in_loss:
-            words += " in the loss"
     return Finding("NONFINITE", words, source)
 
 
