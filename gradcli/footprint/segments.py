@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import torch
 
+from ..targets.modules import ModuleHooks
+
 if TYPE_CHECKING:
     from .replay import Run
     from .result import MemoryResult
@@ -73,33 +75,30 @@ def _saved_inside(result: MemoryResult, path: str) -> int:
 
 def _chained(run: Run, lists: list[Stack]) -> set[str]:
     """The ModuleLists whose blocks ran each once, in order, each on the previous one's output
-    (one positional tensor, no keywords): a segment may then run from its first block."""
+    (one positional tensor): a segment may then run from its first block.
+
+    XXX: module hooks see positional arguments only: a block also given keywords
+    (`block(x, mask=m)`) looks chained, and its segmented run differs (the gradients then say so)."""
     if not lists:
         return set()
-    calls: dict[str, list[tuple[int, Any, Any]]] = {s.path: [] for s in lists}
-    where = {id(layer): (s.path, i) for s in lists for i, layer in enumerate(s.layers)}
-    handles = []
+    calls: dict[str, list[list[Any]]] = {s.path: [] for s in lists}  # [index, input, output]
+    where = {f"{s.path}.{i}": (s.path, i) for s in lists for i in range(len(s.layers))}
 
-    def pre(module: Any, args: Any, kwargs: Any) -> None:
-        path, index = where[id(module)]
-        plain = len(args) == 1 and not kwargs and isinstance(args[0], torch.Tensor)
-        calls[path].append((index, args[0] if plain else None, None))
+    def enter(path: str, module: Any, args: Any) -> None:
+        stack, index = where[path]
+        plain = isinstance(args, tuple) and len(args) == 1 and isinstance(args[0], torch.Tensor)
+        calls[stack].append([index, args[0] if plain else None, None])
 
-    def post(module: Any, args: Any, output: Any) -> None:
-        path, index = where[id(module)]
-        if calls[path] and calls[path][-1][0] == index:
-            calls[path][-1] = (*calls[path][-1][:2], output)
+    def leave(path: str, module: Any, args: Any, output: Any) -> None:
+        stack, index = where[path]
+        if calls[stack] and calls[stack][-1][0] == index:
+            calls[stack][-1][2] = output
 
-    for s in lists:
-        for layer in s.layers:
-            handles.append(layer.register_forward_pre_hook(pre, with_kwargs=True))
-            handles.append(layer.register_forward_hook(post))
+    blocks = [(f"{s.path}.{i}", layer) for s in lists for i, layer in enumerate(s.layers)]
     try:
-        with torch.no_grad(), run.forward_context():
+        with ModuleHooks(modules=blocks, enter=enter, leave=leave), torch.no_grad(), run.forward_context():
             run.forward()
     finally:
-        for handle in handles:
-            handle.remove()
         run.forget()
     chained = set()
     for s in lists:
