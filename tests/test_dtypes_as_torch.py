@@ -211,3 +211,13 @@ def test_in_a_float64_program_the_program_s_dtype_plays_torch_s_default(text, in
     got = build(parse(text), env).output
     assert got.dtype == expected.dtype
     torch.testing.assert_close(got, expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(("text", "said"), [("[1, 2, 3]", True), ("2", True), ("[1.0, 2]", False), ("[0.5, 2]", False)])
+def test_check_says_when_written_integers_become_floats_to_be_differentiated(cli, text, said):
+    # torch.tensor of the text is int64 exactly when check must say it made floats of it
+    assert (torch.tensor(eval(text)).dtype == torch.int64) is said
+    result = cli("check", "x**2", "--var", f"x={text}", "--json")
+    assert result.exit_code == 0, result.stdout + result.stderr
+    notes = json.loads(result.stdout)["notes"]
+    assert any(note.startswith("x: the integers written") for note in notes) is said

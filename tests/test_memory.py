@@ -237,9 +237,10 @@ def deep():
 
 def test_checkpoint_advice_lowers_saved_bytes_by_what_it_predicts(deep):
     model, x, result = deep
-    assert len(result.checkpoint) == 2
+    modules = [trial for trial in result.checkpoint if trial.segments is None]  # the stack's segments: test_memory_segments.py
+    assert len(modules) == 2
     own = {t.untyped_storage().data_ptr() for t in (*model.parameters(), x)}
-    for trial in result.checkpoint:
+    for trial in modules:
         assert trial.predicted_freed > 0
         drop = trial.saved_bytes_before - trial.saved_bytes_after
         assert abs(drop - trial.predicted_freed) <= 0.05 * trial.predicted_freed

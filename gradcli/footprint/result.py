@@ -88,6 +88,7 @@ class CheckpointTrial:
     agrees: bool = True  # within gradcli compare's rounding tolerance when not equal
     peak_before: int | None = None  # measured peak above the start, plain run
     peak_after: int | None = None  # ... with the checkpoint (recomputation happens in backward)
+    segments: int | None = None  # a stack checkpointed in this many segments (segments.py); None: the module alone
 
     @property
     def time_ratio(self) -> float:
@@ -232,6 +233,7 @@ class MemoryResult(Reported):
                     "time_ratio": c.time_ratio, "gradients_equal": c.gradients_equal,
                     "max_abs_diff": c.max_abs_diff, "agrees": c.agrees,
                     "peak_above_start_before": c.peak_before, "peak_above_start_after": c.peak_after,
+                    "segments": c.segments,
                 }
                 for c in self.checkpoint
             ],

@@ -9,6 +9,7 @@ memory (a broadcast, a matmul) the result size is checked against `limits.MAX_EL
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from dataclasses import dataclass
@@ -265,16 +266,10 @@ class _TorchBuilder(Interpreter):
         program's dtype (torch's default dtype); an int beside integer tensors, their integer
         dtype (a bool tensor's: int64); alone, the program's dtype (torch takes no number there)."""
         torch = self.torch
-        if isinstance(value, bool) or not operands or any(t.is_floating_point() or t.is_complex() for t in operands):
-            dtype = self.dtype
-        elif isinstance(value, float):
-            dtype = self.dtype
-        else:
+        dtype = self.dtype
+        if type(value) is int and operands and not any(t.is_floating_point() or t.is_complex() for t in operands):
             integers = [t.dtype for t in operands if t.dtype != torch.bool]
-            dtype = torch.int64
-            for other in integers[1:]:
-                integers[0] = torch.promote_types(integers[0], other)
-            dtype = integers[0] if integers else torch.int64
+            dtype = functools.reduce(torch.promote_types, integers) if integers else torch.int64
         return torch.tensor(value, dtype=dtype, device=self.device)
 
     def _argument(self, kind: str, value: Any, span: Span | None = None, *, later: bool = False) -> Any:

@@ -116,7 +116,10 @@ def checkpoint_lines(result: MemoryResult) -> list[str]:
     for c in result.checkpoint:
         grads = "identical" if c.gradients_equal else (f"differ by {c.max_abs_diff:.3g} (rounding)" if c.agrees else f"DIFFER by {c.max_abs_diff:.3g}")
         peak = f"{size(c.peak_before)} -> {size(c.peak_after)}" if c.peak_before is not None else "-"
-        rows.append([_module(c.module, c.module_class), size(c.predicted_freed),
+        what = _module(c.module, c.module_class)
+        if c.segments is not None:
+            what = f"{what} in {c.segments} segments"
+        rows.append([what, size(c.predicted_freed),
                      f"{size(c.saved_bytes_before)} -> {size(c.saved_bytes_after)}", f"{c.time_ratio:.2f}x", peak, grads])
     return [
         "Checkpoint advice (torch.utils.checkpoint, use_reentrant=False), proven by rerunning each:",

@@ -91,6 +91,7 @@ def check(
     unused = [v for v in every_variable if v not in program.variables]
     if unused:
         result.notes.append(f"not used by the output, so not checked: {', '.join(unused)}")
+    result.notes += _floated_integers(options, program.variables, dtype)
     if plan.mode in ("elementwise", "reduced"):
         pts = elementwise_points(program.variables, every_variable, options, plan, points, seed, result)
         limits.check_work(sum(t.numel() for t in pts.values()), expanded_nodes(program, library.functions))
@@ -123,3 +124,18 @@ def check_all(**options: Any) -> list[CheckResult]:
         variable = entry.params[0].name
         results.append(check(f"{name}({variable})", simplify=False, **options))
     return results
+
+
+def _floated_integers(options: Sequence[str], variables: Sequence[str], dtype: str) -> list[str]:
+    """A note for each variable written as integers (`x=[1, 2, 3]`): torch.tensor of them is
+    int64, and check makes them --dtype floats because it differentiates its variables."""
+    from ...interpret.constructors import Values
+    from ...interpret.variables import parse_var
+
+    notes = []
+    for option in options:
+        spec = parse_var(option)
+        if spec.name in variables and spec.kind in ("list", "number") and spec.written is Values.INTEGER:
+            notes.append(f"{spec.name}: the integers written ({spec.text}) are {dtype} here, as check differentiates "
+                         "its variables (torch.tensor of them is int64)")
+    return notes
