@@ -12,8 +12,8 @@ the ratio is watched / unwatched. `gradcli.watch()` is given no model or optimiz
 them as `gradcli watch train.py` does. The first block of each side is a warm-up and not
 counted. The models: bench/mlp24.py's 24-layer MLP (width 1024, batch 64, Adam),
 torchvision's ResNet-18 (10 classes, 8x3x64x64, SGD with momentum) and a small GPT-2 built
-from its config (transformers' GPT2LMHeadModel: 2 layers, width 256, 4 heads, the published
-vocabulary; 4x64 tokens, AdamW), each skipped
+from its config (transformers' GPT2LMHeadModel: 2 layers, width 256, 4 heads, a vocabulary
+of 8,192; 4x64 tokens, AdamW), each skipped
 with the reason when its package is missing.
 """
 
@@ -52,9 +52,9 @@ def resnet18() -> tuple[torch.nn.Module, Any, Callable[[], Any]]:
 def gpt2() -> tuple[torch.nn.Module, Any, Callable[[], Any]]:
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=256, n_head=4))
+    model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=256, n_head=4, vocab_size=8192))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    tokens = torch.randint(0, 50257, (4, 64))
+    tokens = torch.randint(0, 8192, (4, 64))
     return model, optimizer, lambda: model(input_ids=tokens, labels=tokens).loss
 
 
