@@ -1,16 +1,19 @@
 """What `gradcli watch` costs a training step, side by side with the same loop unwatched.
 
-    python bench/watch.py                    # the three models, 40 timed steps per block
-    python bench/watch.py --models mlp24 --steps 60 --rounds 5
+    python bench/watch.py                    # the three models, 120 steps per side
+    python bench/watch.py --models mlp24 --steps 10 --rounds 20
 
 One process per model; in it, the same loop (zero_grad, forward, loss, backward,
-optimizer.step) runs in alternating blocks: unwatched, then under `gradcli.watch()` with a
-check every step, then with `every=10`, repeated `--rounds` times, so that drift in the
-machine's load falls on every side alike. Each step is timed on its own (perf_counter around
-the whole step); the figure is the median step time of each side over all its blocks, and
-the ratio is watched / unwatched. `gradcli.watch()` is given no model or optimizer: it finds
-them as `gradcli watch train.py` does. The first block of each side is a warm-up and not
-counted. The models: bench/mlp24.py's 24-layer MLP (width 1024, batch 64, Adam),
+optimizer.step) runs one step at a time on each side in turn: unwatched, under
+`gradcli.watch()` with a check every step, and with `every=10`, each side first in turn, for
+--rounds x --steps steps per side, so that drift in the machine's load falls on every side
+alike (blocks of steps per side measured drift, not watch: Adam's CPU step alone varies from
+150 to 260 ms on the 24-layer MLP here). Each step is timed on its own
+(perf_counter around the whole step); the figure is the median step time of each side over
+all its blocks, and the ratio is watched / unwatched. `gradcli.watch()` is given no model or
+optimizer: it finds them as `gradcli watch train.py` does; one watch per side is entered
+around each of its steps, so its step counts carry over (every=10 checks one step in ten).
+One unwatched block of --steps warms up first. The models: bench/mlp24.py's 24-layer MLP (width 1024, batch 64, Adam),
 torchvision's ResNet-18 (10 classes, 8x3x64x64, SGD with momentum) and a small GPT-2 built
 from its config (transformers' GPT2LMHeadModel: 2 layers, width 256, 4 heads, a vocabulary
 of 8,192; 4x64 tokens, AdamW), each skipped
@@ -52,7 +55,8 @@ def resnet18() -> tuple[torch.nn.Module, Any, Callable[[], Any]]:
 def gpt2() -> tuple[torch.nn.Module, Any, Callable[[], Any]]:
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=256, n_head=4, vocab_size=8192))
+    model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=256, n_head=4, vocab_size=8192, bos_token_id=0,
+                                       eos_token_id=0))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     tokens = torch.randint(0, 8192, (4, 64))
     return model, optimizer, lambda: model(input_ids=tokens, labels=tokens).loss
@@ -77,24 +81,28 @@ def measure(name: str, steps: int, rounds: int) -> dict[str, float]:
 
     torch.manual_seed(0)
     model, optimizer, loss_fn = MODELS[name]()
+    # One watch per side for the whole run, entered around each of its steps: its step counts
+    # go on, so `every=10` checks one step in ten of its own.
+    watches = {"every 1": gradcli.watch(health_every=0), "every 10": gradcli.watch(every=10, health_every=0)}
     sides: dict[str, list[float]] = {"plain": [], "every 1": [], "every 10": []}
-    for index in range(rounds + 1):
-        for side in sides:
+    order = list(sides)
+    block(model, optimizer, loss_fn, steps)  # warm-up
+    for index in range(rounds * steps):
+        for side in order[index % 3:] + order[:index % 3]:  # each side first in turn: drift falls on all
             if side == "plain":
-                times = block(model, optimizer, loss_fn, steps)
+                sides[side] += block(model, optimizer, loss_fn, 1)
             else:
-                with gradcli.watch(every=1 if side == "every 1" else 10, health_every=0):
-                    times = block(model, optimizer, loss_fn, steps)
-            if index > 0:  # the first round warms up
-                sides[side] += times
+                with watches[side]:
+                    sides[side] += block(model, optimizer, loss_fn, 1)
+    assert watches["every 10"].result.checks == rounds * steps // 10
     return {side: statistics.median(times) for side, times in sides.items()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="mlp24,resnet18,gpt2")
-    parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=10, help="steps per block")
+    parser.add_argument("--rounds", type=int, default=12)
     args = parser.parse_args()
     torch.set_num_threads(torch.get_num_threads())
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.rounds} rounds x {args.steps} steps")
