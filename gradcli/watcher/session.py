@@ -29,7 +29,7 @@ from . import health
 from .calls import Call, output_tensors
 from .options import WatchOptions
 from .reading import StepReading, nonfinite_parameters, read_step
-from .result import Replay, Stop, WatchFinding, WatchResult, WatchStop
+from .result import Replay, Stop, StopKind, WatchFinding, WatchResult, WatchStop
 from .spikes import SpikeDetector
 
 #: Checked steps of a loss more than doubling each time that make a divergence.
@@ -50,6 +50,7 @@ class Watched:
     zeros: dict[str, int] = field(default_factory=dict)  # parameter -> first step of its all-zero gradients
     recent: list[tuple[int, float]] = field(default_factory=list)  # the last few (step, loss), for a divergence
     checks: int = 0
+    skips: int = 0  # a GradScaler's skipped steps in a row (callbacks.py)
 
 
 class Watch:
@@ -60,7 +61,7 @@ class Watch:
 
     def __init__(self, options: WatchOptions | None = None, *, models: Iterable[torch.nn.Module] = (),
                  optimizers: Iterable[torch.optim.Optimizer] = (), listener: Listener | None = None,
-                 script: str | None = None) -> None:
+                 script: str | None = None, triggered: bool = False, root: torch.nn.Module | None = None) -> None:
         self.options = options or WatchOptions()
         self.result = WatchResult(script=script)
         self.listener = listener
@@ -78,6 +79,9 @@ class Watch:
         self._log: Any = None
         self._names: dict[int, str] | None = None
         self._paused = False  # while gradcli replays a step: its own calls are not the run's
+        # a trainer's callback calls check_step: Lightning's closure runs backward inside step()
+        self.triggered = triggered
+        self.root = root  # names modules when given (a LightningModule whose training_step calls self.net)
 
     # -- installing ----------------------------------------------------------------------
     def __enter__(self) -> "Watch":
@@ -164,6 +168,8 @@ class Watch:
     def _pre_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> Any:
         if self.only and id(optimizer) not in self.only:
             return None
+        if self.triggered:
+            return None
         watched = self._watched(optimizer)
         watched.steps += 1
         # torch passes step's own arguments with the optimizer first: (self, closure)
@@ -198,6 +204,15 @@ class Watch:
 
         return checked
 
+    def check_step(self, optimizer: torch.optim.Optimizer, scaler: Any = None) -> None:
+        """The step about to be applied, checked when a trainer's callback says so (triggered).
+        `scaler` is the run's GradScaler, if any: non-finite gradients under a finite loss are
+        then its skipped step, counted, and a stop only after `options.skips` in a row."""
+        watched = self._watched(optimizer)
+        watched.steps += 1
+        if watched.steps % self.options.every == 0:
+            self._check(optimizer, watched, scaler if scaler is not None and scaler.is_enabled() else None)
+
     # -- the check ---------------------------------------------------------------------------
     def _watched(self, optimizer: torch.optim.Optimizer) -> Watched:
         watched = self.watched.get(id(optimizer))
@@ -211,7 +226,7 @@ class Watch:
             self.result.optimizers.append(label)
         return watched
 
-    def _check(self, optimizer: torch.optim.Optimizer, watched: Watched) -> None:
+    def _check(self, optimizer: torch.optim.Optimizer, watched: Watched, scaler: Any = None) -> None:
         params = [p for group in optimizer.param_groups for p in group["params"] if p.requires_grad]
         grads = [p.grad for p in params]
         reading = read_step(self.losses, grads)
@@ -222,9 +237,12 @@ class Watch:
         found: list[health.Found] = []
         if not reading.finite:
             bad = nonfinite_parameters(grads)
+            if bad and scaler is not None and all(math.isfinite(v) for v in reading.losses):
+                return self._skipped(optimizer, watched, [names[i] for i in bad], names, params, reading, scaler)
             if bad or not all(math.isfinite(v) for v in reading.losses):
                 self._stop(optimizer, watched, [names[i] for i in bad], names, params, reading)
             found.append(health.overflowing_norms(reading, names, watched.reported))
+        watched.skips = 0
         found += health.every_step(reading, names, watched.reported, watched.zeros, step)
         if reading.loss is not None:
             watched.recent = [*watched.recent[-(DIVERGING - 1):], (step, reading.loss)]
@@ -249,11 +267,28 @@ class Watch:
             self.result.notes.append(f"stopped on a {kind.replace('_', ' ')} (--stop-on spike)")
             raise WatchStop(self.result)
 
+    def _skipped(self, optimizer: torch.optim.Optimizer, watched: Watched, bad: list[str], names: list[str],
+                 params: list[torch.Tensor], reading: StepReading, scaler: Any) -> None:
+        """A GradScaler's skipped step: normal while its scale settles, a stop when the skips do not end."""
+        watched.skips += 1
+        self.result.skipped += 1
+        if watched.skips < self.options.skips:
+            self.calls, self.losses = [], []  # the scaler drops this step: its calls are not the next one's
+            return
+        scale = float(scaler.get_scale())  # read only here: a healthy step pays no second host read
+        first = scale * 2 ** (watched.skips - 1)
+        self.result.notes.append(
+            f"GradScaler skipped {watched.skips} steps in a row: its scale fell from {first:g} to {scale:g} and the "
+            "gradients still overflowed; a lower scale will not help while the model's own float16 values overflow")
+        self._stop(optimizer, watched, bad, names, params, reading, "scaler_skips", scale)
+
     def _stop(self, optimizer: torch.optim.Optimizer, watched: Watched, bad: list[str], names: list[str],
-              params: list[torch.Tensor], reading: StepReading) -> None:
+              params: list[torch.Tensor], reading: StepReading, kind: StopKind | None = None,
+              scale: float | None = None) -> None:
         loss_bad = any(not math.isfinite(v) for v in reading.losses)
-        kind = "nonfinite_loss" if loss_bad else "nonfinite_gradient"
+        kind = kind or ("nonfinite_loss" if loss_bad else "nonfinite_gradient")
         stop = Stop(watched.steps, kind, watched.label, bad, self._module_of(bad[0]) if bad else None, reading.loss)
+        stop.scale = scale
         self.result.stop = stop
         losses = [loss for _, loss in watched.recent]
         if len(losses) == DIVERGING and all(0 < a and 2 * a < b for a, b in zip(losses, losses[1:])):
@@ -286,6 +321,8 @@ class Watch:
         if self._names is None:
             several = len(self.tops) > 1
             self._names = {}
+            if self.root is not None:
+                self._names.update((id(module), path) for path, module in self.root.named_modules())
             for top in self.tops.values():
                 prefix = type(top).__name__ if several else ""
                 for path, module in top.named_modules():
