@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import UsageError
 from .options import WatchOptions
-from .result import WatchResult
+from .result import WatchResult, WatchStop
 from .session import Watch
 
 
@@ -36,8 +36,18 @@ class TriggeredWatch:
         self.result = self.watch.result
 
     def check(self, optimizer: Any, scaler: Any = None) -> None:
-        if self.watch is not None:
+        if self.watch is None:
+            return
+        try:
             self.watch.check_step(unwrapped(optimizer), scaler)
+        except WatchStop:  # the hooks go with the run: not every trainer has an event for its exception
+            self.close()
+            raise
+
+    def begin(self) -> None:
+        """A new update begins: what ran since the last one (an evaluation) is not its step."""
+        if self.watch is not None:
+            self.watch.calls, self.watch.losses = [], []
 
     def pause(self, paused: bool) -> None:
         """An evaluation inside the fit: its model calls and losses are not the training step's."""
