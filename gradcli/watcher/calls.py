@@ -19,6 +19,7 @@ class Call:
     site: tuple[str, int] | None  # the user's line that called the model
     outputs: list[torch.Tensor] = field(default_factory=list)
     grads: list[torch.Tensor | None] = field(default_factory=list)  # arrived at each output in backward
+    autocast: list[tuple[str, torch.dtype]] = field(default_factory=list)  # (device, dtype) in force at the call
 
 
 def output_tensors(value: Any, depth: int = 3) -> list[torch.Tensor]:

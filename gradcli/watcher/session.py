@@ -96,6 +96,11 @@ class Watch:
             self._hook_tops()
         self._backward = torch.autograd.backward
         torch.autograd.backward = self._on_backward
+        # a GradScaler skips optimizer.step() on non-finite gradients: no pre-hook would see that step
+        self._scaler_step = torch.amp.GradScaler.step
+        watch = self
+        torch.amp.GradScaler.step = lambda scaler, optimizer, *args, **kwargs: watch._on_scaler_step(
+            scaler, optimizer, *args, **kwargs)
         if self.options.log is not None:
             self._log = open(self.options.log, "w", encoding="utf-8")
         return self
@@ -108,6 +113,9 @@ class Watch:
         if self._backward is not None:
             torch.autograd.backward = self._backward
             self._backward = None
+        if getattr(self, "_scaler_step", None) is not None:
+            torch.amp.GradScaler.step = self._scaler_step
+            self._scaler_step = None
         for handle in self._handles:
             handle.remove()
         self._handles = []
@@ -126,6 +134,18 @@ class Watch:
             self.losses += [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
             self.backward_site = _user_site(sys._getframe(1))
         return self._backward(tensors, *args, **kwargs)
+
+    def _on_scaler_step(self, scaler: Any, optimizer: torch.optim.Optimizer, *args: Any, **kwargs: Any) -> Any:
+        """`scaler.step(optimizer)` in the user's loop: a step it skipped (the pre-hook never ran)
+        is checked here, as a skip (session._skipped) or, with a non-finite loss, a stop."""
+        step = self._scaler_step
+        if self.triggered or self._paused or not scaler.is_enabled() or (self.only and id(optimizer) not in self.only):
+            return step(scaler, optimizer, *args, **kwargs)
+        before = self._watched(optimizer).steps
+        out = step(scaler, optimizer, *args, **kwargs)
+        if self._watched(optimizer).steps == before:  # the pre-hook did not run: skipped
+            self.check_step(optimizer, scaler)
+        return out
 
     def _found_enter(self, path: str, module: torch.nn.Module, args: Any) -> None:
         """A module's forward begins (discovery): one not inside another is a model."""
@@ -149,7 +169,8 @@ class Watch:
     def _enter(self, path: str, module: torch.nn.Module, args: Any) -> None:
         if self._paused:
             return
-        self.calls.append(Call(module, tuple(args), None, torch.get_rng_state(), _user_site(sys._getframe(1))))
+        self.calls.append(Call(module, tuple(args), None, torch.get_rng_state(), _user_site(sys._getframe(1)),
+                               autocast=_autocast()))
 
     def _leave(self, path: str, module: torch.nn.Module, args: Any, kwargs: Any, output: Any) -> None:
         if self._paused:
@@ -277,18 +298,33 @@ class Watch:
             return
         scale = float(scaler.get_scale())  # read only here: a healthy step pays no second host read
         first = scale * 2 ** (watched.skips - 1)
-        self.result.notes.append(
-            f"GradScaler skipped {watched.skips} steps in a row: its scale fell from {first:g} to {scale:g} and the "
-            "gradients still overflowed; a lower scale will not help while the model's own float16 values overflow")
-        self._stop(optimizer, watched, bad, names, params, reading, "scaler_skips", scale)
+        note = (f"GradScaler skipped {watched.skips} steps in a row: its scale fell from {first:g} to {scale:g} and the "
+                "gradients still overflowed float16")
+        fits = None
+        if self.options.replay and all(math.isfinite(v) for v in reading.losses):
+            from .scaler import fitting_scale
+
+            self._paused = True
+            try:
+                fits = fitting_scale(list(self.calls), params, scale)
+            except Exception:  # noqa: BLE001 - an estimate that fails must not hide the stop
+                fits = None
+            finally:
+                self._paused = False
+        if fits is not None:
+            note += (f"; the step's unscaled gradients would fit float16 at a scale of {fits:g}" +
+                     (" (below 1: the model's own gradients overflow float16, whatever the scaler does)" if fits < 1
+                      else f" (GradScaler(init_scale={fits:g}))"))
+        self.result.notes.append(note)
+        self._stop(optimizer, watched, bad, names, params, reading, "scaler_skips", scale, fits)
 
     def _stop(self, optimizer: torch.optim.Optimizer, watched: Watched, bad: list[str], names: list[str],
               params: list[torch.Tensor], reading: StepReading, kind: StopKind | None = None,
-              scale: float | None = None) -> None:
+              scale: float | None = None, fits: float | None = None) -> None:
         loss_bad = any(not math.isfinite(v) for v in reading.losses)
         kind = kind or ("nonfinite_loss" if loss_bad else "nonfinite_gradient")
         stop = Stop(watched.steps, kind, watched.label, bad, self._module_of(bad[0]) if bad else None, reading.loss)
-        stop.scale = scale
+        stop.scale, stop.fits = scale, fits
         self.result.stop = stop
         losses = [loss for _, loss in watched.recent]
         if len(losses) == DIVERGING and all(0 < a and 2 * a < b for a, b in zip(losses, losses[1:])):
@@ -376,6 +412,11 @@ class Watch:
             "layers": {k: _json_float(math.sqrt(v)) for k, v in layers.items()},
         }
         self._log.write(json.dumps(record) + "\n")
+
+
+def _autocast() -> list[tuple[str, torch.dtype]]:
+    """The autocast in force for a call (device, dtype), so that its replay computes in the same dtypes."""
+    return [(device, torch.get_autocast_dtype(device)) for device in ("cpu", "cuda") if torch.is_autocast_enabled(device)]
 
 
 def _keep(call: Call, index: int) -> Callable[[torch.Tensor], None]:
