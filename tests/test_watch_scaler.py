@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 import gradcli
+from gradcli.render.training.watch import watch_lines
 from gradcli.watcher.options import WatchOptions
 
 SKIPS = WatchOptions().skips
@@ -115,6 +116,9 @@ def test_skips_that_do_not_end_stop_with_the_overflowing_module_and_a_scale_that
         return not torch.equal(before, m.head.weight)
 
     assert applies(fits) and not applies(fits * 16)
+    shown = "\n".join(watch_lines(w.result))
+    assert f"0 step(s) of it applied, {SKIPS} skipped by GradScaler" in shown
+    assert f"GradScaler's scale: {stop.scale:g}; a scale of {fits:g} would fit" in shown
 
 
 def test_a_healthy_scaled_loop_is_not_stopped_and_its_skips_are_counted():
@@ -125,5 +129,6 @@ def test_a_healthy_scaled_loop_is_not_stopped_and_its_skips_are_counted():
         watched, _, _ = loop(40, False, init_scale=2.0 ** 20)
     assert w.result.stop is None and w.result.findings == []
     assert w.result.skipped == skipped and w.result.steps == applied.count(True)
+    assert f"{applied.count(True)} optimizer step(s) applied, {skipped} skipped by GradScaler" in watch_lines(w.result)[0]
     for (name, a), (_, b) in zip(plain.state_dict().items(), watched.state_dict().items()):
         assert torch.equal(a, b), name

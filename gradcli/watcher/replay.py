@@ -107,7 +107,7 @@ def _forward(calls: list[Any], recorder: ForwardRecorder) -> tuple[bool, torch.T
             for device, dtype in call.autocast:  # the real step's float16 ops compute in float16 again
                 autocast.enter_context(torch.autocast(device, dtype=dtype))
             with recorder:
-                out = call.module(*_detached(call.args), **_detached(call.kwargs or {}))
+                out = _local(call.module)(*_detached(call.args), **_detached(call.kwargs or {}))
         tensors = [t for t in output_tensors(out) if t.requires_grad]
         for tensor, grad in zip(tensors, call.grads):
             if not bool(torch.isfinite(tensor.detach()).all()):
@@ -119,6 +119,13 @@ def _forward(calls: list[Any], recorder: ForwardRecorder) -> tuple[bool, torch.T
             term = (tensor * grad.detach()).sum()
             root = term if root is None else root + term
     return finite, root, arrived_bad
+
+
+def _local(module: torch.nn.Module) -> torch.nn.Module:
+    """DDP's wrapped module: replaying through DDP would all-reduce on one rank alone and hang."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    return module.module if isinstance(module, DistributedDataParallel) else module
 
 
 def _first_bad_node(root: torch.Tensor | None, params: list[torch.Tensor]) -> Any:

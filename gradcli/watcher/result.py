@@ -77,11 +77,13 @@ class Stop:
     batch_nonfinite: list[str] = field(default_factory=list)  # model inputs holding nan/inf
     scale: float | None = None  # a GradScaler's scale at the stopped step (None: no scaler)
     fits: float | None = None  # the scale that would keep the step's float16 gradients finite (scaler.py)
+    ranks: list[int] | None = None  # under torch.distributed: the ranks whose loss (else gradients) was non-finite
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "step": self.step, "kind": self.kind, "optimizer": self.optimizer, "parameters": self.parameters,
             "module": self.module, "loss": _number(self.loss), "scale": self.scale, "fits": self.fits,
+            "ranks": self.ranks,
             "origin": self.origin.as_dict() if self.origin else None,
             "cause": self.cause.as_dict() if self.cause else None,
             "replay": self.replay.as_dict() if self.replay else None,

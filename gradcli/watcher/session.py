@@ -256,6 +256,11 @@ class Watch:
         step = watched.steps
         names = self._param_names(params)
         found: list[health.Found] = []
+        decided = _ranks_deciding(reading, grads)
+        self._bad_ranks = [abs(r) - 1 for r in decided]
+        if decided and reading.finite:  # another rank's step is bad: every rank stops at this step
+            self._stop(optimizer, watched, [], names, params, reading,
+                       "nonfinite_loss" if decided[0] < 0 else "nonfinite_gradient")
         if not reading.finite:
             bad = nonfinite_parameters(grads)
             if bad and scaler is not None and all(math.isfinite(v) for v in reading.losses):
@@ -325,6 +330,7 @@ class Watch:
         kind = kind or ("nonfinite_loss" if loss_bad else "nonfinite_gradient")
         stop = Stop(watched.steps, kind, watched.label, bad, self._module_of(bad[0]) if bad else None, reading.loss)
         stop.scale, stop.fits = scale, fits
+        stop.ranks = list(getattr(self, "_bad_ranks", []) or []) or None
         self.result.stop = stop
         losses = [loss for _, loss in watched.recent]
         if len(losses) == DIVERGING and all(0 < a and 2 * a < b for a, b in zip(losses, losses[1:])):
@@ -412,6 +418,25 @@ class Watch:
             "layers": {k: _json_float(math.sqrt(v)) for k, v in layers.items()},
         }
         self._log.write(json.dumps(record) + "\n")
+
+
+def _ranks_deciding(reading: StepReading, grads: list[torch.Tensor | None]) -> list[int]:
+    """Under torch.distributed, every rank's verdict on this step from one all-reduce of a small
+    flag tensor, so that all ranks stop at the same step (a rank that stopped alone would leave
+    the others waiting in their next collective). Returns the bad ranks as -(rank+1) when their
+    loss was non-finite, rank+1 when only their gradients were (loss ranks first); [] when all
+    are fine or there is no process group."""
+    dist = torch.distributed
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+        return []
+    world, rank = dist.get_world_size(), dist.get_rank()
+    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+    flags = torch.zeros(world, 2, device=device)
+    flags[rank, 0] = float(not all(math.isfinite(v) for v in reading.losses))
+    flags[rank, 1] = float(not all(n is None or math.isfinite(n) for n in reading.norms))
+    dist.all_reduce(flags)
+    seen = flags.tolist()
+    return [-(r + 1) for r in range(world) if seen[r][0]] or [r + 1 for r in range(world) if seen[r][1]]
 
 
 def _autocast() -> list[tuple[str, torch.dtype]]:
