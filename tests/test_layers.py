@@ -43,7 +43,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("gradcli.demos",),
     ("gradcli.plot",),
     ("gradcli.render",),
-    ("gradcli.api", "gradcli"),  # gradcli/__init__.py (the public names, imported lazily): that module only
+    ("gradcli.api", "gradcli", "gradcli.callbacks"),  # gradcli/__init__.py (the public names, imported lazily): that module only
     ("gradcli.cli", "gradcli.__main__"),
 ]
 LIBRARY = ("language", "interpret", "exact", "targets", "graph", "verify", "chain", "health", "comparison", "footprint",

@@ -86,6 +86,8 @@ def watch_command(
     if json_path is not None:
         from ..render.formats import render
 
+        json_path = _per_rank(json_path)
+
         json_path.write_text(str(render(result, "json")) + "\n", encoding="utf-8")
     if plot is not None and log_path is not None:
         from ..plot.watch import draw_watch_log
@@ -96,6 +98,14 @@ def watch_command(
     if plot is not None:
         say(f"picture written to {plot}", console)
     raise typer.Exit(exit_status(result.ok))
+
+
+def _per_rank(path: Path) -> Path:
+    """Under torchrun every rank writes its own document: rank 0 to PATH, rank r to PATH's stem + .rank<r>."""
+    import os
+
+    rank = int(os.environ.get("RANK", "0") or 0)
+    return path.with_name(f"{path.stem}.rank{rank}{path.suffix}") if rank > 0 else path
 
 
 def _stderr_console():  # type: ignore[no-untyped-def]

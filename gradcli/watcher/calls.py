@@ -18,6 +18,7 @@ class Call:
     rng: torch.Tensor
     site: tuple[str, int] | None  # the user's line that called the model
     grads: list[torch.Tensor | None] = field(default_factory=list)  # arrived at each output in backward
+    autocast: list[tuple[str, torch.dtype]] = field(default_factory=list)  # (device, dtype) in force at the call
 
 
 def output_tensors(value: Any, depth: int = 3) -> list[torch.Tensor]:

@@ -7,10 +7,11 @@ from typing import Any
 
 
 class Names:
-    """Built from the models (`tops`, id -> module); `refresh()` when one is added."""
+    """Built from the models (`tops`, id -> module); `refresh()` when one is added. A `root`
+    (a LightningModule whose training_step calls its own `self.net`) names them from itself."""
 
-    def __init__(self, tops: dict[int, Any]) -> None:
-        self.tops = tops
+    def __init__(self, tops: dict[int, Any], root: Any = None) -> None:
+        self.tops, self.root = tops, root
         self._modules: dict[int, str] | None = None
         self._params: dict[int, str] | None = None
 
@@ -23,6 +24,8 @@ class Names:
         if self._modules is None:
             several = len(self.tops) > 1
             self._modules = {}
+            if self.root is not None:
+                self._modules.update((id(module), path) for path, module in self.root.named_modules())
             for top in self.tops.values():
                 prefix = type(top).__name__ if several else ""
                 for path, module in top.named_modules():

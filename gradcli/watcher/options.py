@@ -23,6 +23,7 @@ class WatchOptions:
     replay: bool = True  # replay the bad step to find the origin and cause
     log: Path | None = None  # JSON lines, one per checked step
     save: Path | None = None  # a replay bundle of the stopped step
+    skips: int = 8  # a GradScaler's skipped steps in a row that make a stop (its scale fell 2**skips-fold)
 
     def __post_init__(self) -> None:
         if self.every < 1:
@@ -31,6 +32,8 @@ class WatchOptions:
             raise UsageError(f"--health-every must be 0 (never) or more, not {self.health_every}")
         if self.window < 5:
             raise UsageError(f"--window must be 5 or more checked steps, not {self.window}")
+        if self.skips < 2:
+            raise UsageError(f"skips must be 2 or more (a GradScaler's first step is skipped), not {self.skips}")
         if not self.spike > 0 or not self.spike_ratio > 1:
             raise UsageError("--spike must be positive and the spike ratio above 1")
         unknown = [s for s in self.stop_on if s not in ("nonfinite", "spike")]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import linecache
 import math
+from contextlib import ExitStack
 from typing import Any
 
 import torch
@@ -101,10 +102,12 @@ def _forward(calls: list[Any], recorder: ForwardRecorder) -> tuple[bool, torch.T
     root: torch.Tensor | None = None
     finite, arrived_bad = True, False
     for call in calls:
-        with torch.random.fork_rng(devices=[]):
+        with torch.random.fork_rng(devices=[]), ExitStack() as autocast:
             torch.random.set_rng_state(call.rng)
+            for device, dtype in call.autocast:  # the real step's float16 ops compute in float16 again
+                autocast.enter_context(torch.autocast(device, dtype=dtype))
             with recorder:
-                out = call.module(*_detached(call.args), **_detached(call.kwargs or {}))
+                out = _local(call.module)(*_detached(call.args), **_detached(call.kwargs or {}))
         tensors = [t for t in output_tensors(out) if t.requires_grad]
         for tensor, grad in zip(tensors, call.grads):
             if not bool(torch.isfinite(tensor.detach()).all()):
@@ -116,6 +119,13 @@ def _forward(calls: list[Any], recorder: ForwardRecorder) -> tuple[bool, torch.T
             term = (tensor * grad.detach()).sum()
             root = term if root is None else root + term
     return finite, root, arrived_bad
+
+
+def _local(module: torch.nn.Module) -> torch.nn.Module:
+    """DDP's wrapped module: replaying through DDP would all-reduce on one rank alone and hang."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    return module.module if isinstance(module, DistributedDataParallel) else module
 
 
 def _first_bad_node(root: torch.Tensor | None, params: list[torch.Tensor]) -> Any:

@@ -10,7 +10,7 @@ from ..outcome import Problem, Reported, sentence
 from ..words import problem_sentences
 
 #: Why a run was stopped.
-StopKind = Literal["nonfinite_loss", "nonfinite_gradient", "spike"]
+StopKind = Literal["nonfinite_loss", "nonfinite_gradient", "scaler_skips", "spike"]
 #: What a finding says about one step.
 FindingKind = Literal["loss_spike", "grad_spike", "no_gradient", "dead", "vanishing", "exploding"]
 #: Where the first nan or inf was born.
@@ -75,11 +75,15 @@ class Stop:
     cause: WatchCause | None = None
     replay: Replay | None = None
     batch_nonfinite: list[str] = field(default_factory=list)  # model inputs holding nan/inf
+    scale: float | None = None  # a GradScaler's scale at the stopped step (None: no scaler)
+    fits: float | None = None  # the scale that would keep the step's float16 gradients finite (scaler.py)
+    ranks: list[int] | None = None  # under torch.distributed: the ranks whose loss (else gradients) was non-finite
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "step": self.step, "kind": self.kind, "optimizer": self.optimizer, "parameters": self.parameters,
-            "module": self.module, "loss": _number(self.loss),
+            "module": self.module, "loss": _number(self.loss), "scale": self.scale, "fits": self.fits,
+            "ranks": self.ranks,
             "origin": self.origin.as_dict() if self.origin else None,
             "cause": self.cause.as_dict() if self.cause else None,
             "replay": self.replay.as_dict() if self.replay else None,
@@ -106,6 +110,7 @@ class WatchResult(Reported):
 
     steps: int = 0  # optimizer steps applied (all optimizers together)
     checks: int = 0  # checked steps
+    skipped: int = 0  # steps a GradScaler skipped (non-finite gradients under a finite loss)
     optimizers: list[str] = field(default_factory=list)
     stop: Stop | None = None
     findings: list[WatchFinding] = field(default_factory=list)
@@ -124,7 +129,8 @@ class WatchResult(Reported):
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "ok": self.ok, "steps": self.steps, "checks": self.checks, "optimizers": self.optimizers,
+            "ok": self.ok, "steps": self.steps, "checks": self.checks, "skipped": self.skipped,
+            "optimizers": self.optimizers,
             "finished": self.finished, "stop": self.stop.as_dict() if self.stop else None,
             "findings": [f.as_dict() for f in self.findings],
             "problems": problem_sentences(self.problems), "notes": list(self.notes),
@@ -132,6 +138,7 @@ class WatchResult(Reported):
 
 
 _STOPS = {"nonfinite_loss": "the loss was not finite", "nonfinite_gradient": "a gradient was not finite",
+          "scaler_skips": "GradScaler skipped step after step (its scale kept halving)",
           "spike": "a spike (--stop-on spike)"}
 _FINDINGS = {"loss_spike": "a loss spike", "grad_spike": "a gradient-norm spike", "no_gradient": "no gradient",
              "dead": "an all-zero gradient, step after step (dead)", "vanishing": "a vanishing gradient",

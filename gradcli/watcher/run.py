@@ -31,7 +31,8 @@ def watch_script(script: Script, options: WatchOptions, listener: Listener | Non
         except Exception as err:  # noqa: BLE001 - the user's own exception, shown as theirs
             raise ScriptFailed(str(user_error("the script raised", err))) from None
     stop = watch.result.stop
-    if stop is not None and options.replay and stop.kind != "spike" and stop.origin is None:
+    if stop is not None and options.replay and stop.kind != "spike" and stop.origin is None and stop.ranks is None:
+        # (under torchrun a rerun would start a rank of its own, waiting for peers that never come)
         from .rerun import rerun
 
         rerun(script, stop)

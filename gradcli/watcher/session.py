@@ -31,7 +31,7 @@ from .calls import Call, output_tensors
 from .names import Names, module_of
 from .options import WatchOptions
 from .reading import StepReading, nonfinite_parameters, read_step
-from .result import Replay, Stop, WatchFinding, WatchResult, WatchStop
+from .result import Replay, Stop, StopKind, WatchFinding, WatchResult, WatchStop
 from .spikes import SpikeDetector
 from .steplog import StepLog
 
@@ -56,6 +56,7 @@ class Watched:
     zeros: dict[str, int] = field(default_factory=dict)  # parameter -> first step of its all-zero gradients
     recent: list[tuple[int, float]] = field(default_factory=list)  # the last few (step, loss), for a divergence
     checks: int = 0
+    skips: int = 0  # a GradScaler's skipped steps in a row (callbacks.py)
 
 
 class Watch:
@@ -66,7 +67,7 @@ class Watch:
 
     def __init__(self, options: WatchOptions | None = None, *, models: Iterable[torch.nn.Module] = (),
                  optimizers: Iterable[torch.optim.Optimizer] = (), listener: Listener | None = None,
-                 script: Any = None) -> None:
+                 script: Any = None, triggered: bool = False, root: torch.nn.Module | None = None) -> None:
         self.options = options or WatchOptions()
         self.result = WatchResult(script=script.name if script is not None else None)
         self.script = script
@@ -83,9 +84,13 @@ class Watch:
         self._discovering = not self.tops
         self._backward: Any = None
         self._log: StepLog | None = None
-        self.names = Names(self.tops)
+        self.names = Names(self.tops, root)
         self._paused = False  # while gradcli replays a step: its own calls are not the run's
         self.dropped = False  # calls of this step were dropped (more than MAX_CALLS)
+        self._bad_ranks: list[int] = []  # under torchrun: the ranks whose step was not finite
+        # a trainer's callback calls check_step: Lightning's closure runs backward inside step()
+        self.triggered = triggered
+        self.root = root  # names modules when given (a LightningModule whose training_step calls self.net)
 
     # -- installing ----------------------------------------------------------------------
     def __enter__(self) -> "Watch":
@@ -100,6 +105,11 @@ class Watch:
             self._hook_tops()
         self._backward = torch.autograd.backward
         torch.autograd.backward = self._on_backward
+        # a GradScaler skips optimizer.step() on non-finite gradients: no pre-hook would see that step
+        self._scaler_step = torch.amp.GradScaler.step
+        watch = self
+        torch.amp.GradScaler.step = lambda scaler, optimizer, *args, **kwargs: watch._on_scaler_step(
+            scaler, optimizer, *args, **kwargs)
         if self.options.log is not None:
             self._log = StepLog(self.options.log)
         return self
@@ -112,6 +122,9 @@ class Watch:
         if self._backward is not None:
             torch.autograd.backward = self._backward
             self._backward = None
+        if getattr(self, "_scaler_step", None) is not None:
+            torch.amp.GradScaler.step = self._scaler_step
+            self._scaler_step = None
         for handle in self._handles:
             handle.remove()
         self._handles = []
@@ -130,6 +143,18 @@ class Watch:
             self.losses += [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
             self.backward_site = _user_site(sys._getframe(1))
         return self._backward(tensors, *args, **kwargs)
+
+    def _on_scaler_step(self, scaler: Any, optimizer: torch.optim.Optimizer, *args: Any, **kwargs: Any) -> Any:
+        """`scaler.step(optimizer)` in the user's loop: a step it skipped (the pre-hook never ran)
+        is checked here, as a skip (session._skipped) or, with a non-finite loss, a stop."""
+        step = self._scaler_step
+        if self.triggered or self._paused or not scaler.is_enabled() or (self.only and id(optimizer) not in self.only):
+            return step(scaler, optimizer, *args, **kwargs)
+        before = self._watched(optimizer).steps
+        out = step(scaler, optimizer, *args, **kwargs)
+        if self._watched(optimizer).steps == before:  # the pre-hook did not run: skipped
+            self.check_step(optimizer, scaler)
+        return out
 
     def _found_enter(self, path: str, module: torch.nn.Module, args: Any) -> None:
         """A module's forward begins (discovery): one not inside another is a model."""
@@ -158,7 +183,8 @@ class Watch:
         if len(self.calls) >= MAX_CALLS:  # many calls before one step: keep the latest, say so at a replay
             del self.calls[0]
             self.dropped = True
-        self.calls.append(Call(module, tuple(args), None, torch.get_rng_state(), _user_site(sys._getframe(1))))
+        self.calls.append(Call(module, tuple(args), None, torch.get_rng_state(), _user_site(sys._getframe(1)),
+                               autocast=_autocast()))
 
     def _leave(self, path: str, module: torch.nn.Module, args: Any, kwargs: Any, output: Any) -> None:
         if self._paused:
@@ -176,6 +202,8 @@ class Watch:
 
     def _pre_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> Any:
         if self.only and id(optimizer) not in self.only:
+            return None
+        if self.triggered:
             return None
         watched = self._watched(optimizer)
         watched.steps += 1
@@ -211,6 +239,15 @@ class Watch:
 
         return checked
 
+    def check_step(self, optimizer: torch.optim.Optimizer, scaler: Any = None) -> None:
+        """The step about to be applied, checked when a trainer's callback says so (triggered).
+        `scaler` is the run's GradScaler, if any: non-finite gradients under a finite loss are
+        then its skipped step, counted, and a stop only after `options.skips` in a row."""
+        watched = self._watched(optimizer)
+        watched.steps += 1
+        if watched.steps % self.options.every == 0:
+            self._check(optimizer, watched, scaler if scaler is not None and scaler.is_enabled() else None)
+
     # -- the check ---------------------------------------------------------------------------
     def _watched(self, optimizer: torch.optim.Optimizer) -> Watched:
         watched = self.watched.get(id(optimizer))
@@ -224,7 +261,7 @@ class Watch:
             self.result.optimizers.append(label)
         return watched
 
-    def _check(self, optimizer: torch.optim.Optimizer, watched: Watched) -> None:
+    def _check(self, optimizer: torch.optim.Optimizer, watched: Watched, scaler: Any = None) -> None:
         params = [p for group in optimizer.param_groups for p in group["params"] if p.requires_grad]
         grads = [p.grad for p in params]
         reading = read_step(self.losses, grads)
@@ -233,13 +270,21 @@ class Watch:
         step = watched.steps
         names = self.names.parameters(params)
         found: list[health.Found] = []
+        decided = _ranks_deciding(reading, grads)
+        self._bad_ranks = [abs(r) - 1 for r in decided]
+        if decided and reading.finite:  # another rank's step is bad: every rank stops at this step
+            self._stop(optimizer, watched, [], names, params, reading,
+                       "nonfinite_loss" if decided[0] < 0 else "nonfinite_gradient")
         if not reading.finite:
             bad = nonfinite_parameters(grads)
+            if bad and scaler is not None and all(math.isfinite(v) for v in reading.losses):
+                return self._skipped(optimizer, watched, [names[i] for i in bad], names, params, reading, scaler)
             if bad or not all(math.isfinite(v) for v in reading.losses):
                 if self._log is not None:  # the stopped step ends the log, its numbers as they were
                     self._log.write(watched.label, step, reading, names, None, None)
                 self._stop(optimizer, watched, [names[i] for i in bad], names, params, reading)
             found.append(health.overflowing_norms(reading, names, watched.reported))
+        watched.skips = 0
         found += health.every_step(reading, names, watched.reported, watched.zeros, step)
         if reading.loss is not None:
             watched.recent = [*watched.recent[-(DIVERGING - 1):], (step, reading.loss)]
@@ -265,11 +310,44 @@ class Watch:
             self.result.notes.append(f"stopped on a {kind.replace('_', ' ')} (--stop-on spike)")
             raise WatchStop(self.result)
 
+    def _skipped(self, optimizer: torch.optim.Optimizer, watched: Watched, bad: list[str], names: list[str],
+                 params: list[torch.Tensor], reading: StepReading, scaler: Any) -> None:
+        """A GradScaler's skipped step: normal while its scale settles, a stop when the skips do not end."""
+        watched.skips += 1
+        self.result.skipped += 1
+        if watched.skips < self.options.skips:
+            self.calls, self.losses = [], []  # the scaler drops this step: its calls are not the next one's
+            return
+        scale = float(scaler.get_scale())  # read only here: a healthy step pays no second host read
+        first = scale * 2 ** (watched.skips - 1)
+        note = (f"GradScaler skipped {watched.skips} steps in a row: its scale fell from {first:g} to {scale:g} and the "
+                "gradients still overflowed float16")
+        fits = None
+        if self.options.replay and all(math.isfinite(v) for v in reading.losses):
+            from .scaler import fitting_scale
+
+            self._paused = True
+            try:
+                fits = fitting_scale(list(self.calls), params, scale)
+            except Exception:  # noqa: BLE001 - an estimate that fails must not hide the stop
+                fits = None
+            finally:
+                self._paused = False
+        if fits is not None:
+            note += (f"; the step's unscaled gradients would fit float16 at a scale of {fits:g}" +
+                     (" (below 1: the model's own gradients overflow float16, whatever the scaler does)" if fits < 1
+                      else f" (GradScaler(init_scale={fits:g}))"))
+        self.result.notes.append(note)
+        self._stop(optimizer, watched, bad, names, params, reading, "scaler_skips", scale, fits)
+
     def _stop(self, optimizer: torch.optim.Optimizer, watched: Watched, bad: list[str], names: list[str],
-              params: list[torch.Tensor], reading: StepReading) -> None:
+              params: list[torch.Tensor], reading: StepReading, kind: StopKind | None = None,
+              scale: float | None = None, fits: float | None = None) -> None:
         loss_bad = any(not math.isfinite(v) for v in reading.losses)
-        kind = "nonfinite_loss" if loss_bad else "nonfinite_gradient"
+        kind = kind or ("nonfinite_loss" if loss_bad else "nonfinite_gradient")
         stop = Stop(watched.steps, kind, watched.label, bad, module_of(bad[0]) if bad else None, reading.loss)
+        stop.scale, stop.fits = scale, fits
+        stop.ranks = list(self._bad_ranks) or None
         self.result.stop = stop
         losses = [loss for _, loss in watched.recent]
         if len(losses) == DIVERGING and all(0 < a and 2 * a < b for a, b in zip(losses, losses[1:])):
@@ -297,6 +375,30 @@ class Watch:
 
             save_bundle(self.options.save, self, optimizer, stop, self.script)
         raise WatchStop(self.result)
+
+
+def _ranks_deciding(reading: StepReading, grads: list[torch.Tensor | None]) -> list[int]:
+    """Under torch.distributed, every rank's verdict on this step from one all-reduce of a small
+    flag tensor, so that all ranks stop at the same step (a rank that stopped alone would leave
+    the others waiting in their next collective). Returns the bad ranks as -(rank+1) when their
+    loss was non-finite, rank+1 when only their gradients were (loss ranks first); [] when all
+    are fine or there is no process group."""
+    dist = torch.distributed
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+        return []
+    world, rank = dist.get_world_size(), dist.get_rank()
+    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+    flags = torch.zeros(world, 2, device=device)
+    flags[rank, 0] = float(not all(math.isfinite(v) for v in reading.losses))
+    flags[rank, 1] = float(not all(n is None or math.isfinite(n) for n in reading.norms))
+    dist.all_reduce(flags)
+    seen = flags.tolist()
+    return [-(r + 1) for r in range(world) if seen[r][0]] or [r + 1 for r in range(world) if seen[r][1]]
+
+
+def _autocast() -> list[tuple[str, torch.dtype]]:
+    """The autocast in force for a call (device, dtype), so that its replay computes in the same dtypes."""
+    return [(device, torch.get_autocast_dtype(device)) for device in ("cpu", "cuda") if torch.is_autocast_enabled(device)]
 
 
 def _keep(call: Call, index: int) -> Callable[[torch.Tensor], None]:

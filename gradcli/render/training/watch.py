@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ...watcher.result import Stop, WatchResult
 
 _STOP_WORDS = {"nonfinite_loss": "the loss is not finite", "nonfinite_gradient": "a gradient is not finite",
+               "scaler_skips": "GradScaler skipped step after step: the float16 gradients kept overflowing",
                "spike": "a spike (--stop-on spike)"}
 _FINDING_WORDS = {"loss_spike": "loss spike", "grad_spike": "gradient-norm spike", "no_gradient": "no gradient",
                   "dead": "all-zero gradient (dead)", "vanishing": "vanishing", "exploding": "exploding"}
@@ -28,7 +29,8 @@ def watch_lines(result: "WatchResult") -> list[str]:
         lines += _stop_lines(what, result)
     else:
         end = "finished" if result.finished else "ended"
-        lines.append(f"{what}: {end}; {result.steps} optimizer step(s) applied, {result.checks} checked, "
+        skipped = f", {result.skipped} skipped by GradScaler" if result.skipped else ""
+        lines.append(f"{what}: {end}; {result.steps} optimizer step(s) applied{skipped}, {result.checks} checked, "
                      f"{'no finding' if not result.findings else _count(len(result.findings), 'finding')}")
     if result.findings:
         lines += ["", "findings (each reported at the first step it was seen):"]
@@ -42,8 +44,10 @@ def watch_lines(result: "WatchResult") -> list[str]:
 def _stop_lines(what: str, result: "WatchResult") -> list[str]:
     stop: Stop = result.stop  # type: ignore[assignment]
     lines = [f"{what}: stopped at step {stop.step} of {stop.optimizer}, before it was applied "
-             f"({stop.step - 1} step(s) of it applied; {result.checks} checked in all)",
-             f"  {_STOP_WORDS[stop.kind]}" + (f" (loss {stop.loss:g})" if stop.loss is not None else "")]
+             f"({stop.step - 1 - result.skipped + (stop.kind == 'scaler_skips')} step(s) of it applied"
+             + (f", {result.skipped} skipped by GradScaler" if result.skipped else "") + f"; {result.checks} checked in all)",
+             f"  {_STOP_WORDS[stop.kind]}" + (f" (loss {stop.loss:g})" if stop.loss is not None else "")
+             + (f" on rank(s) {', '.join(map(str, stop.ranks))}" if stop.ranks else "")]
     if stop.parameters:
         lines.append(f"  non-finite gradients: {_names(stop.parameters, 6)}"
                      + (f" (first in module {stop.module})" if stop.module else ""))
@@ -60,6 +64,8 @@ def _stop_lines(what: str, result: "WatchResult") -> list[str]:
             lines.append(f"    {os.path.basename(origin.file)}:{origin.line}" + (f"  {origin.code}" if origin.code else ""))
     if stop.cause is not None:
         lines.append(f"  cause: {stop.cause.kind}: {stop.cause.summary}")
+    if stop.scale is not None:
+        lines.append(f"  GradScaler's scale: {stop.scale:g}" + (f"; a scale of {stop.fits:g} would fit" if stop.fits else ""))
     replay = stop.replay
     if replay is not None:
         if replay.how == "replayed":

@@ -1,0 +1,49 @@
+"""`gradcli.callbacks.LightningCallback`: watch inside Lightning's `Trainer.fit`.
+
+Checks in `on_before_optimizer_step`, which Lightning calls after backward and after the
+GradScaler's unscaling (precision="16-mixed"), before gradient clipping and the update; with
+`accumulate_grad_batches` it comes once per update, after the last micro-batch. A stop raises
+`gradcli.WatchStop` out of `trainer.fit(...)` (Lightning re-raises a callback's exception
+after its own teardown); `callback.result` holds the same `WatchResult` either way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+try:
+    from lightning.pytorch.callbacks import Callback
+except ImportError:  # the older package name
+    from pytorch_lightning.callbacks import Callback
+
+from .trainers import TriggeredWatch
+
+
+class LightningCallback(Callback):
+    """Lightning callback: every optimizer step checked before it is applied (gradcli.watch's options)."""
+
+    def __init__(self, **options: Any) -> None:
+        self._watch = TriggeredWatch("LightningCallback", options)
+
+    @property
+    def result(self) -> Any:
+        """The last fit's WatchResult (None before a fit)."""
+        return self._watch.result
+
+    def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
+        self._watch.open(root=pl_module)
+
+    def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
+        self._watch.check(optimizer, getattr(trainer.precision_plugin, "scaler", None))
+
+    def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
+        self._watch.pause(True)
+
+    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+        self._watch.pause(False)
+
+    def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
+        self._watch.close(finished=True)
+
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        self._watch.close()

@@ -1,0 +1,42 @@
+"""`gradcli.callbacks.TrainerCallback`: watch inside Hugging Face's `Trainer.train`.
+
+Checks in `on_pre_optimizer_step`, which the Trainer calls after backward and gradient
+clipping, just before `optimizer.step()`. The Trainer's default `logging_nan_inf_filter`
+logs a running mean in place of a nan loss while the update still applies; the check reads
+the loss `backward` ran on and the gradients themselves, so the filter hides nothing from it.
+A stop raises `gradcli.WatchStop` out of `trainer.train()`; `callback.result` holds the
+same `WatchResult`. Under fp16 the optimizer's GradScaler (accelerate keeps it on the
+optimizer) makes a non-finite gradient under a finite loss a skipped step, counted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from transformers import TrainerCallback as _HFCallback
+
+from .trainers import TriggeredWatch
+
+
+class TrainerCallback(_HFCallback):
+    """transformers callback: every optimizer step checked before it is applied (gradcli.watch's options)."""
+
+    def __init__(self, **options: Any) -> None:
+        self._watch = TriggeredWatch("TrainerCallback", options)
+
+    @property
+    def result(self) -> Any:
+        """The last run's WatchResult (None before a run)."""
+        return self._watch.result
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+        self._watch.open(root=model)
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._watch.begin()
+
+    def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, optimizer: Any = None, **kwargs: Any) -> None:
+        self._watch.check(optimizer, getattr(optimizer, "scaler", None))
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._watch.close(finished=True)
