@@ -89,6 +89,24 @@ def _discovery(target: str):
     return check_discovered(target, seed=0)
 
 
+WATCH_TRAIN = ROOT / "examples" / "watch" / "train.py"
+
+
+def _watch(fault: str):
+    """examples/watch/train.py's loop (5 steps, the fault at step 3) under gradcli.watch()."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("watch_train_outcome", WATCH_TRAIN)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with gradcli.watch() as watched:
+        try:
+            module.train("mlp", fault, 5, 3)
+        except gradcli.WatchStop:
+            pass
+    return watched.result
+
+
 # (id, library call, the same run from the command line, whether it should pass)
 CASES = [
     ("trace-ok", lambda: gradcli.trace("(x*x).sum()", ["x=[1.0, 2.0]"]),
@@ -128,6 +146,10 @@ CASES = [
     ("demo-ok", lambda: _demo("graph"), ["demo", "graph", "--json"], True),
     # --buggy runs the classic mistakes through the checks that catch them, failing on purpose
     ("demo-buggy", lambda: _demo("swish", buggy=True), ["demo", "swish", "--buggy", "--json"], False),
+    ("watch-ok", lambda: _watch("none"), ["watch", "-q", str(WATCH_TRAIN), "--steps", "5", "--at", "3"], True),
+    # an inf in step 3's batch: stopped before it is applied
+    ("watch-stopped", lambda: _watch("inf_batch"),
+     ["watch", "-q", str(WATCH_TRAIN), "--fault", "inf_batch", "--steps", "5", "--at", "3"], False),
 ]
 
 
@@ -153,7 +175,7 @@ def result_classes() -> set[str]:
 
 #: The result classes the cases below run; a new command's result adds its cases here.
 COVERED = {"TraceResult", "CheckResult", "LibraryCheck", "FunctionResult", "DiscoveryResult", "GradsResult",
-           "MemoryResult", "CompareResult", "PlotData", "DemoRun",
+           "MemoryResult", "CompareResult", "PlotData", "DemoRun", "WatchResult",
            "DistributedResult", "DistributedGrads"}
 
 

@@ -16,8 +16,8 @@ from typing import Any
 __all__ = ["LightningCallback", "TrainerCallback"]
 
 _LAZY = {
-    "LightningCallback": "gradcli.watcher.lightning_callback",
-    "TrainerCallback": "gradcli.watcher.trainer_callback",
+    "LightningCallback": "gradcli.watcher.trainers.lightning",
+    "TrainerCallback": "gradcli.watcher.trainers.huggingface",
 }
 
 

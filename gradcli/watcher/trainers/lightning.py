@@ -16,7 +16,7 @@ try:
 except ImportError:  # the older package name
     from pytorch_lightning.callbacks import Callback
 
-from .trainers import TriggeredWatch
+from .triggered import TriggeredWatch
 
 
 class LightningCallback(Callback):

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import UsageError
-from .options import WatchOptions
-from .result import WatchResult, WatchStop
-from .session import Watch
+from ...errors import UsageError
+from ..options import WatchOptions
+from ..result import WatchResult, WatchStop
+from ..session import Watch
 
 
 class TriggeredWatch:

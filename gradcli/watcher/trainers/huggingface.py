@@ -15,7 +15,7 @@ from typing import Any
 
 from transformers import TrainerCallback as _HFCallback
 
-from .trainers import TriggeredWatch
+from .triggered import TriggeredWatch
 
 
 class TrainerCallback(_HFCallback):
