@@ -41,8 +41,8 @@ def watch_command(
     its cause is named.
 
     gradcli's options come before the script; everything after it is the script's own.
-    Exit status: 0 the script finished and nothing was found, 1 a stop or a finding, 2
-    gradcli could not run it (the script's own exception is shown as its traceback).
+    Exit status: 0 the script finished and nothing was found, 1 a stop or a finding, 2 the
+    script could not be run, or raised an exception of its own (shown as its traceback).
 
     Examples:
 

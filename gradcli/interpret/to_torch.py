@@ -219,12 +219,17 @@ class _TorchBuilder(Interpreter):
                       for key, value in node.kwargs}
         operands = [v for p, v in (*zip(op.params, args), *((kinds[k], v) for k, v in kwargs.items()))
                     if isinstance(v, tensor) and getattr(p, "kind", p) in ("tensor", "scalar")]
+        made = []  # numbers made tensors here: operands too from now on (logsumexp(0.5, dim=0)'s
+        # dim must not be taken for a lone number below)
         for index, (p, value) in enumerate(zip(op.params, args)):
             if (p.kind == "tensor" and _is_number(value)) or (p.kind == "scalar" and self._float_beside_integers(value, operands)):
                 args[index] = self._number(value, operands)
+                made.append(args[index])
         for key, value in kwargs.items():
             if (kinds[key] == "tensor" and _is_number(value)) or (kinds[key] == "scalar" and self._float_beside_integers(value, operands)):
                 kwargs[key] = self._number(value, operands)
+                made.append(kwargs[key])
+        operands += made
         if op.kind in _MOVING:
             if op.kind != "constructor" and not isinstance(args[0], tensor) and op.params[0].kind != "tensors":
                 args[0] = self._number(args[0], operands) if _is_number(args[0]) else self._argument("tensor", args[0])
