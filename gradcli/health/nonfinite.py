@@ -47,6 +47,23 @@ def find_origin(
         origin.forward_op, origin.forward_in_loss = "the loss", True
     if not isinstance(loss, torch.Tensor) or loss.grad_fn is None:
         return origin
+    node = first_nonfinite_node(loss, params)
+    if node is not None:
+        origin.backward_node = node.name()
+        tagged = origin_of(node)
+        origin.backward_source = _source(tagged)
+        # A node forward did not make is the loss's (a loss function's own nodes carry its
+        # lines too, so the tag alone no longer tells).
+        made_by_forward = {id(n) for t in _tensors(out) if t.grad_fn is not None for n in _nodes(t.grad_fn)}
+        origin.backward_in_loss = id(node) not in made_by_forward
+    return origin
+
+
+def first_nonfinite_node(root: torch.Tensor, params: list[torch.Tensor]) -> Any:
+    """The first node of `root`'s graph, in the order backward runs them, whose outgoing
+    gradient holds nan or inf; None when none does. The gradients are taken with
+    torch.autograd.grad (`.grad` is not touched); a backward that raises part-way still
+    reports what ran before it."""
     first: list[Any] = []
 
     def hook_for(node: Any) -> Any:
@@ -56,24 +73,15 @@ def find_origin(
 
         return hook
 
-    handles = [node.register_hook(hook_for(node)) for node in _nodes(loss.grad_fn)]
+    handles = [node.register_hook(hook_for(node)) for node in _nodes(root.grad_fn)]
     try:
-        torch.autograd.grad(loss, params, allow_unused=True)
+        torch.autograd.grad(root, params, allow_unused=True)
     except RuntimeError:
-        pass  # the first pass reported it; the hooks already saw what ran
+        pass  # the hooks saw what ran before it failed
     finally:
         for handle in handles:
             handle.remove()
-    if first:
-        node = first[0]
-        origin.backward_node = node.name()
-        tagged = origin_of(node)
-        origin.backward_source = _source(tagged)
-        # A node forward did not make is the loss's (a loss function's own nodes carry its
-        # lines too, so the tag alone no longer tells).
-        made_by_forward = {id(n) for t in _tensors(out) if t.grad_fn is not None for n in _nodes(t.grad_fn)}
-        origin.backward_in_loss = id(node) not in made_by_forward
-    return origin
+    return first[0] if first else None
 
 
 def _tensors(value: Any, depth: int = 4) -> list[torch.Tensor]:

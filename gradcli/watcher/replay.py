@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from ..health.nonfinite import _nodes
+from ..health.nonfinite import first_nonfinite_node
 from ..targets.record import ForwardRecorder, origin_of
 from .calls import output_tensors
 from .causes import backward_cause, forward_cause, function_origin, origin_from
@@ -132,24 +132,7 @@ def _first_bad_node(root: torch.Tensor | None, params: list[torch.Tensor]) -> An
     """The first node, in the order backward runs them, whose outgoing gradient holds nan or inf."""
     if root is None or root.grad_fn is None:
         return None
-    first: list[Any] = []
-
-    def hook_for(node: Any) -> Any:
-        def hook(grad_inputs: Any, grad_outputs: Any) -> None:
-            if not first and any(g is not None and not bool(torch.isfinite(g).all()) for g in grad_inputs):
-                first.append(node)
-
-        return hook
-
-    handles = [node.register_hook(hook_for(node)) for node in _nodes(root.grad_fn)]
-    try:
-        torch.autograd.grad(root, [p for p in params if p.requires_grad], allow_unused=True)
-    except RuntimeError:
-        pass  # the hooks saw what ran before it failed
-    finally:
-        for handle in handles:
-            handle.remove()
-    return first[0] if first else None
+    return first_nonfinite_node(root, [p for p in params if p.requires_grad])
 
 
 def _backward_cause(node: Any, calls: list[Any], params: dict[str, torch.Tensor], names: dict[int, str]) -> WatchCause:
