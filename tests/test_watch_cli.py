@@ -89,7 +89,8 @@ def test_findings_exit_1_and_the_log_has_a_line_per_checked_step(tmp_path):
     assert "no gradient" in done.stderr and "spare.weight, spare.bias" in done.stderr
     records = [json.loads(line) for line in log.read_text().splitlines()]
     assert [r["step"] for r in records] == [2, 4, 6, 8]
-    assert set(records[0]) == {"step", "optimizer", "loss", "grad_norm", "loss_z", "grad_z", "layers"}
+    assert set(records[0]) == {"step", "optimizer", "loss", "grad_norm", "loss_z", "grad_z", "layers",
+                               "adam_ratios"}
     assert set(records[0]["layers"]) == {"fc1", "proj", "head"}
 
 

@@ -4,7 +4,8 @@ run without gradcli (watch reads, it never draws a random number or touches a te
 The three runs of the issue: an MLP with Adam for 300 steps, a CNN with BatchNorm and dropout
 (SGD with momentum), a small Transformer language model with AdamW, warmup and gradient-norm
 clipping (examples/watch/train.py). The largest robust z-score each run reached is printed
-(`pytest -s`) and bounded well under the spike threshold: the calibration the README quotes.
+(`pytest -s`) and bounded well under the spike threshold, and so is the largest ratio of a
+layer's g² to Adam's second moment: the calibration the README quotes.
 """
 
 from __future__ import annotations
@@ -47,5 +48,7 @@ def test_a_healthy_run_ends_with_no_finding_and_the_same_weights(tmp_path, model
     records = [json.loads(line) for line in log.read_text().splitlines()]
     assert [r["step"] for r in records] == list(range(1, steps + 1))
     z = [abs(r[k]) for r in records for k in ("loss_z", "grad_z") if r[k] is not None]
-    print(f"{model}: largest |z| over {steps} steps: {max(z):.1f}")
-    assert max(z) < WatchOptions().spike
+    ratios = [r for record in records for r in record["adam_ratios"].values()]  # Adam's runs: mlp, lm
+    print(f"{model}: largest |z| over {steps} steps: {max(z):.1f}; largest layer g²/v̂: {max(ratios, default=0):.1f}")
+    assert max(z) < WatchOptions().spike and max(ratios, default=0) < WatchOptions().adam_ratio
+    assert bool(ratios) == (model != "cnn")  # the CNN's SGD keeps no second moment

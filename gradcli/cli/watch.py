@@ -26,7 +26,8 @@ def watch_command(
     every: Annotated[int, typer.Option("--every", metavar="N", help="Check every N-th optimizer step (1: each one, stopped before a bad update).")] = 1,
     health_every: Annotated[int, typer.Option("--health-every", metavar="M", help="grads' vanishing/exploding verdicts every M-th checked step (0: never).")] = 100,
     window: Annotated[int, typer.Option("--window", metavar="W", help="Checked steps the spike statistic looks back over.")] = 50,
-    stop_on: Annotated[Optional[List[str]], typer.Option("--stop-on", metavar="WHAT", help="nonfinite (always) or spike: also stop on a loss or gradient-norm spike. Repeatable.")] = None,
+    adam_ratio: Annotated[float, typer.Option("--adam-ratio", metavar="R", help="Warn when a layer's g² passes R times Adam's second moment (Adam-family optimizers).")] = 10.0,
+    stop_on: Annotated[Optional[List[str]], typer.Option("--stop-on", metavar="WHAT", help="nonfinite (always) or spike: also stop before a step with a loss, gradient-norm or layer spike, or a layer's g² far above Adam's second moment. Repeatable.")] = None,
     replay: Annotated[bool, typer.Option("--replay/--no-replay", help="Replay a stopped step to find where the first nan or inf was born, and why.")] = True,
     save: Annotated[Optional[Path], typer.Option("--save", metavar="DIR", help="Write the stopped step's replay bundle (weights, optimizer state, inputs, random state) to DIR.")] = None,
     json_path: Annotated[Optional[Path], typer.Option("--json", metavar="PATH", help="Write the result as JSON to PATH (docs/json.md, watch).")] = None,
@@ -72,7 +73,7 @@ def watch_command(
         import tempfile
 
         log_path = Path(tempfile.mkdtemp(prefix="gradcli-watch-")) / "steps.jsonl"
-    options = WatchOptions(every=every, health_every=health_every, window=window,
+    options = WatchOptions(every=every, health_every=health_every, window=window, adam_ratio=adam_ratio,
                            stop_on=tuple(dict.fromkeys(["nonfinite", *(stop_on or [])])),  # type: ignore[arg-type]
                            replay=replay, log=log_path, save=save)
     status = None if quiet else StatusLine()

@@ -26,7 +26,7 @@ MARK = "#d94801"
 
 
 def read_log(path: str | Path) -> list[dict[str, Any]]:
-    """The JSON lines of `--log` (each: step, optimizer, loss, grad_norm, loss_z, grad_z, layers)."""
+    """The JSON lines of `--log` (each: step, optimizer, loss, grad_norm, loss_z, grad_z, layers, adam_ratios)."""
     return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
 
 

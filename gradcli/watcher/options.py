@@ -19,6 +19,7 @@ class WatchOptions:
     window: int = 50  # the spike statistic's window, in checked steps
     spike: float = 8.0  # a spike is a robust z-score above this ... (spikes.py says why)
     spike_ratio: float = 3.0  # ... and a value above this many times the window's median
+    adam_ratio: float = 10.0  # a layer's g² over Adam's second moment above this is a warning (precursors.py)
     stop_on: tuple[StopOn, ...] = ("nonfinite",)
     replay: bool = True  # replay the bad step to find the origin and cause
     log: Path | None = None  # JSON lines, one per checked step
@@ -36,6 +37,8 @@ class WatchOptions:
             raise UsageError(f"skips must be 2 or more (a GradScaler's first step is skipped), not {self.skips}")
         if not self.spike > 0 or not self.spike_ratio > 1:
             raise UsageError("--spike must be positive and the spike ratio above 1")
+        if not self.adam_ratio > 1:
+            raise UsageError(f"--adam-ratio must be above 1 (a steady run's ratio is about 1), not {self.adam_ratio}")
         unknown = [s for s in self.stop_on if s not in ("nonfinite", "spike")]
         if unknown:
             raise UsageError(f"--stop-on takes nonfinite or spike, not {', '.join(unknown)}")

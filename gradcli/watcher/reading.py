@@ -6,7 +6,9 @@ or an inf), and the lot is stacked into one vector and read back with a single `
 no `.item()` per parameter, no forward or backward of its own, no random numbers drawn. A
 norm is nan or inf whenever an element is (or, rarely, when a float16 sum of squares
 overflows): `nonfinite_parameters` confirms element by element, and only runs on that rare
-path.
+path. When precursors.py needs Adam's second moments summed (to set its running sums, or each
+check when they cannot be kept without reading), their L1 norms join the same vector: still
+one host read.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ HOST_READS = [0]
 class StepReading:
     losses: list[float]  # each backward root's sum, in the order backward ran
     norms: list[float | None]  # each parameter's gradient norm; None where it has no gradient
+    moments: list[float] | None = None  # the sums of the second moments asked for, in their order
 
     @property
     def loss(self) -> float | None:
@@ -39,29 +42,33 @@ class StepReading:
             n is None or math.isfinite(n) for n in self.norms)
 
 
-def read_step(losses: list[torch.Tensor], grads: list[torch.Tensor | None]) -> StepReading:
+def read_step(losses: list[torch.Tensor], grads: list[torch.Tensor | None],
+              moments: list[torch.Tensor] | None = None) -> StepReading:
+    """`moments`: second-moment tensors (all >= 0) whose sums are wanted too."""
     present = [g for g in grads if g is not None]
     parts = []
     with torch.no_grad():
         if present:
             parts.append(_norms(present))
+        if moments:
+            parts.append(_norms(moments, order=1).to(parts[0].device if parts else moments[0].device))
         if losses:
             parts.append(torch.stack([loss.detach().float().sum().to(_device(parts, loss)) for loss in losses]))
         values = torch.cat(parts).tolist() if parts else []
     HOST_READS[0] += 1
-    norms_read = values[:len(present)]
-    it = iter(norms_read)
+    it = iter(values[:len(present)])
     norms = [next(it) if g is not None else None for g in grads]
-    return StepReading(values[len(present):], norms)
+    taken = len(present) + len(moments or ())
+    return StepReading(values[taken:], norms, values[len(present):taken] if moments else None)
 
 
-def _norms(grads: list[torch.Tensor]) -> torch.Tensor:
-    grads = [g.to_local() if hasattr(g, "to_local") else g for g in grads]  # an FSDP2 DTensor: its shard
-    device = grads[0].device
+def _norms(tensors: list[torch.Tensor], order: int = 2) -> torch.Tensor:
+    tensors = [t.to_local() if hasattr(t, "to_local") else t for t in tensors]  # an FSDP2 DTensor: its shard
+    device = tensors[0].device
     try:
-        norms = torch._foreach_norm(grads)
+        norms = torch._foreach_norm(tensors, order)
     except (RuntimeError, TypeError):  # mixed devices or layouts: one norm each
-        norms = [torch.linalg.vector_norm(g) for g in grads]
+        norms = [torch.linalg.vector_norm(t, order) for t in tensors]
     return torch.stack([n.to(device=device, dtype=torch.float32) for n in norms])
 
 

@@ -12,7 +12,8 @@ from ..words import problem_sentences
 #: Why a run was stopped.
 StopKind = Literal["nonfinite_loss", "nonfinite_gradient", "scaler_skips", "spike"]
 #: What a finding says about one step.
-FindingKind = Literal["loss_spike", "grad_spike", "no_gradient", "dead", "vanishing", "exploding"]
+FindingKind = Literal["loss_spike", "grad_spike", "layer_spike", "adam_ratio", "no_gradient", "dead", "vanishing",
+                      "exploding"]
 #: Where the first nan or inf was born.
 Phase = Literal["input", "forward", "backward", "weights"]
 #: The catalogue of causes a stop can name (docs/causes.md, "watch").
@@ -140,7 +141,9 @@ class WatchResult(Reported):
 _STOPS = {"nonfinite_loss": "the loss was not finite", "nonfinite_gradient": "a gradient was not finite",
           "scaler_skips": "GradScaler skipped step after step (its scale kept halving)",
           "spike": "a spike (--stop-on spike)"}
-_FINDINGS = {"loss_spike": "a loss spike", "grad_spike": "a gradient-norm spike", "no_gradient": "no gradient",
+_FINDINGS = {"loss_spike": "a loss spike", "grad_spike": "a gradient-norm spike",
+             "layer_spike": "a layer's gradient-norm spike", "adam_ratio": "gradients far above Adam's second moment",
+             "no_gradient": "no gradient",
              "dead": "an all-zero gradient, step after step (dead)", "vanishing": "a vanishing gradient",
              "exploding": "an exploding gradient"}
 

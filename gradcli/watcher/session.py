@@ -30,6 +30,7 @@ from . import health
 from .calls import Call, output_tensors
 from .names import Names, module_of
 from .options import WatchOptions
+from .precursors import Precursors
 from .reading import StepReading, nonfinite_parameters, read_step
 from .result import Replay, Stop, StopKind, WatchFinding, WatchResult, WatchStop
 from .spikes import SpikeDetector
@@ -40,6 +41,9 @@ from .steplog import StepLog
 MAX_CALLS = 64
 #: Checked steps of a loss more than doubling each time that make a divergence.
 DIVERGING = 3
+#: The findings --stop-on spike stops on, and how the note names them.
+SPIKES = {"loss_spike": "a loss spike", "grad_spike": "a gradient-norm spike",
+          "layer_spike": "a layer's gradient-norm spike", "adam_ratio": "gradients far above Adam's second moment"}
 #: Called after each checked step with (optimizer label, step, reading); the CLI's status line.
 Listener = Callable[[str, int, StepReading], None]
 
@@ -52,6 +56,7 @@ class Watched:
     steps: int = 0
     loss_spikes: SpikeDetector | None = None
     grad_spikes: SpikeDetector | None = None
+    precursors: Precursors | None = None  # per-layer norms and Adam's ratio (precursors.py)
     reported: set[tuple[str, str]] = field(default_factory=set)  # (finding kind, parameter) already reported
     zeros: dict[str, int] = field(default_factory=dict)  # parameter -> first step of its all-zero gradients
     recent: list[tuple[int, float]] = field(default_factory=list)  # the last few (step, loss), for a divergence
@@ -256,7 +261,8 @@ class Watch:
             same = sum(1 for w in self.watched.values() if w.label.split("#")[0] == type(optimizer).__name__)
             label = type(optimizer).__name__ + (f"#{same + 1}" if same else "")
             watched = Watched(label, loss_spikes=SpikeDetector(o.window, o.spike, o.spike_ratio),
-                              grad_spikes=SpikeDetector(o.window, o.spike, o.spike_ratio))
+                              grad_spikes=SpikeDetector(o.window, o.spike, o.spike_ratio),
+                              precursors=Precursors(o.window, o.spike, o.spike_ratio, o.adam_ratio, o.every))
             self.watched[id(optimizer)] = watched
             self.result.optimizers.append(label)
         return watched
@@ -264,7 +270,8 @@ class Watch:
     def _check(self, optimizer: torch.optim.Optimizer, watched: Watched, scaler: Any = None) -> None:
         params = [p for group in optimizer.param_groups for p in group["params"] if p.requires_grad]
         grads = [p.grad for p in params]
-        reading = read_step(self.losses, grads)
+        precursors: Precursors = watched.precursors  # type: ignore[assignment]
+        reading = read_step(self.losses, grads, precursors.moments.wanted(optimizer))
         watched.checks += 1
         self.result.checks += 1
         step = watched.steps
@@ -294,6 +301,7 @@ class Watch:
             found.append(health.spike_finding("loss_spike", loss_spike))
         if grad_spike is not None:
             found.append(health.spike_finding("grad_spike", grad_spike, reading, names))
+        found += precursors.judge(reading, names, params)
         if self.options.health_every and watched.checks % self.options.health_every == 0:
             found += health.sizes(params, reading, names, self.names.owners(), watched.reported)
         for kind, parameters, detail, at in found:
@@ -301,13 +309,17 @@ class Watch:
                                                      module_of(parameters[0]) if parameters else None, detail))
         if self._log is not None:
             self._log.write(watched.label, step, reading, names, watched.loss_spikes.last_z,  # type: ignore[union-attr]
-                            watched.grad_spikes.last_z)  # type: ignore[union-attr]
+                            watched.grad_spikes.last_z, precursors.ratios)  # type: ignore[union-attr]
         if self.listener is not None:
             self.listener(watched.label, step, reading)
-        if "spike" in self.options.stop_on and (loss_spike or grad_spike):
-            kind = "loss_spike" if loss_spike else "grad_spike"
-            self.result.stop = Stop(step, "spike", watched.label, [], None, reading.loss)
-            self.result.notes.append(f"stopped on a {kind.replace('_', ' ')} (--stop-on spike)")
+        spiking = [f for f in found if f[0] in SPIKES]
+        if "spike" in self.options.stop_on and spiking:
+            kind, parameters, detail, _ = spiking[0]
+            layer = detail.get("layer")
+            self.result.stop = Stop(step, "spike", watched.label, parameters if layer is not None else [],
+                                    layer, reading.loss)
+            self.result.notes.append(f"stopped on {SPIKES[kind]}" + (f" in {layer or 'the model'}" if layer is not None
+                                                                     else "") + " (--stop-on spike)")
             raise WatchStop(self.result)
 
     def _skipped(self, optimizer: torch.optim.Optimizer, watched: Watched, bad: list[str], names: list[str],

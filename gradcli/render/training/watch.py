@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 _STOP_WORDS = {"nonfinite_loss": "the loss is not finite", "nonfinite_gradient": "a gradient is not finite",
                "scaler_skips": "GradScaler skipped step after step: the float16 gradients kept overflowing",
                "spike": "a spike (--stop-on spike)"}
-_FINDING_WORDS = {"loss_spike": "loss spike", "grad_spike": "gradient-norm spike", "no_gradient": "no gradient",
+_FINDING_WORDS = {"loss_spike": "loss spike", "grad_spike": "gradient-norm spike",
+                  "layer_spike": "layer gradient-norm spike", "adam_ratio": "g² far above Adam's v", "no_gradient": "no gradient",
                   "dead": "all-zero gradient (dead)", "vanishing": "vanishing", "exploding": "exploding"}
 
 
@@ -90,6 +91,8 @@ def _names(names: list[str], limit: int = 4) -> str:
 def _numbers(detail: dict) -> str:
     if "value" in detail:
         return f"{detail['value']:.4g} vs median {detail['median']:.4g} (z {detail['z']})"
+    if "ratio" in detail:
+        return f"Σg² = {detail['ratio']:g} x Σv̂"
     return ""
 
 
