@@ -14,6 +14,7 @@ Each fault is a thing that happens in real runs, switched on at step --at:
   dead       a bad update sets fc1's bias to -1000: its ReLU is off for every input
   unused     a layer the model holds but never calls
   spike      one batch whose labels are 100x too large
+  ramp       a learning rate multiplied by 1.25 every step from --at (a warmup that overshoots)
 Models (--model): mlp (Adam), cnn (BatchNorm, dropout, SGD with momentum), lm (a small
 Transformer language model: AdamW, warmup, gradient-norm clipping). Data comes from a
 generator seeded per step, so the script computes the same steps every time.
@@ -28,7 +29,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-FAULTS = ("none", "log0", "sqrt0", "where", "half", "inf_batch", "lr", "custom", "dead", "unused", "spike")
+FAULTS = ("none", "log0", "sqrt0", "where", "half", "inf_batch", "lr", "custom", "dead", "unused", "spike", "ramp")
 MODELS = ("mlp", "cnn", "lm")
 #: The learning rate of the `lr` fault: SGD on this MLP diverges with it from the first steps.
 LR_DIVERGING = 3.0
@@ -176,6 +177,9 @@ def train(model_name: str = "mlp", fault: str = "none", steps: int = 30, at: int
     model.train()
     for step in range(1, steps + 1):
         x, y = batch(model_name, fault, step, at)
+        if fault == "ramp" and step >= at:
+            for group in optimizer.param_groups:
+                group["lr"] *= 1.25
         if fault == "half":
             x = x.half()
         optimizer.zero_grad()

@@ -49,7 +49,9 @@ def _stop_lines(what: str, result: "WatchResult") -> list[str]:
              + (f", {result.skipped} skipped by GradScaler" if result.skipped else "") + f"; {result.checks} checked in all)",
              f"  {_STOP_WORDS[stop.kind]}" + (f" (loss {stop.loss:g})" if stop.loss is not None else "")
              + (f" on rank(s) {', '.join(map(str, stop.ranks))}" if stop.ranks else "")]
-    if stop.parameters:
+    if stop.parameters and stop.kind == "spike":  # a layer's warning (precursors.py): finite, but out of line
+        lines.append(f"  in layer {stop.module or 'the model'}: {_names(stop.parameters, 6)}")
+    elif stop.parameters:
         lines.append(f"  non-finite gradients: {_names(stop.parameters, 6)}"
                      + (f" (first in module {stop.module})" if stop.module else ""))
     origin = stop.origin
