@@ -1,5 +1,6 @@
-"""`torchrun --nproc-per-node 2 -m gradcli watch examples/watch/ddp.py` (gloo, CPU): only rank 1's
-targets hold an inf at step 3. Both ranks must stop at step 3 (one all-reduce of a flag tensor
+"""`torchrun --nproc-per-node 2 -m gradcli watch examples/watch/ddp.py` (gloo, CPU), under DDP and
+under FSDP2 (`--fsdp`: each rank holds a shard of each gradient): only rank 1's targets hold an
+inf at step 3. Both ranks must stop at step 3 (one all-reduce of a flag tensor
 decides together: a rank stopping alone would leave the other waiting), both must name rank 1,
 and torchrun must return with no process of the script left.
 
@@ -34,7 +35,8 @@ def rank_batch(rank: int, step: int):
 
 
 @pytest.mark.skipif(not torch.distributed.is_available(), reason="torch without torch.distributed")
-def test_both_ranks_stop_at_the_step_and_name_the_rank_whose_loss_was_not_finite(tmp_path):
+@pytest.mark.parametrize("sharding", [[], ["--fsdp"]], ids=["ddp", "fsdp2"])
+def test_both_ranks_stop_at_the_step_and_name_the_rank_whose_loss_was_not_finite(tmp_path, sharding):
     model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
     with torch.no_grad():  # whatever the weights after two steps, an inf target makes the loss inf
         finite = {r: math.isfinite(float(((model(rank_batch(r, AT)[0]) - rank_batch(r, AT)[1]) ** 2).mean()))
@@ -43,7 +45,8 @@ def test_both_ranks_stop_at_the_step_and_name_the_rank_whose_loss_was_not_finite
     torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable)) or "torchrun"
     out = tmp_path / "watch.json"
     run = subprocess.run([torchrun, "--standalone", "--nproc-per-node", "2", "-m", "gradcli", "watch", "-q",
-                          "--json", str(out), str(EXAMPLE), "--at", str(AT)],
+                          "--json", str(out), "--step-log", str(tmp_path / "steps.jsonl"), str(EXAMPLE), "--at", str(AT),
+                          *sharding],
                          capture_output=True, text=True, cwd=tmp_path)
     assert run.returncode != 0, run.stderr  # a stop is exit status 1 on each rank
     documents = [json.loads(out.read_text()), json.loads((tmp_path / "watch.rank1.json").read_text())]
@@ -51,6 +54,9 @@ def test_both_ranks_stop_at_the_step_and_name_the_rank_whose_loss_was_not_finite
         assert document["steps"] == AT - 1 and document["stop"]["step"] == AT
         assert document["stop"]["ranks"] == [1]
     assert documents[1]["stop"]["kind"] == "nonfinite_loss"  # rank 1's own loss
+    # one log per rank (--step-log: torchrun would read --log as its own --log-dir, abbreviated)
+    for log in (tmp_path / "steps.jsonl", tmp_path / "steps.rank1.jsonl"):
+        assert [json.loads(line)["step"] for line in log.read_text().splitlines()] == list(range(1, AT + 1))
     assert run.stderr.count(f"stopped at step {AT} of SGD") == 2 and "on rank(s) 1" in run.stderr
     left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and str(EXAMPLE) in _cmdline(p)]
     assert left == []

@@ -10,6 +10,9 @@ gradcli says would fit really applies the stopped step.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import torch
 
 import gradcli
@@ -132,3 +135,20 @@ def test_a_healthy_scaled_loop_is_not_stopped_and_its_skips_are_counted():
     assert f"{applied.count(True)} optimizer step(s) applied, {skipped} skipped by GradScaler" in watch_lines(w.result)[0]
     for (name, a), (_, b) in zip(plain.state_dict().items(), watched.state_dict().items()):
         assert torch.equal(a, b), name
+
+
+def test_the_command_lines_skips_option_sets_how_many_skips_make_a_stop(tmp_path):
+    from typer.testing import CliRunner
+
+    from gradcli.cli import app
+
+    _, applied, _ = loop(6, True)
+    assert not any(applied[:3])  # torch: the first three steps are skipped
+    script = tmp_path / "train.py"
+    script.write_text(f"import sys\nsys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+                      "import test_watch_scaler\ntest_watch_scaler.loop(6, True)\n")
+    out = tmp_path / "watch.json"
+    result = CliRunner().invoke(app, ["watch", "-q", "--skips", "3", "--no-replay", "--json", str(out), str(script)])
+    assert result.exit_code == 1, result.output
+    stop = json.loads(out.read_text())["stop"]
+    assert stop["kind"] == "scaler_skips" and stop["step"] == 3

@@ -10,6 +10,7 @@ TrainerCallback reads, at the same `on_pre_optimizer_step`, whether the gradient
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 
@@ -100,3 +101,46 @@ def test_a_healthy_run_ends_with_no_finding_and_the_same_weights(tmp_path):
     assert result.checks == result.steps == SAMPLES // BATCH
     for (name, a), (_, b) in zip(plain.state_dict().items(), watched.state_dict().items()):
         assert torch.equal(a, b), name
+
+
+class MaskedGPT2(transformers.GPT2LMHeadModel):
+    """A GPT-2 whose own forward computes the loss as the masked mean of its token losses (as a
+    subclass that customises the loss does): 0/0 on a sample whose labels are all -100."""
+
+    def forward(self, input_ids=None, labels=None, **kwargs):
+        out = super().forward(input_ids=input_ids, **kwargs)
+        logits, target = out.logits[:, :-1], labels[:, 1:]
+        mask = (target != -100).float()
+        ce = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.clamp(min=0).reshape(-1),
+                                               reduction="none").view(target.shape)
+        out.loss = ((ce * mask).sum(1) / mask.sum(1)).mean()
+        return out
+
+
+def test_a_fault_inside_the_model_stops_with_its_module_and_line(tmp_path):
+    def fit(callback):
+        torch.manual_seed(0)
+        config = transformers.GPT2Config(vocab_size=64, n_positions=LENGTH, n_embd=32, n_layer=2, n_head=2)
+        model = MaskedGPT2(config)
+        args = transformers.TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=BATCH,
+                                              num_train_epochs=1, report_to=[], save_strategy="no", use_cpu=True,
+                                              seed=0, disable_tqdm=True)
+        logging.getLogger("transformers").setLevel(logging.ERROR)
+        try:
+            transformers.Trainer(model=model, args=args, train_dataset=Tokens(13), callbacks=[callback]).train()
+        except gradcli.WatchStop:
+            pass
+        return model
+
+    truth = Truth()
+    fit(truth)
+    bad = [i + 1 for i, (finite, _) in enumerate(truth.steps) if not finite]
+    callback = TrainerCallback()
+    model = fit(callback)
+    stop = callback.result.stop
+    assert bad and stop.step == bad[0] and stop.kind == "nonfinite_loss"
+    assert all(torch.equal(v, truth.steps[bad[0] - 1][1][k]) for k, v in model.state_dict().items())
+    lines, first = inspect.getsourcelines(MaskedGPT2.forward)
+    division = first + next(i for i, text in enumerate(lines) if "/ mask.sum(1)" in text)
+    assert stop.origin.phase == "forward" and stop.origin.module == "" and stop.origin.line == division
+    assert stop.origin.file == __file__ and stop.cause is not None and stop.cause.kind == "division_by_zero"

@@ -1,6 +1,7 @@
 """A DDP training script for `torchrun --nproc-per-node 2 -m gradcli watch examples/watch/ddp.py`
 (gloo, CPU): only rank 1's targets hold an inf at step --at (default 3), so rank 1's loss is
-not finite and, through DDP's all-reduce, every rank's gradients are nan."""
+not finite and, through DDP's all-reduce, every rank's gradients are nan. With --fsdp the model
+is sharded by FSDP2 (`fully_shard`) instead: each rank holds a shard of each gradient."""
 
 import argparse
 
@@ -11,12 +12,20 @@ from torch.nn.parallel import DistributedDataParallel
 parser = argparse.ArgumentParser()
 parser.add_argument("--at", type=int, default=3)
 parser.add_argument("--steps", type=int, default=6)
+parser.add_argument("--fsdp", action="store_true", help="FSDP2 (fully_shard) instead of DDP")
 args = parser.parse_args()
 
 dist.init_process_group("gloo")
 rank = dist.get_rank()
 torch.manual_seed(0)
-model = DistributedDataParallel(torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1)))
+net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+if args.fsdp:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    model = fully_shard(net, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
+else:
+    model = DistributedDataParallel(net)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 data = torch.Generator().manual_seed(rank)
 try:

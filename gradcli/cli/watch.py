@@ -27,11 +27,12 @@ def watch_command(
     health_every: Annotated[int, typer.Option("--health-every", metavar="M", help="grads' vanishing/exploding verdicts every M-th checked step (0: never).")] = 100,
     window: Annotated[int, typer.Option("--window", metavar="W", help="Checked steps the spike statistic looks back over.")] = 50,
     adam_ratio: Annotated[float, typer.Option("--adam-ratio", metavar="R", help="Warn when a layer's g² passes R times Adam's second moment (Adam-family optimizers).")] = 10.0,
+    skips: Annotated[int, typer.Option("--skips", metavar="K", help="GradScaler's skipped steps in a row that make a stop (its scale fell 2**K-fold).")] = 8,
     stop_on: Annotated[Optional[List[str]], typer.Option("--stop-on", metavar="WHAT", help="nonfinite (always) or spike: also stop before a step with a loss, gradient-norm or layer spike, or a layer's g² far above Adam's second moment. Repeatable.")] = None,
     replay: Annotated[bool, typer.Option("--replay/--no-replay", help="Replay a stopped step to find where the first nan or inf was born, and why.")] = True,
     save: Annotated[Optional[Path], typer.Option("--save", metavar="DIR", help="Write the stopped step's replay bundle (weights, optimizer state, inputs, random state) to DIR.")] = None,
     json_path: Annotated[Optional[Path], typer.Option("--json", metavar="PATH", help="Write the result as JSON to PATH (docs/json.md, watch).")] = None,
-    log: Annotated[Optional[Path], typer.Option("--log", metavar="PATH", help="Write one JSON line per checked step to PATH: loss, gradient norm, per-layer norms, spike statistic.")] = None,
+    log: Annotated[Optional[Path], typer.Option("--log", "--step-log", metavar="PATH", help="Write one JSON line per checked step to PATH: loss, gradient norm, per-layer norms, spike statistic. Under torchrun write --step-log: torchrun reads --log as an abbreviation of its own --log-dir.")] = None,
     plot: Annotated[Optional[str], typer.Option("--plot", metavar="PATH", help="Draw the log (loss, gradient norm, per-layer heat map, flagged steps) to PATH: .png, .svg or .pdf.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No status line on stderr.")] = False,
 ) -> None:
@@ -68,14 +69,14 @@ def watch_command(
 
         picture_format(plot)
         require_matplotlib()
-    log_path = log
+    log_path, save = _per_rank(log), _per_rank(save)
     if plot is not None and log_path is None:
         import tempfile
 
         log_path = Path(tempfile.mkdtemp(prefix="gradcli-watch-")) / "steps.jsonl"
     options = WatchOptions(every=every, health_every=health_every, window=window, adam_ratio=adam_ratio,
                            stop_on=tuple(dict.fromkeys(["nonfinite", *(stop_on or [])])),  # type: ignore[arg-type]
-                           replay=replay, log=log_path, save=save)
+                           replay=replay, log=log_path, save=save, skips=skips)
     status = None if quiet else StatusLine()
     from ..watcher.run import watch_script
 
@@ -88,11 +89,11 @@ def watch_command(
         from ..render.formats import render
 
         json_path = _per_rank(json_path)
-
         json_path.write_text(str(render(result, "json")) + "\n", encoding="utf-8")
     if plot is not None and log_path is not None:
         from ..plot.watch import draw_watch_log
 
+        plot = str(_per_rank(Path(plot)))
         draw_watch_log(log_path, plot, result)
     console = _stderr_console()
     show(result, console=console)
@@ -101,12 +102,15 @@ def watch_command(
     raise typer.Exit(exit_status(result.ok))
 
 
-def _per_rank(path: Path) -> Path:
-    """Under torchrun every rank writes its own document: rank 0 to PATH, rank r to PATH's stem + .rank<r>."""
+def _per_rank(path: Optional[Path]) -> Optional[Path]:
+    """Under torchrun every rank writes its own files (--json, --log, --save, --plot): rank 0 to
+    PATH, rank r to PATH's stem + .rank<r> (a folder: DIR.rank<r>)."""
     import os
 
     rank = int(os.environ.get("RANK", "0") or 0)
-    return path.with_name(f"{path.stem}.rank{rank}{path.suffix}") if rank > 0 else path
+    if path is None or rank == 0:
+        return path
+    return path.with_name(f"{path.stem}.rank{rank}{path.suffix}")
 
 
 def _stderr_console():  # type: ignore[no-untyped-def]

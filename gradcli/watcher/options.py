@@ -34,7 +34,7 @@ class WatchOptions:
         if self.window < 5:
             raise UsageError(f"--window must be 5 or more checked steps, not {self.window}")
         if self.skips < 2:
-            raise UsageError(f"skips must be 2 or more (a GradScaler's first step is skipped), not {self.skips}")
+            raise UsageError(f"--skips must be 2 or more (a GradScaler's first step is skipped), not {self.skips}")
         if not self.spike > 0 or not self.spike_ratio > 1:
             raise UsageError("--spike must be positive and the spike ratio above 1")
         if not self.adam_ratio > 1:
