@@ -118,7 +118,7 @@ class Precursors:
             squares = [reading.norms[i] ** 2 for i in members if reading.norms[i] is not None]  # type: ignore[operator]
             detector = self.detectors.get(layer)
             if detector is None:
-                detector = self.detectors[layer] = SpikeDetector(self.window, self.threshold, self.ratio)
+                detector = self.detectors[layer] = SpikeDetector(self.window, self.threshold, self.ratio, scored=False)
             spike = detector.add(math.sqrt(sum(squares)) if squares else None)
             if spike is not None:
                 flagged.append(("layer_spike", layer, members,

@@ -36,9 +36,13 @@ class Spike:
 
 
 class SpikeDetector:
-    def __init__(self, window: int, threshold: float, ratio: float) -> None:
+    """`scored`: compute z for every value (last_z, for --log); otherwise only for a value above
+    `ratio` times the median, the only ones z can make a spike (precursors.py keeps one per
+    layer: the median absolute deviation's sort is then skipped on ordinary steps)."""
+
+    def __init__(self, window: int, threshold: float, ratio: float, scored: bool = True) -> None:
         self.values: deque[float] = deque(maxlen=window)
-        self.threshold, self.ratio = threshold, ratio
+        self.threshold, self.ratio, self.scored = threshold, ratio, scored
         self.last_z: float | None = None
 
     def add(self, value: float | None) -> Spike | None:
@@ -50,21 +54,17 @@ class SpikeDetector:
         log = math.log(value)
         spike = None
         if len(self.values) >= MIN_VALUES:
-            median, mad = _median_mad(self.values)
-            z = (log - median) / max(1.4826 * mad, 1e-3)
-            self.last_z = z
+            ordered = sorted(self.values)
+            median = _middle(ordered)
             above = log - median
-            if above > math.log(self.ratio) and (z > self.threshold or above > math.log(HUGE)):
-                spike = Spike(value, math.exp(median), z)
+            if self.scored or above > math.log(self.ratio):
+                z = (log - median) / max(1.4826 * _middle(sorted(abs(v - median) for v in ordered)), 1e-3)
+                self.last_z = z
+                if above > math.log(self.ratio) and (z > self.threshold or above > math.log(HUGE)):
+                    spike = Spike(value, math.exp(median), z)
         if spike is None:
             self.values.append(log)
         return spike
-
-
-def _median_mad(values: deque[float]) -> tuple[float, float]:
-    ordered = sorted(values)
-    median = _middle(ordered)
-    return median, _middle(sorted(abs(v - median) for v in ordered))
 
 
 def _middle(ordered: list[float]) -> float:
