@@ -30,6 +30,7 @@ import math
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -69,20 +70,12 @@ SPIKED = [
 
 
 # -- the three tasks -----------------------------------------------------------------------------
-class LM(nn.Module):
-    def __init__(self, vocab: int = 32, width: int = 64, context: int = 32) -> None:
-        super().__init__()
-        self.embed = nn.Embedding(vocab, width)
-        self.position = nn.Parameter(torch.zeros(context, width))
-        layer = nn.TransformerEncoderLayer(width, 4, 128, dropout=0.0, batch_first=True)
-        self.blocks = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
-        self.norm = nn.LayerNorm(width)
-        self.out = nn.Linear(width, vocab)
-        self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(context), persistent=False)
+def language_model() -> nn.Module:
+    """examples/watch/train.py's small Transformer LM, wider, without dropout, over 32 tokens."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples" / "watch"))
+    from train import TinyLM
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        h = self.embed(tokens) + self.position[: tokens.shape[1]]
-        return self.out(self.norm(self.blocks(h, mask=self.mask, is_causal=True)))
+    return TinyLM(vocab=32, width=64, context=32, hidden=128, dropout=0.0)
 
 
 def build(run: Run) -> tuple[nn.Module, torch.optim.Optimizer]:
@@ -95,7 +88,7 @@ def build(run: Run) -> tuple[nn.Module, torch.optim.Optimizer]:
                               nn.Conv2d(16, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
                               nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 4))
     else:
-        model = LM()
+        model = language_model()
     return model, torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
 
 

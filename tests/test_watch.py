@@ -9,35 +9,24 @@ that holds the operation (read from the file, not from gradcli).
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import math
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 import gradcli
 from gradcli.watcher import reading
+from watch_truths import EXAMPLE, first_nonfinite_backward, load_example
 from gradcli.watcher.options import WatchOptions
 from gradcli.watcher.run import watch_script
 from gradcli.watcher.script import Script
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "watch" / "train.py"
 AT = 6
 STEPS = 14
 
 
-def _example():
-    spec = importlib.util.spec_from_file_location("watch_train_example", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["watch_train_example"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-T = _example()
+T = load_example("watch_train_example")
 
 
 def line_of(text: str) -> int:
@@ -125,24 +114,8 @@ def first_bad_backward(fault, truth):
     x, y = T.batch("mlp", fault, truth["step"], AT)
     if fault == "half":
         x = x.half()
-    made = {}
-    hooks = [m.register_forward_hook(lambda m, i, o, name=name: made.setdefault(o.grad_fn, name) and None)
-             for name, m in model.named_children()]
-    loss = T.loss_of("mlp", fault, model(x), y, truth["step"], AT)
-    for h in hooks:
-        h.remove()
-    nodes, pending, first = [], [loss.grad_fn], []
-    while pending:
-        node = pending.pop()
-        if node is not None and node not in nodes:
-            nodes.append(node)
-            pending += [n for n, _ in node.next_functions]
-    handles = [n.register_hook(lambda gi, go, n=n: first.append(n) if not first and any(
-        g is not None and not bool(torch.isfinite(g).all()) for g in gi) else None) for n in nodes]
-    loss.backward()
-    for h in handles:
-        h.remove()
-    return first[0].name(), made.get(first[0])
+    return first_nonfinite_backward(model.named_children(),
+                                    lambda: T.loss_of("mlp", fault, model(x), y, truth["step"], AT))
 
 
 def test_float16_overflow_names_the_linear_torch_sees_overflow():

@@ -10,29 +10,18 @@ layer's g² to Adam's second moment: the calibration the README quotes.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 import gradcli
 from gradcli.watcher.options import WatchOptions
-
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "watch" / "train.py"
-
-
-def _example():
-    spec = importlib.util.spec_from_file_location("watch_train_runs", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["watch_train_runs"] = module
-    spec.loader.exec_module(module)
-    return module
+from watch_truths import load_example
 
 
-T = _example()
+
+T = load_example("watch_train_runs")
 
 
 @pytest.mark.parametrize("model, steps", [("mlp", 300), ("cnn", 60), ("lm", 60)])

@@ -18,6 +18,7 @@ import torch
 import gradcli
 from gradcli.render.training.watch import watch_lines
 from gradcli.watcher.options import WatchOptions
+from watch_truths import first_nonfinite_backward
 
 SKIPS = WatchOptions().skips
 
@@ -69,25 +70,9 @@ def first_overflow(step, scale):
     """torch's node hooks on the stopped step: the first node sending on inf, and its module."""
     torch.manual_seed(0)
     model = Net(True)
-    made = {}
-    hooks = [m.register_forward_hook(lambda m, i, o, name=name: made.setdefault(o.grad_fn, name) and None)
-             for name, m in model.named_modules() if name]
     x, y = batches(step)[step - 1]
-    loss = loss_of(model, x, y) * scale
-    for h in hooks:
-        h.remove()
-    nodes, pending, first = [], [loss.grad_fn], []
-    while pending:
-        node = pending.pop()
-        if node is not None and node not in nodes:
-            nodes.append(node)
-            pending += [n for n, _ in node.next_functions]
-    handles = [n.register_hook(lambda gi, go, n=n: first.append(n) if not first and any(
-        g is not None and not bool(torch.isfinite(g).all()) for g in gi) else None) for n in nodes]
-    loss.backward()
-    for h in handles:
-        h.remove()
-    return first[0].name(), made.get(first[0])
+    return first_nonfinite_backward([(name, m) for name, m in model.named_modules() if name],
+                                    lambda: loss_of(model, x, y) * scale)
 
 
 def test_skips_that_do_not_end_stop_with_the_overflowing_module_and_a_scale_that_fits():

@@ -9,7 +9,6 @@ of the step a fault hits, and the weights after s-1 steps.
 from __future__ import annotations
 
 import json
-import math
 
 import pytest
 import torch

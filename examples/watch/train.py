@@ -90,11 +90,12 @@ class CNN(nn.Module):
 
 
 class TinyLM(nn.Module):
-    def __init__(self, vocab: int = 64, width: int = 32, context: int = 16) -> None:
+    def __init__(self, vocab: int = 64, width: int = 32, context: int = 16, hidden: int = 64,
+                 dropout: float = 0.1) -> None:
         super().__init__()
         self.embed = nn.Embedding(vocab, width)
         self.position = nn.Parameter(torch.zeros(context, width))
-        layer = nn.TransformerEncoderLayer(width, 4, 64, dropout=0.1, batch_first=True)
+        layer = nn.TransformerEncoderLayer(width, 4, hidden, dropout=dropout, batch_first=True)
         self.blocks = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(width)
         self.out = nn.Linear(width, vocab)
