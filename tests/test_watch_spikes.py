@@ -219,3 +219,45 @@ def test_a_layer_spike_the_global_norm_hides_is_warned_with_its_layer():
 def test_adam_ratio_is_checked_as_an_option():
     with pytest.raises(UsageError, match="--adam-ratio must be above 1"):
         WatchOptions(adam_ratio=0.5)
+
+
+def test_steps_a_gradscaler_skips_leave_the_ratio_true(tmp_path):
+    """GradScaler skips steps (float16 gradients overflow at its first scales, and again each
+    time it grows its scale back): Adam does not update then, and the ratio must follow what
+    Adam did, not what the check saw."""
+
+    def loop(before_step=None):
+        torch.manual_seed(0)
+        model = classifier()
+        optimizer = adamw(model.parameters())
+        scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 24, growth_interval=3)
+        skipped = []
+        for step in range(1, 41):
+            x, y = batch(step)
+            optimizer.zero_grad()
+            with torch.autocast("cpu", dtype=torch.float16):
+                loss = nn.functional.cross_entropy(model(x).float(), y)
+            scaler.scale(loss).backward()
+            scaler.unscale_(optimizer)
+            finite = all(bool(torch.isfinite(p.grad).all()) for p in model.parameters())
+            if not finite:
+                skipped.append(step)
+            elif before_step is not None:
+                before_step(step, model, optimizer)
+            scaler.step(optimizer)
+            scaler.update()
+        return skipped
+
+    truth = {}
+    skipped = loop(lambda step, model, optimizer: truth.setdefault(step, torch_ratios(model, optimizer)))
+    assert [s for s in skipped if s > 12]  # torch: skips after Adam's state exists
+    with gradcli.watch(log=tmp_path / "steps.jsonl") as w:
+        assert loop() == skipped
+    assert w.result.skipped == len(skipped)
+    seen = logged(tmp_path / "steps.jsonl")
+    ratios = [step for step in truth if truth[step]]
+    assert ratios  # Adam's tenth update came before the end
+    for step in ratios:
+        assert seen[step].keys() == truth[step].keys(), step
+        for layer, r in truth[step].items():
+            assert seen[step][layer] == pytest.approx(r, rel=1e-3), (step, layer)

@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from .names import module_of
 from .reading import StepReading
 from .spikes import SpikeDetector
 
@@ -52,7 +53,7 @@ class SecondMoments:
         self.sums: dict[int, float] = {}  # id(param) -> Σ exp_avg_sq after its last update
         self.counts: dict[int, int] = {}  # id(param) -> its update count at that sum
         self.betas: dict[int, float] = {}  # id(param) -> β2
-        self._read: list[int] = []  # the ids whose sums this check reads
+        self._read: list[tuple[int, int]] = []  # (id, update count) of the sums this check reads
 
     def wanted(self, optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
         """The second moments to read at this check (in reading.py's one host read)."""
@@ -71,14 +72,15 @@ class SecondMoments:
                 key = id(p)
                 self.betas[key] = group["betas"][1]
                 if not follows or self.counts.get(key) != count:
-                    self._read.append(key)
-                    self.counts[key] = count
+                    self._read.append((key, count))
                     tensors.append(state["exp_avg_sq"])
         return tensors
 
     def take(self, read: list[float] | None) -> None:
-        """The sums read at this check."""
-        self.sums.update(zip(self._read, read or []))
+        """The sums read at this check (a check that ends early, a GradScaler's skipped step,
+        takes none: they are read again at the next)."""
+        for (key, count), total in zip(self._read, read or []):
+            self.sums[key], self.counts[key] = total, count
 
     def expected(self, p: torch.Tensor) -> float | None:
         """v̂ summed over `p`: what Adam expects of this step's Σg² (None: no verdict yet)."""
@@ -150,7 +152,8 @@ class Precursors:
         if self._layers is None or self._layers[0] != key:
             layers: dict[str, list[int]] = {}
             for i, name in enumerate(names):
-                layers.setdefault(name.rpartition(".")[0] if not name.startswith("param") else name, []).append(i)
+                module = module_of(name)
+                layers.setdefault(name if module is None else module, []).append(i)
             self._layers = key, layers
         return self._layers[1]
 
