@@ -37,12 +37,12 @@ import torch
 from torch import nn
 
 import gradcli
+from gradcli.watcher.session import SPIKES
 
 STEPS = 300
 AT = 150
 #: The losses the running mean is taken over.
 MEAN_OF = 20
-WARNINGS = ("loss_spike", "grad_spike", "layer_spike", "adam_ratio")
 
 
 @dataclass(frozen=True)
@@ -147,7 +147,7 @@ def train(run: Run) -> list[float]:
 class Outcome:
     run: Run
     doubled: int | None  # the first step at or after the fault whose loss reached twice the running mean
-    warnings: list[Any] = field(default_factory=list)  # watch's findings of the WARNINGS kinds
+    warnings: list[Any] = field(default_factory=list)  # watch's findings of the kinds --stop-on spike stops on
     seconds: float = 0.0
 
     @property
@@ -179,7 +179,7 @@ def measure(run: Run) -> Outcome:
         watched = train(run)
     if plain != watched:
         raise SystemExit(f"{run.name}: the watched run's losses differ from the plain run's")
-    warnings = [f for f in watch.result.findings if f.kind in WARNINGS]
+    warnings = [f for f in watch.result.findings if f.kind in SPIKES]
     return Outcome(run, doubling_step(plain, AT if run.fault != "none" else MEAN_OF + 1), warnings,
                    time.perf_counter() - started)
 

@@ -141,7 +141,8 @@ class WatchResult(Reported):
 _STOPS = {"nonfinite_loss": "the loss was not finite", "nonfinite_gradient": "a gradient was not finite",
           "scaler_skips": "GradScaler skipped step after step (its scale kept halving)",
           "spike": "a spike (--stop-on spike)"}
-_FINDINGS = {"loss_spike": "a loss spike", "grad_spike": "a gradient-norm spike",
+#: How a finding reads in a sentence (the problems, a spike stop's note).
+FINDING_WORDS = {"loss_spike": "a loss spike", "grad_spike": "a gradient-norm spike",
              "layer_spike": "a layer's gradient-norm spike", "adam_ratio": "gradients far above Adam's second moment",
              "no_gradient": "no gradient",
              "dead": "an all-zero gradient, step after step (dead)", "vanishing": "a vanishing gradient",
@@ -156,7 +157,7 @@ def _stop_sentence(p: Problem) -> str:
 @sentence("watch-finding")
 def _finding_sentence(p: Problem) -> str:
     on = f" on {p.subject}" if p.subject else ""
-    return f"step {p.detail['step']}: {_FINDINGS[p.detail['finding']]}{on}"
+    return f"step {p.detail['step']}: {FINDING_WORDS[p.detail['finding']]}{on}"
 
 
 class WatchStop(Exception):

@@ -32,7 +32,7 @@ from .names import Names, module_of
 from .options import WatchOptions
 from .precursors import Precursors
 from .reading import StepReading, nonfinite_parameters, read_step
-from .result import Replay, Stop, StopKind, WatchFinding, WatchResult, WatchStop
+from .result import FINDING_WORDS, Replay, Stop, StopKind, WatchFinding, WatchResult, WatchStop
 from .spikes import SpikeDetector
 from .steplog import StepLog
 
@@ -41,9 +41,8 @@ from .steplog import StepLog
 MAX_CALLS = 64
 #: Checked steps of a loss more than doubling each time that make a divergence.
 DIVERGING = 3
-#: The findings --stop-on spike stops on, and how the note names them.
-SPIKES = {"loss_spike": "a loss spike", "grad_spike": "a gradient-norm spike",
-          "layer_spike": "a layer's gradient-norm spike", "adam_ratio": "gradients far above Adam's second moment"}
+#: The findings --stop-on spike stops on.
+SPIKES = ("loss_spike", "grad_spike", "layer_spike", "adam_ratio")
 #: Called after each checked step with (optimizer label, step, reading); the CLI's status line.
 Listener = Callable[[str, int, StepReading], None]
 
@@ -318,7 +317,7 @@ class Watch:
             layer = detail.get("layer")
             self.result.stop = Stop(step, "spike", watched.label, parameters if layer is not None else [],
                                     layer, reading.loss)
-            self.result.notes.append(f"stopped on {SPIKES[kind]}" + (f" in {layer or 'the model'}" if layer is not None
+            self.result.notes.append(f"stopped on {FINDING_WORDS[kind]}" + (f" in {layer or 'the model'}" if layer is not None
                                                                      else "") + " (--stop-on spike)")
             raise WatchStop(self.result)
 
