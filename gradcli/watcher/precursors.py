@@ -34,15 +34,13 @@ from typing import Any
 
 import torch
 
+from .health import Found
 from .names import module_of
 from .reading import StepReading
 from .spikes import SpikeDetector
 
 #: A parameter's Adam updates before its ratio is judged.
 ADAM_MIN_STEPS = 10
-
-#: (kind, parameters, numbers, step): health.Found's shape.
-Found = tuple[str, list[str], dict[str, Any], "int | None"]
 
 
 class SecondMoments:
