@@ -121,7 +121,7 @@ WATCH_RUNS = [
 
 
 @pytest.fixture(scope="module")
-def documents():
+def documents(tmp_path_factory):
     """Each run's document, produced once for the module."""
     from typer.testing import CliRunner
 
@@ -136,13 +136,12 @@ def documents():
             assert result.exit_code == status, (args, result.stdout, result.stderr)
             produced.append((table, "gradcli " + " ".join(args) + " --json", json.loads(result.stdout)))
         for args in WATCH_RUNS:  # watch writes its document to --json PATH: stdout is the script's
-            path = ROOT / "tests" / f".watch-{len(produced)}.json"
-            try:
-                result = runner.invoke(app, ["watch", "-q", "--json", str(path), *args], catch_exceptions=False)
-                assert result.exit_code == 1, (args, result.stderr)
-                produced.append(("watch", "gradcli watch --json PATH " + " ".join(args), json.loads(path.read_text())))
-            finally:
-                path.unlink(missing_ok=True)
+            # Outside the checkout: a file written into tests/ could be copied by test_wheel's clone
+            # while another xdist worker runs it, or collide with this fixture run by another worker.
+            path = tmp_path_factory.mktemp("watch") / "watch.json"
+            result = runner.invoke(app, ["watch", "-q", "--json", str(path), *args], catch_exceptions=False)
+            assert result.exit_code == 1, (args, result.stderr)
+            produced.append(("watch", "gradcli watch --json PATH " + " ".join(args), json.loads(path.read_text())))
     return produced
 
 
