@@ -384,3 +384,15 @@ def test_a_steps_calls_are_freed_when_it_is_applied_without_the_cyclic_collector
     finally:
         if enabled:
             gc.enable()
+
+
+def test_a_watch_leaves_no_process_wide_hook_behind():
+    """torch's own registries of process-wide module hooks are as before a watch (a leftover
+    makes every later torch.compile warn of global hooks)."""
+    from torch.nn.modules import module as nn_module
+
+    registries = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_forward_hooks_with_kwargs",
+                  "_global_forward_hooks_always_called", "_global_backward_hooks")
+    before = {name: dict(getattr(nn_module, name)) for name in registries}
+    watched("none", steps=3)
+    assert {name: dict(getattr(nn_module, name)) for name in registries} == before

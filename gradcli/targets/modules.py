@@ -90,6 +90,14 @@ class ModuleHooks:
     def __exit__(self, *exc: Any) -> None:
         for handle in self._handles:
             handle.remove()
+        if self.modules is None and self._kwargs:
+            # torch's handle of a process-wide forward hook registered with_kwargs forgets that
+            # flag's entry (torch 2.14): left behind, it makes every later torch.compile warn
+            # of global hooks on modules.
+            from torch.nn.modules import module as nn_module
+
+            for handle in self._handles:
+                nn_module._global_forward_hooks_with_kwargs.pop(handle.id, None)
         self._handles.clear()
         self.stack.clear()
 
