@@ -44,7 +44,11 @@ def test_both_ranks_stop_at_the_step_and_name_the_rank_whose_loss_was_not_finite
     assert finite == {0: True, 1: False}  # torch: only rank 1's step-3 loss is not finite
     torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable)) or "torchrun"
     out = tmp_path / "watch.json"
-    run = subprocess.run([torchrun, "--standalone", "--nproc-per-node", "2", "-m", "gradcli", "watch", "-q",
+    # torchrun ends the other ranks once one has exited non-zero, when it next looks (every
+    # --monitor-interval seconds, 0.1 by default): 5 s leaves both ranks time to write their
+    # report, which a busy machine did not have.
+    run = subprocess.run([torchrun, "--standalone", "--nproc-per-node", "2", "--monitor-interval", "5",
+                          "-m", "gradcli", "watch", "-q",
                           "--json", str(out), "--step-log", str(tmp_path / "steps.jsonl"), str(EXAMPLE), "--at", str(AT),
                           *sharding],
                          capture_output=True, text=True, cwd=tmp_path)
