@@ -5,7 +5,9 @@
 
 One process per model; in it, the same loop (zero_grad, forward, loss, backward,
 optimizer.step) runs one step at a time on each side in turn: unwatched, under
-`gradcli.watch()` with a check every step, and with `every=10`, each side first in turn, for
+`gradcli.watch()` with a check every step, and with `every=10`, each side its own run (model
+and optimizer built from the same seed, so that every side computes the same numbers at the
+same step: the watched runs are bit-identical to the plain one), each side first in turn, for
 --rounds x --steps steps per side, so that drift in the machine's load falls on every side
 alike (blocks of steps per side measured drift, not watch: Adam's CPU step alone varies from
 150 to 260 ms on the 24-layer MLP here). Each step is timed on its own
@@ -13,7 +15,7 @@ alike (blocks of steps per side measured drift, not watch: Adam's CPU step alone
 all its blocks, and the ratio is watched / unwatched. `gradcli.watch()` is given no model or
 optimizer: it finds them as `gradcli watch train.py` does; one watch per side is entered
 around each of its steps, so its step counts carry over (every=10 checks one step in ten).
-One unwatched block of --steps warms up first. The models: bench/mlp24.py's 24-layer MLP (width 1024, batch 64, Adam),
+One block of --steps per side warms up first. The models: bench/mlp24.py's 24-layer MLP (width 1024, batch 64, Adam),
 torchvision's ResNet-18 (10 classes, 8x3x64x64, SGD with momentum) and a small GPT-2 built
 from its config (transformers' GPT2LMHeadModel: 2 layers, width 256, 4 heads, a vocabulary
 of 8,192; 4x64 tokens, AdamW), each skipped
@@ -79,21 +81,26 @@ def block(model: torch.nn.Module, optimizer: Any, loss_fn: Callable[[], Any], st
 def measure(name: str, steps: int, rounds: int) -> dict[str, float]:
     import gradcli
 
-    torch.manual_seed(0)
-    model, optimizer, loss_fn = MODELS[name]()
-    # One watch per side for the whole run, entered around each of its steps: its step counts
-    # go on, so `every=10` checks one step in ten of its own.
+    # Each side is its own run (its own model and optimizer, built from the same seed), stepped
+    # one step at a time in turn: a watch sees every step of its run, as in real use (sharing
+    # one optimizer between the sides would make the watch miss the other sides' steps, and
+    # Adam's step count it follows would then be read again at every check).
+    runs = {}
+    for side in ("plain", "every 1", "every 10"):
+        torch.manual_seed(0)
+        runs[side] = MODELS[name]()
     watches = {"every 1": gradcli.watch(health_every=0), "every 10": gradcli.watch(every=10, health_every=0)}
-    sides: dict[str, list[float]] = {"plain": [], "every 1": [], "every 10": []}
+    sides: dict[str, list[float]] = {side: [] for side in runs}
     order = list(sides)
-    block(model, optimizer, loss_fn, steps)  # warm-up
+    for run in runs.values():
+        block(*run, steps)  # warm-up
     for index in range(rounds * steps):
         for side in order[index % 3:] + order[:index % 3]:  # each side first in turn: drift falls on all
             if side == "plain":
-                sides[side] += block(model, optimizer, loss_fn, 1)
+                sides[side] += block(*runs[side], 1)
             else:
                 with watches[side]:
-                    sides[side] += block(model, optimizer, loss_fn, 1)
+                    sides[side] += block(*runs[side], 1)
     assert watches["every 10"].result.checks == rounds * steps // 10
     return {side: statistics.median(times) for side, times in sides.items()}
 

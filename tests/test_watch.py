@@ -396,3 +396,22 @@ def test_a_watch_leaves_no_process_wide_hook_behind():
     before = {name: dict(getattr(nn_module, name)) for name in registries}
     watched("none", steps=3)
     assert {name: dict(getattr(nn_module, name)) for name in registries} == before
+
+
+def test_the_norms_a_check_reads_are_torchs():
+    """reading._norms: BLAS's dot for large CPU gradients, _foreach_norm for the rest (small,
+    float16, strided): each norm as torch computes it in float64, and nan or inf kept."""
+    g = torch.Generator().manual_seed(0)
+    big = torch.randn(1 << 17, generator=g)
+    tensors = [big, torch.randn(3, 5, generator=g), torch.randn(1 << 17, generator=g).half(),
+               torch.randn(512, 512, generator=g).t(), torch.randn(1 << 16, generator=g, dtype=torch.float64)]
+    norms = reading._norms(tensors).tolist()
+    for t, n in zip(tensors, norms):
+        exact = float(torch.linalg.vector_norm(t.double()))  # float16's own norm is a float16: 3 digits
+        assert n == pytest.approx(exact, rel=1e-3 if t.dtype == torch.half else 1e-5)
+    for bad in (float("nan"), float("inf")):
+        broken = big.clone()
+        broken[7] = bad
+        (n,) = reading._norms([broken]).tolist()
+        assert math.isnan(n) if bad != bad else n == float("inf")
+    assert reading._norms([big.abs()], order=1).tolist() == pytest.approx([float(big.abs().double().sum())], rel=1e-5)
