@@ -1,8 +1,9 @@
 """One checked step's numbers, read from the device with one reduction and one host read.
 
-Every gradient's L2 norm comes from one fused `torch._foreach_norm` (what
-`clip_grad_norm_` uses), the losses `backward` ran on are summed one by one (a sum keeps a nan
-or an inf), and the lot is stacked into one vector and read back with a single `.tolist()`:
+Every gradient's L2 norm comes from one fused `torch._foreach_norm` (what `clip_grad_norm_`
+uses; on the CPU, a large gradient's from BLAS's dot, see _norms), the losses `backward` ran on
+are summed one by one (a sum keeps a nan or an inf), and the lot is stacked into one vector and
+read back with a single `.tolist()`:
 no `.item()` per parameter, no forward or backward of its own, no random numbers drawn. A
 norm is nan or inf whenever an element is (or, rarely, when a float16 sum of squares
 overflows): `nonfinite_parameters` confirms element by element, and only runs on that rare
