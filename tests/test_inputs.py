@@ -60,8 +60,81 @@ def test_a_number_for_a_numeric_default_is_passed_as_that_number():
     assert torch.equal(call(model, bound), truth)
     scale = bound.kwargs.get("scale", bound.args[2] if len(bound.args) > 2 else None)
     assert type(scale) is float and scale == 0.5
-    # XXX `--var repeat=3` for `repeat: int = 1` is passed as 3.0, which range() refuses: an
-    # int default is not given an int (reported with issue 38; input binding is issue 37's).
+
+
+def test_an_integer_for_an_int_parameter_is_an_int_as_python_passes_it():
+    """`repeat=3` for `repeat: int = 1` is the int 3 (range(3.0) raises), `scale=3` for
+    `scale: float = 2.0` the float 3.0, and `repeat=2` for an annotated `repeat: int` without
+    a default an int too."""
+    torch.manual_seed(0)
+    model, x = Scaled(), [[1.0, 2.0]]
+    bound = bind(model, f"x={x}", "repeat=3", "scale=3")
+    assert type(bound.kwargs.get("repeat", bound.args[1] if len(bound.args) > 1 else None)) is int
+    assert type(bound.kwargs.get("scale", bound.args[2] if len(bound.args) > 2 else None)) is float
+    truth = model(torch.tensor(x), repeat=3, scale=3.0)  # torch, called by hand
+    assert truth.shape == (3, 2) and torch.equal(call(model, bound), truth)
+
+    def tiled(x, repeat: int):
+        return x.repeat(repeat)
+
+    bound = bind_inputs(tiled, "tiled", ["x=[1.0, 2.0]", "repeat=2"], [], {}, dtype="float64", device="cpu",
+                        seed=0, data_inputs=False)
+    assert bound.args[1] == 2 and type(bound.args[1]) is int
+    assert torch.equal(tiled(*bound.args), torch.tensor([1.0, 2.0, 1.0, 2.0], dtype=torch.float64))
+
+
+REPEAT = """
+from torch import nn
+
+
+class Repeat(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(2, 2)
+
+    def forward(self, x, repeat: int = 1):
+        return sum(self.fc(x).pow(2).sum() * (k + 1) for k in range(repeat))
+"""
+
+
+def _repeat_model(path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_inputs_repeat", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.Repeat
+
+
+def _by_hand(model, x, repeat):
+    """The loss and each parameter's gradient norm of the module called by hand."""
+    model.zero_grad(set_to_none=True)
+    loss = model(torch.tensor(x), repeat=repeat)
+    loss.backward()
+    return loss.item(), {name: p.grad.norm().item() for name, p in model.named_parameters()}
+
+
+def test_an_int_parameter_through_the_cli_and_the_python_api(cli, tmp_path):
+    import json
+
+    import gradcli
+
+    (tmp_path / "repeat.py").write_text(REPEAT)
+    Repeat = _repeat_model(tmp_path / "repeat.py")
+    x = [[1.0, 2.0]]
+    judged = cli("grads", f"{tmp_path}/repeat.py:Repeat", "--var", f"x={x}", "--var", "repeat=3", "--seed", "3", "--json")
+    assert judged.exit_code == 0, judged.stderr
+    document = json.loads(judged.stdout)
+    with torch.random.fork_rng():
+        torch.manual_seed(3)
+        model = Repeat()
+    loss, norms = _by_hand(model, x, 3)
+    assert loss != pytest.approx(_by_hand(model, x, 1)[0])  # repeat matters
+    assert document["loss"] == pytest.approx(loss, rel=1e-6)
+    assert {p["name"]: p["grad_norm"] for p in document["parameters"]} == pytest.approx(norms, rel=1e-6)
+
+    result = gradcli.grads(model, torch.tensor(x), repeat=3)
+    assert result.loss == pytest.approx(loss, rel=1e-6)
 
 
 def test_a_number_for_a_parameter_without_a_numeric_default_is_a_tensor():
