@@ -349,3 +349,103 @@ def test_a_model_that_checkpoints_itself_is_not_recomputed_by_the_count():
     assert result.saved_bytes + result.unreached_bytes == counter.total()
     assert not any(n.module and n.module.startswith("first") for n in result.nodes)
     del loss
+
+
+# -- the advice's ranking and its proof (issue 38: mutants that survived) ------------------------
+class WideAndNarrow(nn.Module):
+    """Two branches that both free saved bytes when checkpointed, and an Identity that saves
+    nothing (no node runs inside it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.wide = nn.Sequential(nn.Linear(8, 64), nn.Tanh(), nn.Linear(64, 8))
+        self.narrow = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 8))
+        self.keep = nn.Identity()
+
+    def forward(self, x):
+        return self.narrow(self.keep(self.wide(x)))
+
+
+def _torch_drop(model, x, path):
+    """The saved bytes torch's own checkpoint of `path` frees, by the hand counter."""
+    own = {t.untyped_storage().data_ptr() for t in (*model.parameters(), x)}
+    counter = HandCounter()
+    with counter.hooks():
+        plain = square(model(x))
+    before = counter.total(leave_out=own)
+    module = model.get_submodule(path)
+    module.forward = lambda *a, f=module.forward: torch.utils.checkpoint.checkpoint(f, *a, use_reentrant=False)
+    try:
+        counter = HandCounter()
+        with counter.hooks():
+            tried = square(model(x))
+        return before - counter.total(leave_out=own)
+    finally:
+        del module.forward, plain, tried
+
+
+def test_the_advice_ranks_by_bytes_freed_per_second_of_recompute(monkeypatch):
+    """The forward times are the machine's: fixed here so that the ranking is the test's. The
+    wide branch frees more bytes but takes 1000 times longer: per second the narrow one wins,
+    and the Identity (no node inside, nothing freed by torch's checkpoint) is never advised."""
+    from gradcli.footprint import checkpoint as advice
+
+    torch.manual_seed(0)
+    model, x = WideAndNarrow(), torch.randn(16, 8)
+    seconds = {"": 10.0, "wide": 1.0, "narrow": 0.001, "keep": 0.0001}
+    monkeypatch.setattr(advice, "forward_seconds", lambda run: (dict(seconds), seconds[""]))
+    drops = {path: _torch_drop(model, x, path) for path in ("wide", "narrow", "keep")}
+    assert drops["keep"] == 0 and drops["wide"] > drops["narrow"] > 0
+    per_second = sorted((p for p in drops if drops[p] > 0), key=lambda p: -drops[p] / seconds[p])
+    assert per_second != sorted((p for p in drops if drops[p] > 0), key=lambda p: -drops[p] * seconds[p])
+
+    result = gradcli.memory(model, x, loss=square, checkpoint=3, create_graph=False, repeats=1)
+    assert [trial.module for trial in result.checkpoint] == per_second
+    for trial in result.checkpoint:
+        assert trial.saved_bytes_before - trial.saved_bytes_after == drops[trial.module] == trial.predicted_freed
+    first = gradcli.memory(model, x, loss=square, checkpoint=1, create_graph=False, repeats=1)
+    assert [trial.module for trial in first.checkpoint] == per_second[:1]
+
+
+def _gradients(model, x, dtype=torch.float32):
+    twin = model.to(dtype)
+    return list(torch.autograd.grad(square(twin(x.to(dtype))), list(twin.parameters())))
+
+
+def test_the_proof_tells_equal_close_and_different_gradients_apart():
+    """`_same_gradients` (bit for bit, the largest difference, compare's tolerance), on a
+    model's float32 gradients against: themselves, the float64 gradients rounded to float32
+    (a few units of rounding apart), the gradients at another input, and a missing one."""
+    from gradcli.footprint.checkpoint import _same_gradients
+
+    torch.manual_seed(0)
+    model, x = MLP(), torch.randn(5, 8)
+    named = list(model.named_parameters())
+    plain = _gradients(model, x)
+    assert _same_gradients(named, plain, [g.clone() for g in plain], None) == (True, 0.0, True)
+
+    rounded = [g.float() for g in _gradients(model.double(), x, torch.float64)]
+    model.float()
+    diff = max(float((a.double() - b.double()).abs().max()) for a, b in zip(plain, rounded))
+    relative = max(float((a - b).norm() / a.norm()) for a, b in zip(plain, rounded))
+    assert 0 < diff and relative < 4 * torch.finfo(torch.float32).eps  # torch's own: rounding apart
+    assert _same_gradients(named, plain, rounded, None) == (False, diff, True)
+
+    other = _gradients(model, 3 * x)
+    far = max(float((a.double() - b.double()).abs().max()) for a, b in zip(plain, other))
+    assert _same_gradients(named, plain, other, None) == (False, far, False)
+    # A difference far beyond float32's rounding, far inside bfloat16's (eps 2**-7): under
+    # bfloat16 autocast it agrees.
+    nudged = [g * (1 + 1e-4) for g in plain]
+    assert all(float((a - b).norm() / a.norm()) < torch.finfo(torch.bfloat16).eps / 10 for a, b in zip(plain, nudged))
+    assert _same_gradients(named, plain, nudged, "bfloat16")[1:] == (max(float((a.double() - b.double()).abs().max())
+                                                                        for a, b in zip(plain, nudged)), True)
+    assert _same_gradients(named, plain, nudged, None)[2] is False
+
+    mixed = [plain[0], *other[1:]]  # the first parameter's gradient equal, the others not
+    assert _same_gradients(named, plain, mixed, None) == (False, max(float((a.double() - b.double()).abs().max())
+                                                                      for a, b in zip(plain[1:], other[1:])), False)
+
+    missing = [None, *plain[1:]]
+    assert _same_gradients(named, plain, missing, None) == (False, 0.0, False)
+    assert _same_gradients(named, missing, missing, None) == (True, 0.0, True)
