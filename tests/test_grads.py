@@ -5,6 +5,7 @@ equal to a hand-written backward, and the user's model left as it was."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -566,3 +567,72 @@ def test_nonfinite_made_in_the_loss_says_so_once():
     for reason in reasons:
         assert reason == ("nan in its gradient; the first non-finite gradient came from LogBackward0 in the loss; "
                           "forward first produced nan/inf in the loss")
+
+
+class Scaled(nn.Module):
+    """A Linear whose output is scaled by `factor`: its gradient scales with it."""
+
+    def __init__(self, factor):
+        super().__init__()
+        self.fc, self.factor = nn.Linear(8, 4), factor
+
+    def forward(self, x):
+        return self.fc(x) * self.factor
+
+
+@pytest.mark.parametrize(("factor", "flag", "words"), [
+    (1e-9, "VANISHING", "‖grad‖/‖param‖ below 1e-07: an SGD step cannot change it"),
+    (1e9, "EXPLODING", "‖grad‖/‖param‖ above 10000: one SGD step would dwarf the weights"),
+], ids=["vanishing", "exploding"])
+def test_a_ratio_beyond_the_absolute_bounds_says_so(factor, flag, words):
+    torch.manual_seed(0)
+    model, x = Scaled(factor), torch.randn(16, 8)
+    work = copy.deepcopy(model)
+    work(x).sum().backward()  # torch: every parameter's ‖grad‖/‖param‖ beyond the bound
+    ratios = {n: float(p.grad.norm() / p.detach().norm()) for n, p in work.named_parameters()}
+    assert all((r < 1e-7) if flag == "VANISHING" else (r > 1e4) for r in ratios.values())
+    result = gradcli.grads(model, x, loss=lambda out: out.sum())
+    assert {n: [(f.flag, f.reason) for f in p.findings] for n, p in ((p.name, p) for p in result.params)} == {
+        n: [(flag, words)] for n in ratios}
+
+
+@dataclasses.dataclass
+class Output:
+    logits: torch.Tensor
+
+
+class LogOfZero(nn.Module):
+    """log(0) in forward, the output wrapped as `wrap` says: the nan's node is forward's."""
+
+    def __init__(self, wrap):
+        super().__init__()
+        self.fc, self.wrap = nn.Linear(3, 2), wrap
+
+    def forward(self, x):
+        h = self.fc(x)
+        return self.wrap(torch.log(h - h))
+
+
+@pytest.mark.parametrize("wrap", [
+    lambda y: {"logits": y}, lambda y: Output(y), lambda y: [y], lambda y: ((y,),),
+], ids=["dict", "dataclass", "list", "nested tuple"])
+def test_a_nan_made_in_forward_is_not_the_losss_whatever_the_output_holds(wrap):
+    torch.manual_seed(0)
+    model, x = LogOfZero(wrap), torch.randn(4, 3)
+    out = model(x)
+    inner = out["logits"] if isinstance(out, dict) else out.logits if isinstance(out, Output) else out[0]
+    inner = inner[0] if isinstance(inner, tuple) else inner
+    nodes, pending = set(), [inner.grad_fn]
+    while pending:  # torch: the graph forward's output holds
+        node = pending.pop()
+        nodes.add(node.name())
+        pending.extend(n for n, _ in node.next_functions if n is not None)
+    assert "LogBackward0" in nodes
+
+    def loss(out):
+        y = out["logits"] if isinstance(out, dict) else out.logits if isinstance(out, Output) else out[0]
+        return (y[0] if isinstance(y, tuple) else y).sum()
+
+    result = gradcli.grads(model, x, loss=loss)
+    assert result.origin.backward_node == "LogBackward0" and result.origin.backward_in_loss is False
+    assert result.as_dict()["nonfinite_origin"]["backward_in_loss"] is False

@@ -9,6 +9,7 @@ their verdicts are the median's, as before.
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -161,3 +162,18 @@ def test_the_measured_models_never_split_so_their_verdicts_are_the_medians(seed)
         result = gradcli.grads(model, x, loss=loss)
         sized = [p for p in result.judged if p.ratio is not None and not {"NO GRAD", "ZERO", "NONFINITE"} & set(p.flags)]
         assert find_split(sized, result.thresholds, result.median_ratio) is None, type(model).__name__
+
+
+@pytest.mark.parametrize(("far", "named"), [(4, "p7, p8, p9 and 1 more"), (5, "p7, p8, p9 and 2 more")])
+def test_a_side_of_more_than_three_names_three_and_counts_the_rest(far, named):
+    """Seven ratios under the band, four or five in it and more than 10000x above their
+    median: the sentence names the first three in forward order and counts the others."""
+    ratios = (1e-6, 2e-6, 3e-6, 4e-6, 5e-6, 6e-6, 7e-6, 0.1, 0.11, 0.12, 0.13, 0.14)[:7 + far]
+    params = rows(*ratios)
+    median = statistics.median(ratios)
+    assert median < HEALTHY_LOW and all(HEALTHY_LOW <= r <= HEALTHY_HIGH and r > 1e4 * median for r in ratios[7:])
+    judge_sizes(params, Thresholds(), median_ratio(params))
+    assert [p.flags[0] if p.flags else None for p in params] == ["VANISHING"] * 7 + [None] * far
+    assert params[0].findings[0].reason == (
+        f"‖grad‖/‖param‖ under the healthy band ({HEALTHY_LOW:g} to {HEALTHY_HIGH:g}), as the model's median "
+        f"{median:.2g} is, more than 10000x under {named}, which are in the band: the loss barely depends on it")
