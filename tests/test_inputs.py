@@ -15,6 +15,7 @@ import pytest
 import torch
 from torch import nn
 
+from gradcli.errors import VariableError
 from gradcli.targets.inputs import bind_inputs
 
 
@@ -203,3 +204,70 @@ def test_the_signature_is_read_from_forward():
     assert list(inspect.signature(Scaled().forward).parameters) == ["x", "repeat", "scale", "flag"]
     with pytest.raises(Exception, match="needs the input 'x'"):
         bind(Scaled())
+
+
+def test_an_input_given_twice_is_refused():
+    model = Scaled()
+    with pytest.raises(VariableError, match="the input 'x' is given twice"):
+        bind(model, "x=[[1.0, 2.0]]", "x=[[3.0, 4.0]]")
+    with pytest.raises(VariableError, match="the input 'x' is given twice"):
+        bind_inputs(model.forward, "model", ["x=[[1.0, 2.0]]"], [torch.ones(1, 2)], {}, dtype="float32",
+                    device="cpu", seed=0, data_inputs=True)
+
+
+def test_inputs_are_positional_until_a_default_is_skipped_as_a_call_is_written():
+    """torch's forward pre-hook (without kwargs) sees the positional arguments only: the data
+    input stays positional, and `scale` after the skipped `repeat` goes by keyword."""
+    torch.manual_seed(0)
+    model, x = Scaled(), [[1.0, 2.0]]
+    bound = bind(model, f"x={x}", "scale=0.5")
+    seen = []
+    handle = model.register_forward_pre_hook(lambda module, args: seen.append(args))
+    try:
+        out = call(model, bound)
+    finally:
+        handle.remove()
+    assert len(seen) == 1 and len(seen[0]) == 1 and torch.equal(seen[0][0], torch.tensor(x))
+    assert torch.equal(out, model(torch.tensor(x), scale=0.5))  # torch, called by hand
+
+
+def test_a_positional_only_default_keeps_its_place():
+    """`n` skipped keeps its default in place, so `m` after it (positional-only, which a
+    keyword cannot give) still reaches forward."""
+
+    def power(x, n=2, m=3, /):
+        return x ** n * m
+
+    bound = bind_inputs(power, "power", ["x=[1.5, 2.0]", "m=5"], [], {}, dtype="float64", device="cpu",
+                        seed=0, data_inputs=False)
+    x = torch.tensor([1.5, 2.0], dtype=torch.float64)
+    assert torch.equal(power(*bound.args, **bound.kwargs), power(x, 2, 5))
+
+
+def test_values_for_the_loss_only_are_tensors_apart_from_forwards_arguments():
+    """A --var that forward does not take but --loss reads (labels, targets) is made as a
+    tensor of its own: integers written are class indices (int64, as torch.tensor makes them),
+    floats the model's dtype; neither requires grad unless --wrt names it. A Python value for
+    the loss is passed as it is."""
+    torch.manual_seed(0)
+    model, x = Scaled().double(), [[1.0, 2.0], [0.5, 1.0]]
+    bound = bind_inputs(model.forward, "model", [f"x={x}", "target=[[0.5, 1.0], [1.5, 2.0]]", "labels=[1, 0]"], [],
+                        {}, dtype="float64", device="cpu", seed=0, data_inputs=True, loss_names=("target", "labels"))
+    target, labels = bound.tensors["target"], bound.tensors["labels"]
+    assert target.dtype == torch.float64 and not target.requires_grad and labels.dtype == torch.long
+    assert "target" not in bound.kwargs and len(bound.args) == 1
+    out = call(model, bound)
+    truth = nn.functional.mse_loss(out, torch.tensor([[0.5, 1.0], [1.5, 2.0]], dtype=torch.float64))
+    assert torch.equal(nn.functional.mse_loss(out, target), truth)
+    assert bound.specs["target"] == "[[0.5, 1.0], [1.5, 2.0]]"
+
+    wanted = bind_inputs(model.forward, "model", [f"x={x}", "target=[[0.5, 1.0], [1.5, 2.0]]"], [], {},
+                         dtype="float64", device="cpu", seed=0, data_inputs=True, loss_names=("target",),
+                         wrt=("target",))
+    assert wanted.tensors["target"].requires_grad and wanted.tensors["target"].is_leaf
+
+    given = torch.tensor([1, 0])
+    from_python = bind_inputs(model.forward, "model", [f"x={x}"], [], {"labels": given}, dtype="float64",
+                              device="cpu", seed=0, data_inputs=True, loss_names=("labels",))
+    assert from_python.tensors["labels"] is given and from_python.specs["labels"] == "given from Python"
+    assert "labels" not in from_python.kwargs

@@ -113,8 +113,9 @@ def bind_inputs(
             bound.specs[p.name] = specs[p.name].text
         elif p.default is not p.empty:
             if p.kind == p.POSITIONAL_ONLY:
-                bound.args.append(p.default)
-            skipped = True  # forward's own default; later inputs go by keyword
+                bound.args.append(p.default)  # in its place: a later positional-only input follows it
+            else:
+                skipped = True  # forward's own default; later inputs go by keyword
             continue
         else:
             raise UsageError(
