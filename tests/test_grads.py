@@ -613,15 +613,19 @@ class LogOfZero(nn.Module):
         return self.wrap(torch.log(h - h))
 
 
+def unwrapped(out):
+    while not isinstance(out, torch.Tensor):
+        out = out["logits"] if isinstance(out, dict) else out.logits if isinstance(out, Output) else out[0]
+    return out
+
+
 @pytest.mark.parametrize("wrap", [
-    lambda y: {"logits": y}, lambda y: Output(y), lambda y: [y], lambda y: ((y,),),
-], ids=["dict", "dataclass", "list", "nested tuple"])
+    lambda y: {"logits": y}, lambda y: Output(y), lambda y: [y], lambda y: ((((y,),),),),
+], ids=["dict", "dataclass", "list", "tuples four deep"])
 def test_a_nan_made_in_forward_is_not_the_losss_whatever_the_output_holds(wrap):
     torch.manual_seed(0)
     model, x = LogOfZero(wrap), torch.randn(4, 3)
-    out = model(x)
-    inner = out["logits"] if isinstance(out, dict) else out.logits if isinstance(out, Output) else out[0]
-    inner = inner[0] if isinstance(inner, tuple) else inner
+    inner = unwrapped(model(x))
     nodes, pending = set(), [inner.grad_fn]
     while pending:  # torch: the graph forward's output holds
         node = pending.pop()
@@ -629,11 +633,7 @@ def test_a_nan_made_in_forward_is_not_the_losss_whatever_the_output_holds(wrap):
         pending.extend(n for n, _ in node.next_functions if n is not None)
     assert "LogBackward0" in nodes
 
-    def loss(out):
-        y = out["logits"] if isinstance(out, dict) else out.logits if isinstance(out, Output) else out[0]
-        return (y[0] if isinstance(y, tuple) else y).sum()
-
-    result = gradcli.grads(model, x, loss=loss)
+    result = gradcli.grads(model, x, loss=lambda out: unwrapped(out).sum())
     assert result.origin.backward_node == "LogBackward0" and result.origin.backward_in_loss is False
     assert result.as_dict()["nonfinite_origin"]["backward_in_loss"] is False
 

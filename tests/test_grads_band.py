@@ -164,7 +164,8 @@ def test_the_measured_models_never_split_so_their_verdicts_are_the_medians(seed)
         assert find_split(sized, result.thresholds, result.median_ratio) is None, type(model).__name__
 
 
-@pytest.mark.parametrize(("far", "named"), [(4, "p7, p8, p9 and 1 more"), (5, "p7, p8, p9 and 2 more")])
+@pytest.mark.parametrize(("far", "named"), [(3, "p7, p8 and p9"), (4, "p7, p8, p9 and 1 more"),
+                                            (5, "p7, p8, p9 and 2 more")])
 def test_a_side_of_more_than_three_names_three_and_counts_the_rest(far, named):
     """Seven ratios under the band, four or five in it and more than 10000x above their
     median: the sentence names the first three in forward order and counts the others."""
@@ -177,3 +178,17 @@ def test_a_side_of_more_than_three_names_three_and_counts_the_rest(far, named):
     assert params[0].findings[0].reason == (
         f"‖grad‖/‖param‖ under the healthy band ({HEALTHY_LOW:g} to {HEALTHY_HIGH:g}), as the model's median "
         f"{median:.2g} is, more than 10000x under {named}, which are in the band: the loss barely depends on it")
+
+
+def test_two_below_the_band_under_a_median_over_it_are_them():
+    """The mirror with two in the band: the sentence speaks of them."""
+    ratios = (3e3, 4e3, 5e3, 6e3, 0.1, 0.2)
+    params = rows(*ratios)
+    median = statistics.median(ratios)
+    assert median > HEALTHY_HIGH and all(HEALTHY_LOW <= r < median / 1e4 for r in ratios[4:])
+    judge_sizes(params, Thresholds(), median_ratio(params))
+    assert [p.flags[0] if p.flags else None for p in params] == ["EXPLODING"] * 4 + [None] * 2
+    assert params[0].findings[0].reason == (
+        f"‖grad‖/‖param‖ over the healthy band ({HEALTHY_LOW:g} to {HEALTHY_HIGH:g}), as the model's median "
+        f"{median:.2g} is, more than 10000x over p4 and p5, which are in the band: a step that suits them would "
+        "dwarf these weights")
