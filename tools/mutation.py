@@ -59,16 +59,19 @@ def score(work: Path) -> dict[str, int]:
     return json.loads((work / "mutants" / "mutmut-cicd-stats.json").read_text(encoding="utf-8"))
 
 
-def survivors(work: Path) -> list[str]:
+def survivors(work: Path, untested: bool = False) -> list[str]:
+    """The mutants the last run left alive; with `untested`, those no test of the selection
+    reached too (a test file added to the selection since may reach them)."""
     shown = subprocess.run([sys.executable, "-m", "mutmut", "results"], cwd=work, capture_output=True, text=True)
-    return [line.split(":")[0].strip() for line in shown.stdout.splitlines() if line.strip().endswith("survived")]
+    ends = ("survived", "no tests") if untested else ("survived",)
+    return [line.split(":")[0].strip() for line in shown.stdout.splitlines() if line.strip().endswith(ends)]
 
 
 def recheck(package: str, settings: dict, work: Path, only: str | None = None,
             pattern: str | None = None) -> dict[str, list[str]]:
-    """Each survivor of the last run under the package's current test files (copied in fresh),
-    switched on by mutmut's own MUTANT_UNDER_TEST: tests written since the run are counted
-    without generating the mutants again. `only` narrows the tests (pytest -k), `pattern` the
+    """Each survivor (and untested mutant) of the last run under the package's current test
+    files (copied in fresh), switched on by mutmut's own MUTANT_UNDER_TEST: tests written since
+    the run are counted without generating the mutants again. `only` narrows the tests (pytest -k), `pattern` the
     survivors (a substring of their names), for time."""
     tests = list(settings["tool"]["gradcli-mutation"][package]["tests"])
     if only:
@@ -77,7 +80,7 @@ def recheck(package: str, settings: dict, work: Path, only: str | None = None,
     shutil.rmtree(mutants / "tests")
     shutil.copytree(ROOT / "tests", mutants / "tests", ignore=shutil.ignore_patterns("__pycache__"))
     outcome: dict[str, list[str]] = {"killed": [], "survived": []}
-    for name in [n for n in survivors(work) if pattern is None or pattern in n]:
+    for name in [n for n in survivors(work, untested=True) if pattern is None or pattern in n]:
         env = {**os.environ, "MUTANT_UNDER_TEST": name, "PYTHONPATH": str(mutants), "OMP_NUM_THREADS": "1"}
         run = subprocess.run(["nice", "-n", "10", sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
                               "-m", "not slow", *tests], cwd=mutants, env=env, capture_output=True, text=True)
