@@ -71,8 +71,8 @@ def recheck(package: str, settings: dict, work: Path, only: str | None = None,
             pattern: str | None = None) -> dict[str, list[str]]:
     """Each survivor (and untested mutant) of the last run under the package's current test
     files (copied in fresh), switched on by mutmut's own MUTANT_UNDER_TEST: tests written since
-    the run are counted without generating the mutants again. `only` narrows the tests (pytest -k), `pattern` the
-    survivors (a substring of their names), for time."""
+    the run are counted without generating the mutants again. `only` narrows the tests
+    (pytest -k), `pattern` the survivors (a substring of their names), for time."""
     tests = list(settings["tool"]["gradcli-mutation"][package]["tests"])
     if only:
         tests += ["-k", only]
