@@ -265,6 +265,31 @@ def test_checkpoint_advice_lowers_saved_bytes_by_what_it_predicts(deep):
         assert trial.gradients_equal and trial.max_abs_diff == 0.0
 
 
+def test_the_stack_of_blocks_is_advised_in_segments_with_torchs_bytes_and_gradients(deep):
+    """The ModuleList of six Blocks is one stack: torch's checkpoint_sequential in the advised
+    number of segments saves what the trial says, and gives the same gradients."""
+    from torch.utils.checkpoint import checkpoint_sequential
+
+    model, x, result = deep
+    (stack,) = [trial for trial in result.checkpoint if trial.segments is not None]
+    assert (stack.module, stack.module_class) == ("blocks", "ModuleList")
+    own = {t.untyped_storage().data_ptr() for t in (*model.parameters(), x)}
+    params = list(model.parameters())
+    counter = HandCounter()
+    with counter.hooks():
+        plain = square(model(x))
+    before = counter.total(leave_out=own)
+    counter = HandCounter()
+    with counter.hooks():
+        tried = square(model.head(checkpoint_sequential(list(model.blocks), stack.segments, x, use_reentrant=False)))
+    after = counter.total(leave_out=own)
+    assert (stack.saved_bytes_before, stack.saved_bytes_after, stack.predicted_freed) == (before, after, before - after)
+    equal = all(torch.equal(a, b) for a, b in zip(torch.autograd.grad(plain, params), torch.autograd.grad(tried, params)))
+    assert equal and stack.gradients_equal is True and stack.agrees is True and stack.max_abs_diff == 0.0
+    # A ModuleList is never called itself: its time is its blocks' (it was reported as 0).
+    assert isinstance(stack.forward_seconds, float) and stack.forward_seconds > 0
+
+
 def test_checkpoint_advice_in_the_document(deep):
     document = deep[2].as_dict()
     assert set(document["checkpoint"][0]) >= {"module", "saved_bytes_before", "saved_bytes_after", "time_ratio", "gradients_equal"}
