@@ -474,3 +474,59 @@ def test_the_proof_tells_equal_close_and_different_gradients_apart():
     missing = [None, *plain[1:]]
     assert _same_gradients(named, plain, missing, None) == (False, 0.0, False)
     assert _same_gradients(named, missing, missing, None) == (True, 0.0, True)
+
+
+class Fickle(nn.Module):
+    """Runs one tanh fewer on every call: a checkpoint's recomputation saves fewer tensors
+    than its forward did, which torch's checkpoint refuses in backward."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 64)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        h = torch.tanh(self.fc(x))
+        for _ in range(max(1, 16 - self.calls)):
+            h = torch.tanh(h)
+        return h
+
+
+class FickleNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fickle = Fickle()
+        self.head = nn.Sequential(nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 1))
+
+    def forward(self, x):
+        return self.head(self.fickle(x))
+
+
+def test_a_module_whose_recomputation_differs_is_not_advised_with_torchs_reason():
+    torch.manual_seed(0)
+    model, x = FickleNet(), torch.randn(4, 8)
+    twin = Fickle()
+    with pytest.raises(RuntimeError) as raised:  # torch's own checkpoint, by hand
+        torch.utils.checkpoint.checkpoint(twin, x, use_reentrant=False).pow(2).mean().backward()
+    reason = str(raised.value).strip().splitlines()[0]
+    assert reason.startswith("torch.utils.checkpoint: A different number of tensors was saved")
+    result = gradcli.memory(model, x, loss=square, checkpoint=1, create_graph=False, repeats=1)
+    assert f"checkpointing fickle alone raised in backward ({reason}): not advised" in result.notes
+    assert "fickle" not in [trial.module for trial in result.checkpoint]
+
+
+def test_an_inplace_change_is_told_with_torchs_dtype_shape_and_versions():
+    import re
+
+    torch.manual_seed(0)
+    model, x = SigmoidScaled(), torch.randn(2, 3)
+    with pytest.raises(RuntimeError) as raised:
+        model(x).backward()
+    found = re.search(r"\[torch\.(\w+)Tensor \[(\d+), (\d+)\]\].* is at version (\d+); expected version (\d+)",
+                      str(raised.value))
+    kind, rows, cols, version, expected = found.groups()
+    dtype = {"Float": "float32", "Double": "float64"}[kind]
+    result = gradcli.memory(model, x)
+    assert (f"a {dtype} tensor of shape {rows}x{cols} is at version {version}; expected version {expected} instead"
+            in result.error)
