@@ -113,7 +113,8 @@ class _Box:
 
 def torch_nodes(root):
     """(node name, bytes of the distinct storages it saved) for every node behind `root`, read
-    from the nodes' own `_saved_*` attributes (no hooks)."""
+    from the nodes' own `_saved_*` attributes (no hooks). A multiply by a Python number keeps
+    the number, which `_saved_other` hands back as a new tensor: the models here add numbers."""
     found, seen, stack = [], set(), [root]
     while stack:
         node = stack.pop()
@@ -122,7 +123,8 @@ def torch_nodes(root):
         seen.add(node)
         storages = {}
         for name in dir(node):
-            if not name.startswith("_saved_"):
+            # a custom Function's node is its ctx: what it saved is `saved_tensors`
+            if not name.startswith("_saved_") and not (name == "saved_tensors" and hasattr(type(node), "_forward_cls")):
                 continue
             values = getattr(node, name)
             for value in values if isinstance(values, (tuple, list)) else (values,):
@@ -530,3 +532,68 @@ def test_an_inplace_change_is_told_with_torchs_dtype_shape_and_versions():
     result = gradcli.memory(model, x)
     assert (f"a {dtype} tensor of shape {rows}x{cols} is at version {version}; expected version {expected} instead"
             in result.error)
+
+
+class Scaling(nn.Module):
+    def forward(self, x, shift):
+        return torch.tanh(x) + shift
+
+
+class CalledWithANumber(nn.Module):
+    """A submodule called with a Python number next to its tensor."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc, self.scaling, self.head = nn.Linear(8, 16), Scaling(), nn.Linear(16, 2)
+
+    def forward(self, x):
+        return self.head(self.scaling(self.fc(x), 0.5))  # 0.5 is an argument, not a tensor
+
+
+class Cube(torch.autograd.Function):
+    """A custom Function that saves its input itself (ctx.save_for_backward)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x**3
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 3 * x**2 * grad
+
+
+class WithCube(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        return Cube.apply(self.fc(x))
+
+
+def cubed(out):
+    return Cube.apply(out).mean()
+
+
+def two_saves(out):
+    """A loss whose multiply saves both of its operands (MulBackward0: self and other)."""
+    return (out * torch.tanh(out)).mean()
+
+
+@pytest.mark.parametrize(("model", "loss", "checkpoint"), [
+    (CalledWithANumber, square, 1), (WithCube, square, 0), (MLP, two_saves, 0), (MLP, cubed, 0),
+], ids=["a number among a module's arguments", "a custom Function's saves", "a loss saving two operands",
+        "a custom Function in the loss"])
+def test_saved_bytes_of_more_kinds_of_saves_are_torchs(model, loss, checkpoint):
+    torch.manual_seed(0)
+    model, x = model(), torch.randn(5, 8)
+    result = gradcli.memory(model, x, loss=loss, checkpoint=checkpoint, create_graph=False, repeats=1)
+    counter = HandCounter()
+    with counter.hooks():
+        value = loss(model(x))
+    assert result.saved_bytes == counter.total() > 0
+    plain = loss(model(x))  # the nodes' own saved tensors, without hooks
+    assert sorted((n.node, n.bytes) for n in result.nodes) == torch_nodes(plain.grad_fn)
+    del value
