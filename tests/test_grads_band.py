@@ -192,3 +192,30 @@ def test_two_below_the_band_under_a_median_over_it_are_them():
         f"‖grad‖/‖param‖ over the healthy band ({HEALTHY_LOW:g} to {HEALTHY_HIGH:g}), as the model's median "
         f"{median:.2g} is, more than 10000x over p4 and p5, which are in the band: a step that suits them would "
         "dwarf these weights")
+
+
+@pytest.mark.parametrize(("ratios", "expected"), [
+    ((1e-7,), [None]),  # exactly at the bound: not below it
+    ((0.99e-7,), ["VANISHING"]),
+    ((1e4,), [None]),
+    ((1.01e4,), ["EXPLODING"]),
+    ((None, 1e-5, 1.0, 2.0, 3.0), [None, "VANISHING", None, None, None]),  # no gradient: no ratio, no size flag
+    # A median exactly at the explode bound still judges (a split: the 0.5 is the healthy side).
+    ((1e4, 1e4, 1e4, 0.5), ["EXPLODING", "EXPLODING", "EXPLODING", None]),
+])
+def test_the_bounds_themselves(ratios, expected):
+    params = rows(*ratios)
+    judge_sizes(params, Thresholds(), median_ratio(params))
+    assert [p.flags[0] if p.flags else None for p in params] == expected
+
+
+@pytest.mark.parametrize(("ratios", "flag", "side"), [
+    ((1.0, 2.0, 3.0, 1e-5), "VANISHING", "below"), ((1e-2, 2e-2, 3e-2, 500.0), "EXPLODING", "above"),
+])
+def test_a_ratio_far_from_a_median_in_the_band_says_how_far_and_the_median(ratios, flag, side):
+    params = rows(*ratios)
+    median = statistics.median(ratios)
+    assert HEALTHY_LOW <= median <= HEALTHY_HIGH
+    judge_sizes(params, Thresholds(), median_ratio(params))
+    assert [(f.flag, f.reason) for f in params[-1].findings] == [
+        (flag, f"‖grad‖/‖param‖ more than 10000x {side} the model's median {median:.2g}")]
