@@ -620,8 +620,8 @@ def unwrapped(out):
 
 
 @pytest.mark.parametrize("wrap", [
-    lambda y: {"logits": y}, lambda y: Output(y), lambda y: [y], lambda y: ((((y,),),),),
-], ids=["dict", "dataclass", "list", "tuples four deep"])
+    lambda y: {"logits": y}, lambda y: Output(y), lambda y: [y], lambda y: ((((y,),),),), lambda y: (y, None),
+], ids=["dict", "dataclass", "list", "tuples four deep", "a tuple holding None"])
 def test_a_nan_made_in_forward_is_not_the_losss_whatever_the_output_holds(wrap):
     torch.manual_seed(0)
     model, x = LogOfZero(wrap), torch.randn(4, 3)
@@ -737,3 +737,33 @@ def test_an_infinite_loss_with_finite_gradients_names_no_backward_node():
     result = gradcli.grads(model, x, loss=lambda out: out.sum() + 1e39)
     origin = result.as_dict()["nonfinite_origin"]
     assert (origin["forward_op"], origin["forward_in_loss"], origin["backward_node"]) == ("the loss", True, None)
+
+
+class OverflowThenNan(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 2)
+
+    def forward(self, x):
+        h = torch.exp(self.fc(x) * 100)
+        return h - h
+
+
+def test_an_overflow_then_a_nan_names_both_and_calls_the_inf_an_overflow():
+    """exp overflows to inf (not an -inf the user wrote), then inf - inf is nan on the next
+    line: the finding names both operations and their lines, as torch shows them."""
+    torch.manual_seed(0)
+    model, x = OverflowThenNan(), torch.randn(4, 3)
+    with torch.no_grad():
+        h = torch.exp(model.fc(x) * 100)
+        assert bool(torch.isposinf(h).any()) and bool(torch.isnan(h - h).any()), "the premise: inf, then nan"
+    import inspect
+
+    lines, start = inspect.getsourcelines(OverflowThenNan.forward)
+    exp_line = start + next(k for k, text in enumerate(lines) if "torch.exp" in text)
+    result = gradcli.grads(model, x, loss=lambda out: out.sum())
+    for p in result.params:
+        (finding,) = p.findings
+        assert (f"; forward first produced inf in exp at test_grads.py:{exp_line}  h = torch.exp(self.fc(x) * 100), "
+                f"and the nan is born in sub at test_grads.py:{exp_line + 1}  return h - h") in finding.reason
+        assert "your own -inf constant" not in finding.reason
