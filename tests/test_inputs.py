@@ -271,3 +271,26 @@ def test_values_for_the_loss_only_are_tensors_apart_from_forwards_arguments():
                               device="cpu", seed=0, data_inputs=True, loss_names=("labels",))
     assert from_python.tensors["labels"] is given and from_python.specs["labels"] == "given from Python"
     assert "labels" not in from_python.kwargs
+
+
+def test_a_value_forward_takes_goes_to_forward_even_when_the_loss_reads_it_too():
+    torch.manual_seed(0)
+    model, x = Scaled(), torch.tensor([[1.0, 2.0]])
+    bound = bind_inputs(model.forward, "model", [], [], {"x": x}, dtype="float32", device="cpu", seed=0,
+                        data_inputs=True, loss_names=("x",))
+    assert torch.equal(call(model, bound), model(x))  # torch, called by hand
+
+
+def test_without_a_seed_one_is_drawn_and_recorded_so_the_values_repeat():
+    model = Scaled()
+    bound = bind(model, "x=randn(3, 2)", seed=None)
+    assert type(bound.seed) is int and 0 <= bound.seed < 2**31 - 1
+    truth = torch.randn(3, 2, generator=torch.Generator().manual_seed(bound.seed))
+    assert torch.equal(bound.args[0], truth)
+
+
+def test_an_unknown_input_shows_the_signature():
+    model = Scaled()
+    with pytest.raises(VariableError) as raised:
+        bind(model, "x=[[1.0, 2.0]]", "y=1")
+    assert raised.value.hint == f"its signature: {inspect.signature(model.forward)}"
