@@ -294,3 +294,35 @@ def test_an_unknown_input_shows_the_signature():
     with pytest.raises(VariableError) as raised:
         bind(model, "x=[[1.0, 2.0]]", "y=1")
     assert raised.value.hint == f"its signature: {inspect.signature(model.forward)}"
+
+
+class Embedded(nn.Module):
+    """Token ids without an annotation: only running forward tells they must stay integers."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.embed = nn.Embedding(6, 3)
+
+    def forward(self, ids):
+        return self.embed(ids)
+
+
+def test_integers_written_stay_int64_unless_forward_refuses_them():
+    """As torch.tensor reads `[[1, 2]]` (int64): an Embedding takes them as they are; a Linear
+    refuses int64, and then they are made the model's dtype (and said so)."""
+    ids = [[1, 2]]
+    model = Embedded()
+    bound = bind_inputs(model.forward, "model", [f"ids={ids}"], [], {}, dtype="float32", device="cpu", seed=0,
+                        data_inputs=True, probe=model)
+    assert bound.args[0].dtype == torch.long and bound.floated == []
+    assert torch.equal(call(model, bound), model(torch.tensor(ids)))  # torch, called by hand
+
+    torch.manual_seed(0)
+    linear = Scaled()
+    with pytest.raises(RuntimeError):
+        linear(torch.tensor(ids))  # torch refuses int64 for a float Linear
+    bound = bind_inputs(linear.forward, "model", [f"x={ids}"], [], {}, dtype="float32", device="cpu", seed=0,
+                        data_inputs=True, probe=linear)
+    assert bound.floated == ["x"] and bound.args[0].dtype == torch.float32
+    assert torch.equal(call(linear, bound), linear(torch.tensor(ids, dtype=torch.float32)))
