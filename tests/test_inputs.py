@@ -326,3 +326,18 @@ def test_integers_written_stay_int64_unless_forward_refuses_them():
                         data_inputs=True, probe=linear)
     assert bound.floated == ["x"] and bound.args[0].dtype == torch.float32
     assert torch.equal(call(linear, bound), linear(torch.tensor(ids, dtype=torch.float32)))
+
+
+def test_a_functions_missing_input_names_the_function_and_a_python_value_says_so():
+    from gradcli.errors import UsageError
+
+    def tiled(x, repeat: int):
+        return x.repeat(repeat)
+
+    with pytest.raises(UsageError) as raised:
+        bind_inputs(tiled, "tiled", ["repeat=2"], [], {}, dtype="float64", device="cpu", seed=0, data_inputs=False)
+    assert str(raised.value).splitlines()[0] == f"error: tiled needs the input 'x': tiled{inspect.signature(tiled)}"
+    x = torch.ones(1, 2)
+    bound = bind_inputs(Scaled().forward, "model", [], [x], {}, dtype="float32", device="cpu", seed=0,
+                        data_inputs=True)
+    assert bound.tensors["x"] is x and bound.specs == {"x": "given from Python"}
