@@ -313,6 +313,28 @@ def test_the_command_agrees_differs_and_writes_its_json_and_plot(cli, tmp_path):
     assert picture.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_a_nan_loss_is_the_string_nan_in_the_json():
+    """1e5·out² overflows float16 to inf under autocast, and inf - inf is nan: torch's
+    candidate loss is nan where the float32 one is 0, while the gradients (the two sums'
+    gradients cancel before the overflowing multiply) are exactly 0 on both sides."""
+    torch.manual_seed(0)
+    model, x = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 2)), torch.randn(4, 8)
+
+    def cancelled(out):
+        big = 1e5 * out.pow(2)
+        return big.sum() - big.sum()
+
+    with torch.autocast("cpu", dtype=torch.float16):
+        candidate = cancelled(copy.deepcopy(model)(x))
+    reference = cancelled(copy.deepcopy(model)(x))
+    assert math.isnan(candidate.item()) and reference.item() == 0.0, "the premise: torch's two losses"
+    ref, half = torch_grads(model, x, cancelled), torch_grads(model, x, cancelled, amp=torch.float16)
+    assert all(torch.equal(half[n].float(), ref[n]) for n in ref)
+    document = json.loads(gradcli.compare(model, x, loss=cancelled, amp="float16").to_json())
+    assert document["loss"] == {"reference": 0.0, "candidate": "nan"}
+    assert {p["name"]: (p["rel_err"], p["max_abs_err"]) for p in document["parameters"]} == {n: (0.0, 0.0) for n in ref}
+
+
 def test_an_overflowing_candidate_is_flagged_and_its_numbers_are_strings_in_the_json():
     """A loss scaled by 1e5 overflows float16: torch's own autocast run gives non-finite
     gradients; the JSON writes the non-finite numbers as strings ('inf', 'nan')."""

@@ -250,3 +250,35 @@ def test_second_order_counts_a_diagonal_point_once():
                 "where autograd agrees with the 50-digit derivative")
     assert result.gradgradcheck.message == sentence
     assert f"gradgradcheck: {sentence}; those points are left out of it" in result.notes
+
+
+CUBE = """
+[cube]
+signature = "cube(x)"
+body = "x * x * x"
+doc = "x cubed, from a --library folder of the user's."
+source = "this test"
+link = "https://example.org"
+domain = [-1e30, 1e30]
+derivative = "3 * x * x"
+"""
+
+
+def test_a_library_function_is_settled_with_its_own_body(tmp_path):
+    """A function from the user's --library folder: the settle evaluates it (first and second
+    order) with that library, where torch's checkers fail at 1e20 and pass at 2.0."""
+    (tmp_path / "mine.toml").write_text(CUBE)
+    x = torch.tensor([1e20, 2.0], dtype=torch.float64, requires_grad=True)
+    assert not torch.autograd.gradcheck(lambda t: t * t * t, (x,), raise_exception=False)
+    assert not torch.autograd.gradgradcheck(lambda t: t * t * t, (x,), raise_exception=False)
+    rest = (x[1:].detach().clone().requires_grad_(True),)
+    assert torch.autograd.gradgradcheck(lambda t: t * t * t, rest, raise_exception=False)
+    (first,) = torch.autograd.grad((x * x * x).sum(), x, create_graph=True)
+    (second,) = torch.autograd.grad(first.sum(), x)
+    for v, d, s in zip(x.tolist(), first.tolist(), second.tolist()):
+        assert d == pytest.approx(_exact(lambda t: 3 * t * t, v), rel=1e-12)
+        assert s == pytest.approx(_exact(lambda t: 6 * t, v), rel=1e-12)
+    result = gradcli.check("cube(x)", {"x": "[1e20, 2.0]"}, order=2, library_dirs=[tmp_path])
+    assert result.ok, str(result)
+    for verdict in (result.gradcheck, result.gradgradcheck):
+        assert verdict.ok is True and verdict.points == 1 and verdict.unreliable_reasons == {STEP_ROUNDED: 1}

@@ -5,6 +5,7 @@ equal to a hand-written backward, and the user's model left as it was."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -566,3 +567,203 @@ def test_nonfinite_made_in_the_loss_says_so_once():
     for reason in reasons:
         assert reason == ("nan in its gradient; the first non-finite gradient came from LogBackward0 in the loss; "
                           "forward first produced nan/inf in the loss")
+
+
+class Scaled(nn.Module):
+    """A Linear whose output is scaled by `factor`: its gradient scales with it."""
+
+    def __init__(self, factor):
+        super().__init__()
+        self.fc, self.factor = nn.Linear(8, 4), factor
+
+    def forward(self, x):
+        return self.fc(x) * self.factor
+
+
+@pytest.mark.parametrize(("factor", "flag", "words"), [
+    (1e-9, "VANISHING", "‖grad‖/‖param‖ below 1e-07: an SGD step cannot change it"),
+    (1e9, "EXPLODING", "‖grad‖/‖param‖ above 10000: one SGD step would dwarf the weights"),
+], ids=["vanishing", "exploding"])
+def test_a_ratio_beyond_the_absolute_bounds_says_so(factor, flag, words):
+    torch.manual_seed(0)
+    model, x = Scaled(factor), torch.randn(16, 8)
+    work = copy.deepcopy(model)
+    work(x).sum().backward()  # torch: every parameter's ‖grad‖/‖param‖ beyond the bound
+    ratios = {n: float(p.grad.norm() / p.detach().norm()) for n, p in work.named_parameters()}
+    assert all((r < 1e-7) if flag == "VANISHING" else (r > 1e4) for r in ratios.values())
+    result = gradcli.grads(model, x, loss=lambda out: out.sum())
+    assert {n: [(f.flag, f.reason) for f in p.findings] for n, p in ((p.name, p) for p in result.params)} == {
+        n: [(flag, words)] for n in ratios}
+
+
+@dataclasses.dataclass
+class Output:
+    logits: torch.Tensor
+
+
+class LogOfZero(nn.Module):
+    """log(0) in forward, the output wrapped as `wrap` says: the nan's node is forward's."""
+
+    def __init__(self, wrap):
+        super().__init__()
+        self.fc, self.wrap = nn.Linear(3, 2), wrap
+
+    def forward(self, x):
+        h = self.fc(x)
+        return self.wrap(torch.log(h - h))
+
+
+def unwrapped(out):
+    while not isinstance(out, torch.Tensor):
+        out = out["logits"] if isinstance(out, dict) else out.logits if isinstance(out, Output) else out[0]
+    return out
+
+
+@pytest.mark.parametrize("wrap", [
+    lambda y: {"logits": y}, lambda y: Output(y), lambda y: [y], lambda y: ((((y,),),),), lambda y: (y, None),
+], ids=["dict", "dataclass", "list", "tuples four deep", "a tuple holding None"])
+def test_a_nan_made_in_forward_is_not_the_losss_whatever_the_output_holds(wrap):
+    torch.manual_seed(0)
+    model, x = LogOfZero(wrap), torch.randn(4, 3)
+    inner = unwrapped(model(x))
+    nodes, pending = set(), [inner.grad_fn]
+    while pending:  # torch: the graph forward's output holds
+        node = pending.pop()
+        nodes.add(node.name())
+        pending.extend(n for n, _ in node.next_functions if n is not None)
+    assert "LogBackward0" in nodes
+
+    result = gradcli.grads(model, x, loss=lambda out: unwrapped(out).sum())
+    assert result.origin.backward_node == "LogBackward0" and result.origin.backward_in_loss is False
+    assert result.as_dict()["nonfinite_origin"]["backward_in_loss"] is False
+
+
+def torch_first_nonfinite_node(loss: torch.Tensor, params) -> str | None:
+    """The first node, in the order torch's backward runs them, whose outgoing gradient holds
+    nan or inf: torch's own hooks, one per node."""
+    first, nodes, pending = [], [], [loss.grad_fn]
+    while pending:
+        node = pending.pop()
+        if node not in nodes:
+            nodes.append(node)
+            pending.extend(n for n, _ in node.next_functions if n is not None)
+
+    def hook(node):
+        return lambda grads_in, grads_out: first.append(node.name()) if not first and any(
+            g is not None and not bool(torch.isfinite(g).all()) for g in grads_in) else None
+
+    handles = [node.register_hook(hook(node)) for node in nodes]
+    torch.autograd.grad(loss, params, allow_unused=True, retain_graph=True)
+    for handle in handles:
+        handle.remove()
+    return first[0] if first else None
+
+
+class ExpOverflow(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 2)
+
+    def forward(self, x):
+        # exp(>88) overflows float32: inf
+        return torch.exp(self.fc(x) * 100)
+
+
+def test_a_nan_born_in_the_loss_names_forwards_inf_and_its_line():
+    """Forward overflows to inf in exp; the loss's 1/(out - out) makes the nan. The first
+    non-finite gradient is the loss's node (no line of the model), and the finding points at
+    forward's line instead."""
+    torch.manual_seed(0)
+    model, x = ExpOverflow(), torch.randn(4, 3)
+    work = copy.deepcopy(model)
+    with torch.no_grad():
+        assert bool(torch.isinf(work(x)).any()) and bool(torch.isfinite(work.fc(x)).all())  # exp makes the inf
+    loss = (1 / (work(x) - work(x))).sum()
+    node = torch_first_nonfinite_node(loss, list(work.parameters()))
+    grads = dict(zip([n for n, _ in work.named_parameters()], torch.autograd.grad(loss, list(work.parameters()))))
+    kinds = {n: "nan" if bool(g.isnan().any()) else "inf" for n, g in grads.items()}
+    import inspect
+
+    lines, start = inspect.getsourcelines(ExpOverflow.forward)
+    line = start + next(k for k, text in enumerate(lines) if "torch.exp" in text)
+
+    result = gradcli.grads(model, x, loss="(1 / (out - out)).sum()")
+    assert result.origin.backward_node == node and result.origin.backward_in_loss
+    for name, kind in kinds.items():
+        finding = only_finding(result, name)
+        assert finding.reason.startswith(f"{kind} in its gradient; the first non-finite gradient came from {node} in "
+                                         "the loss; forward first produced nan/inf in exp at ")
+        assert finding.reason.endswith(f"test_grads.py:{line}  return torch.exp(self.fc(x) * 100)")
+        assert finding.source is not None and finding.source.line == line
+
+
+class SqrtAtZero(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 2)
+
+    def forward(self, x):
+        h = self.fc(x)
+        # finite (0) forward; the derivative 1/(2·sqrt(0)) is not
+        return torch.sqrt(h - h)
+
+
+def test_a_gradient_made_nonfinite_by_backward_alone_blames_no_forward_operation():
+    torch.manual_seed(0)
+    model, x = SqrtAtZero(), torch.randn(4, 3)
+    work = copy.deepcopy(model)
+    loss = work(x).sum()
+    assert bool(torch.isfinite(loss)), "the premise: forward is finite"
+    node = torch_first_nonfinite_node(loss, list(work.parameters()))
+    import inspect
+
+    lines, start = inspect.getsourcelines(SqrtAtZero.forward)
+    line = start + next(k for k, text in enumerate(lines) if "torch.sqrt" in text)
+    result = gradcli.grads(model, x, loss=lambda out: out.sum())
+    assert result.origin.backward_node == node and result.origin.forward_op is None
+    for p in result.params:
+        (finding,) = p.findings
+        assert "forward first produced" not in finding.reason
+        assert finding.reason.endswith(f"came from {node} at test_grads.py:{line}  return torch.sqrt(h - h)")
+
+
+def test_an_infinite_loss_with_finite_gradients_names_no_backward_node():
+    """out.sum() + 1e39 is inf in float32, its gradient (ones) is finite: no node to name."""
+    torch.manual_seed(0)
+    model, x = nn.Linear(3, 2), torch.randn(4, 3)
+    work = copy.deepcopy(model)
+    loss = work(x).sum() + 1e39
+    assert bool(torch.isinf(loss)) and torch_first_nonfinite_node(loss, list(work.parameters())) is None
+    result = gradcli.grads(model, x, loss=lambda out: out.sum() + 1e39)
+    origin = result.as_dict()["nonfinite_origin"]
+    assert (origin["forward_op"], origin["forward_in_loss"], origin["backward_node"]) == ("the loss", True, None)
+
+
+class OverflowThenNan(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 2)
+
+    def forward(self, x):
+        h = torch.exp(self.fc(x) * 100)
+        return h - h
+
+
+def test_an_overflow_then_a_nan_names_both_and_calls_the_inf_an_overflow():
+    """exp overflows to inf (not an -inf the user wrote), then inf - inf is nan on the next
+    line: the finding names both operations and their lines, as torch shows them."""
+    torch.manual_seed(0)
+    model, x = OverflowThenNan(), torch.randn(4, 3)
+    with torch.no_grad():
+        h = torch.exp(model.fc(x) * 100)
+        assert bool(torch.isposinf(h).any()) and bool(torch.isnan(h - h).any()), "the premise: inf, then nan"
+    import inspect
+
+    lines, start = inspect.getsourcelines(OverflowThenNan.forward)
+    exp_line = start + next(k for k, text in enumerate(lines) if "torch.exp" in text)
+    result = gradcli.grads(model, x, loss=lambda out: out.sum())
+    for p in result.params:
+        (finding,) = p.findings
+        assert (f"; forward first produced inf in exp at test_grads.py:{exp_line}  h = torch.exp(self.fc(x) * 100), "
+                f"and the nan is born in sub at test_grads.py:{exp_line + 1}  return h - h") in finding.reason
+        assert "your own -inf constant" not in finding.reason

@@ -9,6 +9,7 @@ their verdicts are the median's, as before.
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -161,3 +162,60 @@ def test_the_measured_models_never_split_so_their_verdicts_are_the_medians(seed)
         result = gradcli.grads(model, x, loss=loss)
         sized = [p for p in result.judged if p.ratio is not None and not {"NO GRAD", "ZERO", "NONFINITE"} & set(p.flags)]
         assert find_split(sized, result.thresholds, result.median_ratio) is None, type(model).__name__
+
+
+@pytest.mark.parametrize(("far", "named"), [(3, "p7, p8 and p9"), (4, "p7, p8, p9 and 1 more"),
+                                            (5, "p7, p8, p9 and 2 more")])
+def test_a_side_of_more_than_three_names_three_and_counts_the_rest(far, named):
+    """Seven ratios under the band, four or five in it and more than 10000x above their
+    median: the sentence names the first three in forward order and counts the others."""
+    ratios = (1e-6, 2e-6, 3e-6, 4e-6, 5e-6, 6e-6, 7e-6, 0.1, 0.11, 0.12, 0.13, 0.14)[:7 + far]
+    params = rows(*ratios)
+    median = statistics.median(ratios)
+    assert median < HEALTHY_LOW and all(HEALTHY_LOW <= r <= HEALTHY_HIGH and r > 1e4 * median for r in ratios[7:])
+    judge_sizes(params, Thresholds(), median_ratio(params))
+    assert [p.flags[0] if p.flags else None for p in params] == ["VANISHING"] * 7 + [None] * far
+    assert params[0].findings[0].reason == (
+        f"‖grad‖/‖param‖ under the healthy band ({HEALTHY_LOW:g} to {HEALTHY_HIGH:g}), as the model's median "
+        f"{median:.2g} is, more than 10000x under {named}, which are in the band: the loss barely depends on it")
+
+
+def test_two_below_the_band_under_a_median_over_it_are_them():
+    """The mirror with two in the band: the sentence speaks of them."""
+    ratios = (3e3, 4e3, 5e3, 6e3, 0.1, 0.2)
+    params = rows(*ratios)
+    median = statistics.median(ratios)
+    assert median > HEALTHY_HIGH and all(HEALTHY_LOW <= r < median / 1e4 for r in ratios[4:])
+    judge_sizes(params, Thresholds(), median_ratio(params))
+    assert [p.flags[0] if p.flags else None for p in params] == ["EXPLODING"] * 4 + [None] * 2
+    assert params[0].findings[0].reason == (
+        f"‖grad‖/‖param‖ over the healthy band ({HEALTHY_LOW:g} to {HEALTHY_HIGH:g}), as the model's median "
+        f"{median:.2g} is, more than 10000x over p4 and p5, which are in the band: a step that suits them would "
+        "dwarf these weights")
+
+
+@pytest.mark.parametrize(("ratios", "expected"), [
+    ((1e-7,), [None]),  # exactly at the bound: not below it
+    ((0.99e-7,), ["VANISHING"]),
+    ((1e4,), [None]),
+    ((1.01e4,), ["EXPLODING"]),
+    ((None, 1e-5, 1.0, 2.0, 3.0), [None, "VANISHING", None, None, None]),  # no gradient: no ratio, no size flag
+    # A median exactly at the explode bound still judges (a split: the 0.5 is the healthy side).
+    ((1e4, 1e4, 1e4, 0.5), ["EXPLODING", "EXPLODING", "EXPLODING", None]),
+])
+def test_the_bounds_themselves(ratios, expected):
+    params = rows(*ratios)
+    judge_sizes(params, Thresholds(), median_ratio(params))
+    assert [p.flags[0] if p.flags else None for p in params] == expected
+
+
+@pytest.mark.parametrize(("ratios", "flag", "side"), [
+    ((1.0, 2.0, 3.0, 1e-5), "VANISHING", "below"), ((1e-2, 2e-2, 3e-2, 500.0), "EXPLODING", "above"),
+])
+def test_a_ratio_far_from_a_median_in_the_band_says_how_far_and_the_median(ratios, flag, side):
+    params = rows(*ratios)
+    median = statistics.median(ratios)
+    assert HEALTHY_LOW <= median <= HEALTHY_HIGH
+    judge_sizes(params, Thresholds(), median_ratio(params))
+    assert [(f.flag, f.reason) for f in params[-1].findings] == [
+        (flag, f"‖grad‖/‖param‖ more than 10000x {side} the model's median {median:.2g}")]

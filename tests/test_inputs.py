@@ -15,6 +15,7 @@ import pytest
 import torch
 from torch import nn
 
+from gradcli.errors import VariableError
 from gradcli.targets.inputs import bind_inputs
 
 
@@ -60,8 +61,81 @@ def test_a_number_for_a_numeric_default_is_passed_as_that_number():
     assert torch.equal(call(model, bound), truth)
     scale = bound.kwargs.get("scale", bound.args[2] if len(bound.args) > 2 else None)
     assert type(scale) is float and scale == 0.5
-    # XXX `--var repeat=3` for `repeat: int = 1` is passed as 3.0, which range() refuses: an
-    # int default is not given an int (reported with issue 38; input binding is issue 37's).
+
+
+def test_an_integer_for_an_int_parameter_is_an_int_as_python_passes_it():
+    """`repeat=3` for `repeat: int = 1` is the int 3 (range(3.0) raises), `scale=3` for
+    `scale: float = 2.0` the float 3.0, and `repeat=2` for an annotated `repeat: int` without
+    a default an int too."""
+    torch.manual_seed(0)
+    model, x = Scaled(), [[1.0, 2.0]]
+    bound = bind(model, f"x={x}", "repeat=3", "scale=3")
+    assert type(bound.kwargs.get("repeat", bound.args[1] if len(bound.args) > 1 else None)) is int
+    assert type(bound.kwargs.get("scale", bound.args[2] if len(bound.args) > 2 else None)) is float
+    truth = model(torch.tensor(x), repeat=3, scale=3.0)  # torch, called by hand
+    assert truth.shape == (3, 2) and torch.equal(call(model, bound), truth)
+
+    def tiled(x, repeat: int):
+        return x.repeat(repeat)
+
+    bound = bind_inputs(tiled, "tiled", ["x=[1.0, 2.0]", "repeat=2"], [], {}, dtype="float64", device="cpu",
+                        seed=0, data_inputs=False)
+    assert bound.args[1] == 2 and type(bound.args[1]) is int
+    assert torch.equal(tiled(*bound.args), torch.tensor([1.0, 2.0, 1.0, 2.0], dtype=torch.float64))
+
+
+REPEAT = """
+from torch import nn
+
+
+class Repeat(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(2, 2)
+
+    def forward(self, x, repeat: int = 1):
+        return sum(self.fc(x).pow(2).sum() * (k + 1) for k in range(repeat))
+"""
+
+
+def _repeat_model(path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_inputs_repeat", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.Repeat
+
+
+def _by_hand(model, x, repeat):
+    """The loss and each parameter's gradient norm of the module called by hand."""
+    model.zero_grad(set_to_none=True)
+    loss = model(torch.tensor(x), repeat=repeat)
+    loss.backward()
+    return loss.item(), {name: p.grad.norm().item() for name, p in model.named_parameters()}
+
+
+def test_an_int_parameter_through_the_cli_and_the_python_api(cli, tmp_path):
+    import json
+
+    import gradcli
+
+    (tmp_path / "repeat.py").write_text(REPEAT)
+    Repeat = _repeat_model(tmp_path / "repeat.py")
+    x = [[1.0, 2.0]]
+    judged = cli("grads", f"{tmp_path}/repeat.py:Repeat", "--var", f"x={x}", "--var", "repeat=3", "--seed", "3", "--json")
+    assert judged.exit_code == 0, judged.stderr
+    document = json.loads(judged.stdout)
+    with torch.random.fork_rng():
+        torch.manual_seed(3)
+        model = Repeat()
+    loss, norms = _by_hand(model, x, 3)
+    assert loss != pytest.approx(_by_hand(model, x, 1)[0])  # repeat matters
+    assert document["loss"] == pytest.approx(loss, rel=1e-6)
+    assert {p["name"]: p["grad_norm"] for p in document["parameters"]} == pytest.approx(norms, rel=1e-6)
+
+    result = gradcli.grads(model, torch.tensor(x), repeat=3)
+    assert result.loss == pytest.approx(loss, rel=1e-6)
 
 
 def test_a_number_for_a_parameter_without_a_numeric_default_is_a_tensor():
@@ -130,3 +204,140 @@ def test_the_signature_is_read_from_forward():
     assert list(inspect.signature(Scaled().forward).parameters) == ["x", "repeat", "scale", "flag"]
     with pytest.raises(Exception, match="needs the input 'x'"):
         bind(Scaled())
+
+
+def test_an_input_given_twice_is_refused():
+    model = Scaled()
+    with pytest.raises(VariableError, match="the input 'x' is given twice"):
+        bind(model, "x=[[1.0, 2.0]]", "x=[[3.0, 4.0]]")
+    with pytest.raises(VariableError, match="the input 'x' is given twice"):
+        bind_inputs(model.forward, "model", ["x=[[1.0, 2.0]]"], [torch.ones(1, 2)], {}, dtype="float32",
+                    device="cpu", seed=0, data_inputs=True)
+
+
+def test_inputs_are_positional_until_a_default_is_skipped_as_a_call_is_written():
+    """torch's forward pre-hook (without kwargs) sees the positional arguments only: the data
+    input stays positional, and `scale` after the skipped `repeat` goes by keyword."""
+    torch.manual_seed(0)
+    model, x = Scaled(), [[1.0, 2.0]]
+    bound = bind(model, f"x={x}", "scale=0.5")
+    seen = []
+    handle = model.register_forward_pre_hook(lambda module, args: seen.append(args))
+    try:
+        out = call(model, bound)
+    finally:
+        handle.remove()
+    assert len(seen) == 1 and len(seen[0]) == 1 and torch.equal(seen[0][0], torch.tensor(x))
+    assert torch.equal(out, model(torch.tensor(x), scale=0.5))  # torch, called by hand
+
+
+def test_a_positional_only_default_keeps_its_place():
+    """`n` skipped keeps its default in place, so `m` after it (positional-only, which a
+    keyword cannot give) still reaches forward."""
+
+    def power(x, n=2, m=3, /):
+        return x ** n * m
+
+    bound = bind_inputs(power, "power", ["x=[1.5, 2.0]", "m=5"], [], {}, dtype="float64", device="cpu",
+                        seed=0, data_inputs=False)
+    x = torch.tensor([1.5, 2.0], dtype=torch.float64)
+    assert torch.equal(power(*bound.args, **bound.kwargs), power(x, 2, 5))
+
+
+def test_values_for_the_loss_only_are_tensors_apart_from_forwards_arguments():
+    """A --var that forward does not take but --loss reads (labels, targets) is made as a
+    tensor of its own: integers written are class indices (int64, as torch.tensor makes them),
+    floats the model's dtype; neither requires grad unless --wrt names it. A Python value for
+    the loss is passed as it is."""
+    torch.manual_seed(0)
+    model, x = Scaled().double(), [[1.0, 2.0], [0.5, 1.0]]
+    bound = bind_inputs(model.forward, "model", [f"x={x}", "target=[[0.5, 1.0], [1.5, 2.0]]", "labels=[1, 0]"], [],
+                        {}, dtype="float64", device="cpu", seed=0, data_inputs=True, loss_names=("target", "labels"))
+    target, labels = bound.tensors["target"], bound.tensors["labels"]
+    assert target.dtype == torch.float64 and not target.requires_grad and labels.dtype == torch.long
+    assert "target" not in bound.kwargs and len(bound.args) == 1
+    out = call(model, bound)
+    truth = nn.functional.mse_loss(out, torch.tensor([[0.5, 1.0], [1.5, 2.0]], dtype=torch.float64))
+    assert torch.equal(nn.functional.mse_loss(out, target), truth)
+    assert bound.specs["target"] == "[[0.5, 1.0], [1.5, 2.0]]"
+
+    wanted = bind_inputs(model.forward, "model", [f"x={x}", "target=[[0.5, 1.0], [1.5, 2.0]]"], [], {},
+                         dtype="float64", device="cpu", seed=0, data_inputs=True, loss_names=("target",),
+                         wrt=("target",))
+    assert wanted.tensors["target"].requires_grad and wanted.tensors["target"].is_leaf
+
+    given = torch.tensor([1, 0])
+    from_python = bind_inputs(model.forward, "model", [f"x={x}"], [], {"labels": given}, dtype="float64",
+                              device="cpu", seed=0, data_inputs=True, loss_names=("labels",))
+    assert from_python.tensors["labels"] is given and from_python.specs["labels"] == "given from Python"
+    assert "labels" not in from_python.kwargs
+
+
+def test_a_value_forward_takes_goes_to_forward_even_when_the_loss_reads_it_too():
+    torch.manual_seed(0)
+    model, x = Scaled(), torch.tensor([[1.0, 2.0]])
+    bound = bind_inputs(model.forward, "model", [], [], {"x": x}, dtype="float32", device="cpu", seed=0,
+                        data_inputs=True, loss_names=("x",))
+    assert torch.equal(call(model, bound), model(x))  # torch, called by hand
+
+
+def test_without_a_seed_one_is_drawn_and_recorded_so_the_values_repeat():
+    model = Scaled()
+    bound = bind(model, "x=randn(3, 2)", seed=None)
+    assert type(bound.seed) is int and 0 <= bound.seed < 2**31 - 1
+    truth = torch.randn(3, 2, generator=torch.Generator().manual_seed(bound.seed))
+    assert torch.equal(bound.args[0], truth)
+
+
+def test_an_unknown_input_shows_the_signature():
+    model = Scaled()
+    with pytest.raises(VariableError) as raised:
+        bind(model, "x=[[1.0, 2.0]]", "y=1")
+    assert raised.value.hint == f"its signature: {inspect.signature(model.forward)}"
+
+
+class Embedded(nn.Module):
+    """Token ids without an annotation: only running forward tells they must stay integers."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.embed = nn.Embedding(6, 3)
+
+    def forward(self, ids):
+        return self.embed(ids)
+
+
+def test_integers_written_stay_int64_unless_forward_refuses_them():
+    """As torch.tensor reads `[[1, 2]]` (int64): an Embedding takes them as they are; a Linear
+    refuses int64, and then they are made the model's dtype (and said so)."""
+    ids = [[1, 2]]
+    model = Embedded()
+    bound = bind_inputs(model.forward, "model", [f"ids={ids}"], [], {}, dtype="float32", device="cpu", seed=0,
+                        data_inputs=True, probe=model)
+    assert bound.args[0].dtype == torch.long and bound.floated == []
+    assert torch.equal(call(model, bound), model(torch.tensor(ids)))  # torch, called by hand
+
+    torch.manual_seed(0)
+    linear = Scaled()
+    with pytest.raises(RuntimeError):
+        linear(torch.tensor(ids))  # torch refuses int64 for a float Linear
+    bound = bind_inputs(linear.forward, "model", [f"x={ids}"], [], {}, dtype="float32", device="cpu", seed=0,
+                        data_inputs=True, probe=linear)
+    assert bound.floated == ["x"] and bound.args[0].dtype == torch.float32
+    assert torch.equal(call(linear, bound), linear(torch.tensor(ids, dtype=torch.float32)))
+
+
+def test_a_functions_missing_input_names_the_function_and_a_python_value_says_so():
+    from gradcli.errors import UsageError
+
+    def tiled(x, repeat: int):
+        return x.repeat(repeat)
+
+    with pytest.raises(UsageError) as raised:
+        bind_inputs(tiled, "tiled", ["repeat=2"], [], {}, dtype="float64", device="cpu", seed=0, data_inputs=False)
+    assert str(raised.value).splitlines()[0] == f"error: tiled needs the input 'x': tiled{inspect.signature(tiled)}"
+    x = torch.ones(1, 2)
+    bound = bind_inputs(Scaled().forward, "model", [], [x], {}, dtype="float32", device="cpu", seed=0,
+                        data_inputs=True)
+    assert bound.tensors["x"] is x and bound.specs == {"x": "given from Python"}

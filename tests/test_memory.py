@@ -113,7 +113,8 @@ class _Box:
 
 def torch_nodes(root):
     """(node name, bytes of the distinct storages it saved) for every node behind `root`, read
-    from the nodes' own `_saved_*` attributes (no hooks)."""
+    from the nodes' own `_saved_*` attributes (no hooks). A multiply by a Python number keeps
+    the number, which `_saved_other` hands back as a new tensor: the models here add numbers."""
     found, seen, stack = [], set(), [root]
     while stack:
         node = stack.pop()
@@ -122,7 +123,8 @@ def torch_nodes(root):
         seen.add(node)
         storages = {}
         for name in dir(node):
-            if not name.startswith("_saved_"):
+            # a custom Function's node is its ctx: what it saved is `saved_tensors`
+            if not name.startswith("_saved_") and not (name == "saved_tensors" and hasattr(type(node), "_forward_cls")):
                 continue
             values = getattr(node, name)
             for value in values if isinstance(values, (tuple, list)) else (values,):
@@ -265,6 +267,31 @@ def test_checkpoint_advice_lowers_saved_bytes_by_what_it_predicts(deep):
         assert trial.gradients_equal and trial.max_abs_diff == 0.0
 
 
+def test_the_stack_of_blocks_is_advised_in_segments_with_torchs_bytes_and_gradients(deep):
+    """The ModuleList of six Blocks is one stack: torch's checkpoint_sequential in the advised
+    number of segments saves what the trial says, and gives the same gradients."""
+    from torch.utils.checkpoint import checkpoint_sequential
+
+    model, x, result = deep
+    (stack,) = [trial for trial in result.checkpoint if trial.segments is not None]
+    assert (stack.module, stack.module_class) == ("blocks", "ModuleList")
+    own = {t.untyped_storage().data_ptr() for t in (*model.parameters(), x)}
+    params = list(model.parameters())
+    counter = HandCounter()
+    with counter.hooks():
+        plain = square(model(x))
+    before = counter.total(leave_out=own)
+    counter = HandCounter()
+    with counter.hooks():
+        tried = square(model.head(checkpoint_sequential(list(model.blocks), stack.segments, x, use_reentrant=False)))
+    after = counter.total(leave_out=own)
+    assert (stack.saved_bytes_before, stack.saved_bytes_after, stack.predicted_freed) == (before, after, before - after)
+    equal = all(torch.equal(a, b) for a, b in zip(torch.autograd.grad(plain, params), torch.autograd.grad(tried, params)))
+    assert equal and stack.gradients_equal is True and stack.agrees is True and stack.max_abs_diff == 0.0
+    # A ModuleList is never called itself: its time is its blocks' (it was reported as 0).
+    assert isinstance(stack.forward_seconds, float) and stack.forward_seconds > 0
+
+
 def test_checkpoint_advice_in_the_document(deep):
     document = deep[2].as_dict()
     assert set(document["checkpoint"][0]) >= {"module", "saved_bytes_before", "saved_bytes_after", "time_ratio", "gradients_equal"}
@@ -349,3 +376,224 @@ def test_a_model_that_checkpoints_itself_is_not_recomputed_by_the_count():
     assert result.saved_bytes + result.unreached_bytes == counter.total()
     assert not any(n.module and n.module.startswith("first") for n in result.nodes)
     del loss
+
+
+# -- the advice's ranking and its proof (issue 38: mutants that survived) ------------------------
+class WideAndNarrow(nn.Module):
+    """Two branches that both free saved bytes when checkpointed, and an Identity that saves
+    nothing (no node runs inside it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.wide = nn.Sequential(nn.Linear(8, 64), nn.Tanh(), nn.Linear(64, 8))
+        self.narrow = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 8))
+        self.keep = nn.Identity()
+
+    def forward(self, x):
+        return self.narrow(self.keep(self.wide(x)))
+
+
+def _torch_drop(model, x, path):
+    """The saved bytes torch's own checkpoint of `path` frees, by the hand counter."""
+    own = {t.untyped_storage().data_ptr() for t in (*model.parameters(), x)}
+    counter = HandCounter()
+    with counter.hooks():
+        plain = square(model(x))
+    before = counter.total(leave_out=own)
+    module = model.get_submodule(path)
+    module.forward = lambda *a, f=module.forward: torch.utils.checkpoint.checkpoint(f, *a, use_reentrant=False)
+    try:
+        counter = HandCounter()
+        with counter.hooks():
+            tried = square(model(x))
+        return before - counter.total(leave_out=own)
+    finally:
+        del module.forward, plain, tried
+
+
+def test_the_advice_ranks_by_bytes_freed_per_second_of_recompute(monkeypatch):
+    """The forward times are the machine's: fixed here so that the ranking is the test's. The
+    wide branch frees more bytes but takes 1000 times longer: per second the narrow one wins,
+    and the Identity (no node inside, nothing freed by torch's checkpoint) is never advised."""
+    from gradcli.footprint import checkpoint as advice
+
+    torch.manual_seed(0)
+    model, x = WideAndNarrow(), torch.randn(16, 8)
+    seconds = {"": 10.0, "wide": 1.0, "narrow": 0.001, "keep": 0.0001}
+    monkeypatch.setattr(advice, "forward_seconds", lambda run: (dict(seconds), seconds[""]))
+    drops = {path: _torch_drop(model, x, path) for path in ("wide", "narrow", "keep")}
+    assert drops["keep"] == 0 and drops["wide"] > drops["narrow"] > 0
+    per_second = sorted((p for p in drops if drops[p] > 0), key=lambda p: -drops[p] / seconds[p])
+    assert per_second != sorted((p for p in drops if drops[p] > 0), key=lambda p: -drops[p] * seconds[p])
+
+    result = gradcli.memory(model, x, loss=square, checkpoint=3, create_graph=False, repeats=1)
+    assert [trial.module for trial in result.checkpoint] == per_second
+    for trial in result.checkpoint:
+        assert trial.saved_bytes_before - trial.saved_bytes_after == drops[trial.module] == trial.predicted_freed
+    first = gradcli.memory(model, x, loss=square, checkpoint=1, create_graph=False, repeats=1)
+    assert [trial.module for trial in first.checkpoint] == per_second[:1]
+
+
+def _gradients(model, x, dtype=torch.float32):
+    twin = model.to(dtype)
+    return list(torch.autograd.grad(square(twin(x.to(dtype))), list(twin.parameters())))
+
+
+def test_the_proof_tells_equal_close_and_different_gradients_apart():
+    """`_same_gradients` (bit for bit, the largest difference, compare's tolerance), on a
+    model's float32 gradients against: themselves, the float64 gradients rounded to float32
+    (a few units of rounding apart), the gradients at another input, and a missing one."""
+    from gradcli.footprint.checkpoint import _same_gradients
+
+    torch.manual_seed(0)
+    model, x = MLP(), torch.randn(5, 8)
+    named = list(model.named_parameters())
+    plain = _gradients(model, x)
+    assert _same_gradients(named, plain, [g.clone() for g in plain], None) == (True, 0.0, True)
+
+    rounded = [g.float() for g in _gradients(model.double(), x, torch.float64)]
+    model.float()
+    diff = max(float((a.double() - b.double()).abs().max()) for a, b in zip(plain, rounded))
+    relative = max(float((a - b).norm() / a.norm()) for a, b in zip(plain, rounded))
+    assert 0 < diff and relative < 4 * torch.finfo(torch.float32).eps  # torch's own: rounding apart
+    assert _same_gradients(named, plain, rounded, None) == (False, diff, True)
+
+    other = _gradients(model, 3 * x)
+    far = max(float((a.double() - b.double()).abs().max()) for a, b in zip(plain, other))
+    assert _same_gradients(named, plain, other, None) == (False, far, False)
+    # A difference far beyond float32's rounding, far inside bfloat16's (eps 2**-7): under
+    # bfloat16 autocast it agrees.
+    nudged = [g * (1 + 1e-4) for g in plain]
+    assert all(float((a - b).norm() / a.norm()) < torch.finfo(torch.bfloat16).eps / 10 for a, b in zip(plain, nudged))
+    assert _same_gradients(named, plain, nudged, "bfloat16")[1:] == (max(float((a.double() - b.double()).abs().max())
+                                                                        for a, b in zip(plain, nudged)), True)
+    assert _same_gradients(named, plain, nudged, None)[2] is False
+
+    mixed = [plain[0], *other[1:]]  # the first parameter's gradient equal, the others not
+    assert _same_gradients(named, plain, mixed, None) == (False, max(float((a.double() - b.double()).abs().max())
+                                                                      for a, b in zip(plain[1:], other[1:])), False)
+
+    missing = [None, *plain[1:]]
+    assert _same_gradients(named, plain, missing, None) == (False, 0.0, False)
+    assert _same_gradients(named, missing, missing, None) == (True, 0.0, True)
+
+
+class Fickle(nn.Module):
+    """Runs one tanh fewer on every call: a checkpoint's recomputation saves fewer tensors
+    than its forward did, which torch's checkpoint refuses in backward."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 64)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        h = torch.tanh(self.fc(x))
+        for _ in range(max(1, 16 - self.calls)):
+            h = torch.tanh(h)
+        return h
+
+
+class FickleNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fickle = Fickle()
+        self.head = nn.Sequential(nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 1))
+
+    def forward(self, x):
+        return self.head(self.fickle(x))
+
+
+def test_a_module_whose_recomputation_differs_is_not_advised_with_torchs_reason():
+    torch.manual_seed(0)
+    model, x = FickleNet(), torch.randn(4, 8)
+    twin = Fickle()
+    with pytest.raises(RuntimeError) as raised:  # torch's own checkpoint, by hand
+        torch.utils.checkpoint.checkpoint(twin, x, use_reentrant=False).pow(2).mean().backward()
+    reason = str(raised.value).strip().splitlines()[0]
+    assert reason.startswith("torch.utils.checkpoint: A different number of tensors was saved")
+    result = gradcli.memory(model, x, loss=square, checkpoint=1, create_graph=False, repeats=1)
+    assert f"checkpointing fickle alone raised in backward ({reason}): not advised" in result.notes
+    assert "fickle" not in [trial.module for trial in result.checkpoint]
+
+
+def test_an_inplace_change_is_told_with_torchs_dtype_shape_and_versions():
+    import re
+
+    torch.manual_seed(0)
+    model, x = SigmoidScaled(), torch.randn(2, 3)
+    with pytest.raises(RuntimeError) as raised:
+        model(x).backward()
+    found = re.search(r"\[torch\.(\w+)Tensor \[(\d+), (\d+)\]\].* is at version (\d+); expected version (\d+)",
+                      str(raised.value))
+    kind, rows, cols, version, expected = found.groups()
+    dtype = {"Float": "float32", "Double": "float64"}[kind]
+    result = gradcli.memory(model, x)
+    assert (f"a {dtype} tensor of shape {rows}x{cols} is at version {version}; expected version {expected} instead"
+            in result.error)
+
+
+class Scaling(nn.Module):
+    def forward(self, x, shift):
+        return torch.tanh(x) + shift
+
+
+class CalledWithANumber(nn.Module):
+    """A submodule called with a Python number next to its tensor."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc, self.scaling, self.head = nn.Linear(8, 16), Scaling(), nn.Linear(16, 2)
+
+    def forward(self, x):
+        return self.head(self.scaling(self.fc(x), 0.5))  # 0.5 is an argument, not a tensor
+
+
+class Cube(torch.autograd.Function):
+    """A custom Function that saves its input itself (ctx.save_for_backward)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x**3
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 3 * x**2 * grad
+
+
+class WithCube(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        return Cube.apply(self.fc(x))
+
+
+def cubed(out):
+    return Cube.apply(out).mean()
+
+
+def two_saves(out):
+    """A loss whose multiply saves both of its operands (MulBackward0: self and other)."""
+    return (out * torch.tanh(out)).mean()
+
+
+@pytest.mark.parametrize(("model", "loss", "checkpoint"), [
+    (CalledWithANumber, square, 1), (WithCube, square, 0), (MLP, two_saves, 0), (MLP, cubed, 0),
+], ids=["a number among a module's arguments", "a custom Function's saves", "a loss saving two operands",
+        "a custom Function in the loss"])
+def test_saved_bytes_of_more_kinds_of_saves_are_torchs(model, loss, checkpoint):
+    torch.manual_seed(0)
+    model, x = model(), torch.randn(5, 8)
+    result = gradcli.memory(model, x, loss=loss, checkpoint=checkpoint, create_graph=False, repeats=1)
+    counter = HandCounter()
+    with counter.hooks():
+        value = loss(model(x))
+    assert result.saved_bytes == counter.total() > 0
+    plain = loss(model(x))  # the nodes' own saved tensors, without hooks
+    assert sorted((n.node, n.bytes) for n in result.nodes) == torch_nodes(plain.grad_fn)
+    del value

@@ -59,22 +59,29 @@ def score(work: Path) -> dict[str, int]:
     return json.loads((work / "mutants" / "mutmut-cicd-stats.json").read_text(encoding="utf-8"))
 
 
-def survivors(work: Path) -> list[str]:
+def survivors(work: Path, untested: bool = False) -> list[str]:
+    """The mutants the last run left alive; with `untested`, those no test of the selection
+    reached too (a test file added to the selection since may reach them)."""
     shown = subprocess.run([sys.executable, "-m", "mutmut", "results"], cwd=work, capture_output=True, text=True)
-    return [line.split(":")[0].strip() for line in shown.stdout.splitlines() if line.strip().endswith("survived")]
+    ends = ("survived", "no tests") if untested else ("survived",)
+    return [line.split(":")[0].strip() for line in shown.stdout.splitlines() if line.strip().endswith(ends)]
 
 
-def recheck(package: str, settings: dict, work: Path) -> dict[str, list[str]]:
-    """Each survivor of the last run under the package's current test files (copied in fresh),
-    switched on by mutmut's own MUTANT_UNDER_TEST: tests written since the run are counted
-    without generating the mutants again."""
-    tests = settings["tool"]["gradcli-mutation"][package]["tests"]
+def recheck(package: str, settings: dict, work: Path, only: str | None = None,
+            pattern: str | None = None) -> dict[str, list[str]]:
+    """Each survivor (and untested mutant) of the last run under the package's current test
+    files (copied in fresh), switched on by mutmut's own MUTANT_UNDER_TEST: tests written since
+    the run are counted without generating the mutants again. `only` narrows the tests
+    (pytest -k), `pattern` the survivors (a substring of their names), for time."""
+    tests = list(settings["tool"]["gradcli-mutation"][package]["tests"])
+    if only:
+        tests += ["-k", only]
     mutants = work / "mutants"
     shutil.rmtree(mutants / "tests")
     shutil.copytree(ROOT / "tests", mutants / "tests", ignore=shutil.ignore_patterns("__pycache__"))
     outcome: dict[str, list[str]] = {"killed": [], "survived": []}
-    for name in survivors(work):
-        env = {**os.environ, "MUTANT_UNDER_TEST": name, "PYTHONPATH": str(mutants)}
+    for name in [n for n in survivors(work, untested=True) if pattern is None or pattern in n]:
+        env = {**os.environ, "MUTANT_UNDER_TEST": name, "PYTHONPATH": str(mutants), "OMP_NUM_THREADS": "1"}
         run = subprocess.run(["nice", "-n", "10", sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
                               "-m", "not slow", *tests], cwd=mutants, env=env, capture_output=True, text=True)
         outcome["killed" if run.returncode == 1 else "survived"].append(name)
@@ -91,6 +98,8 @@ def main() -> int:
     parser.add_argument("--max-children", type=int, default=1)
     parser.add_argument("--results", action="store_true", help="list the last run's survivors, run nothing")
     parser.add_argument("--recheck", action="store_true", help="run the last run's survivors against the current tests")
+    parser.add_argument("-k", dest="only", help="with --recheck: only the tests pytest -k selects")
+    parser.add_argument("--mutants", help="with --recheck: only the survivors whose names contain this")
     parser.add_argument("--sample", type=int, choices=(1, 5, 10), default=1,
                         help="run one mutant in N, by the last digits of its number (5: 0 and 5; 10: 0)")
     args = parser.parse_args()
@@ -98,11 +107,13 @@ def main() -> int:
     if args.results:
         return subprocess.run([sys.executable, "-m", "mutmut", "results"], cwd=work).returncode
     if args.recheck:
-        outcome = recheck(args.package, settings, work)
+        outcome = recheck(args.package, settings, work, args.only, args.mutants)
         print(json.dumps({k: len(v) for k, v in outcome.items()}))
         return 0
     prepare(args.package, settings, work)
-    env = {**os.environ, "PYTHONPATH": ""}  # mutmut puts its mutants/ first itself
+    # mutmut puts its mutants/ first itself. One intra-op thread: its timeout is CPU seconds, and
+    # torch's second thread spinning on a loaded machine made killed mutants of memory "timeout".
+    env = {**os.environ, "PYTHONPATH": "", "OMP_NUM_THREADS": "1"}
     sample = {1: [], 5: ["*__mutmut_*0", "*__mutmut_*5"], 10: ["*__mutmut_*0"]}[args.sample]
     subprocess.run(["nice", "-n", "10", sys.executable, "-m", "mutmut", "run", "--max-children",
                     str(args.max_children), *sample], cwd=work, env=env)

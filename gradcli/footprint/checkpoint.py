@@ -297,10 +297,14 @@ def _segment_trial(run: Run, stack: Stack, trainable: list[tuple[str, Any]], pla
                                         measured[k].saved_bytes, k))
     tried = measured[best]
     spent, _ = forward_seconds(run)
+    seconds = spent.get(stack.path)
+    if seconds is None:  # a ModuleList is never called itself: its blocks' own forward times
+        paths = {id(m): path for path, m in run.model.named_modules()}
+        seconds = sum(spent.get(paths.get(id(layer), ""), 0.0) for layer in stack.layers)
     before, after = timed_pair(run, params, lambda: segmented(stack, best), repeats)
     equal, diff, agrees = _same_gradients(trainable, plain.gradients, tried.gradients, run.amp)
     return CheckpointTrial(
-        module=stack.path, module_class=type(stack.module).__name__, forward_seconds=spent.get(stack.path, 0.0),
+        module=stack.path, module_class=type(stack.module).__name__, forward_seconds=seconds,
         predicted_freed=plain.saved_bytes - tried.saved_bytes, saved_bytes_before=plain.saved_bytes,
         saved_bytes_after=tried.saved_bytes, seconds_before=before, seconds_after=after, gradients_equal=equal,
         max_abs_diff=diff, agrees=agrees, peak_before=plain.peak, peak_after=tried.peak, segments=best,

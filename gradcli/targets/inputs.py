@@ -1,7 +1,8 @@
 """Binding a forward's (or a function's) parameters to values: `--var` texts or Python values.
 
 Inputs are matched by name to the signature, as a call would bind them. A parameter with a
-numeric default given a number (`--var beta=1.5`) is passed as that Python number; other
+numeric default or an int or float annotation given a number (`--var beta=1.5`) is passed as
+that Python number, an int where the parameter is an int and the number is written as one; other
 values become tensors of the model's dtype, but integers written out for a parameter annotated
 `torch.LongTensor` are a long tensor (token ids). A module's tensor inputs are data (no gradient)
 unless `--wrt` names them; a function's floating inputs require grad, as an expression's
@@ -112,8 +113,9 @@ def bind_inputs(
             bound.specs[p.name] = specs[p.name].text
         elif p.default is not p.empty:
             if p.kind == p.POSITIONAL_ONLY:
-                bound.args.append(p.default)
-            skipped = True  # forward's own default; later inputs go by keyword
+                bound.args.append(p.default)  # in its place: a later positional-only input follows it
+            else:
+                skipped = True  # forward's own default; later inputs go by keyword
             continue
         else:
             raise UsageError(
@@ -203,10 +205,13 @@ def _signature(fn: Any, where: str) -> inspect.Signature:
 def _value(p: inspect.Parameter, spec: VarSpec, dtype: Any, device: Any, generator: Any, probing: bool) -> Any:
     import torch
 
-    numeric_default = isinstance(p.default, (int, float)) and not isinstance(p.default, bool)
-    if numeric_default and spec.kind == "number":
-        return spec.args[0]
     arg = argument_type(p)
+    numeric_default = isinstance(p.default, (int, float)) and not isinstance(p.default, bool)
+    if spec.kind == "number" and (numeric_default or arg.kind in (ArgKind.INT, ArgKind.FLOAT)):
+        # As Python passes it: `repeat=3` for `repeat: int = 1` is the int 3 (range(3.0) fails),
+        # `scale=3` for `scale: float = 2.0` the float 3.0, `repeat=2.5` stays 2.5.
+        number = spec.args[0]
+        return int(number) if arg.kind is ArgKind.INT and spec.written is Values.INTEGER else float(number)
     if spec.kind == "list" and spec.written is Values.INTEGER and arg.kind is ArgKind.INTEGER_TENSOR:
         # Token ids written out (`--var "input_ids=[[464, 3290]]"`) for a parameter annotated
         # torch.LongTensor, as transformers' models annotate input_ids: ids, not floats.
