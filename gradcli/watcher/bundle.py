@@ -17,6 +17,8 @@ from typing import Any
 
 import torch
 
+from .calls import detached
+
 
 def save_bundle(folder: Path, watch: Any, optimizer: torch.optim.Optimizer, stop: Any,
                 script: Any = None) -> None:
@@ -29,8 +31,8 @@ def save_bundle(folder: Path, watch: Any, optimizer: torch.optim.Optimizer, stop
         "script": None if script is None else {"path": script.path, "module": script.module},
         "weights": {name: {k: v.detach().clone() for k, v in m.state_dict().items()} for name, m in models.items()},
         "optimizer": optimizer.state_dict(),
-        "calls": [{"model": names.get(id(c.module), "") or type(c.module).__name__, "args": _detached(c.args),
-                   "kwargs": _detached(c.kwargs or {}), "rng": c.rng,
+        "calls": [{"model": names.get(id(c.module), "") or type(c.module).__name__, "args": detached(c.args),
+                   "kwargs": detached(c.kwargs or {}), "rng": c.rng,
                    "output_grads": [g.detach() if g is not None else None for g in c.grads]} for c in watch.calls],
         "losses": [loss.detach() for loss in watch.losses],
         "rng": torch.get_rng_state(),
@@ -142,13 +144,3 @@ def restore(bundle: dict[str, Any], model: torch.nn.Module, optimizer: torch.opt
 def _key(name: str) -> str:
     """A ModuleDict key for a model's name (no dots)."""
     return name.replace(".", "_") or "model"
-
-
-def _detached(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.detach()
-    if isinstance(value, dict):
-        return {k: _detached(v) for k, v in value.items()}
-    if isinstance(value, (tuple, list)):
-        return [_detached(v) for v in value]
-    return value

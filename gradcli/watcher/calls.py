@@ -34,3 +34,16 @@ def output_tensors(value: Any, depth: int = 3) -> list[torch.Tensor]:
     else:
         return []
     return [t for item in items for t in output_tensors(item, depth - 1)]
+
+
+def detached(value: Any) -> Any:
+    """A call's arguments with every tensor detached, in the same containers (a namedtuple is
+    rebuilt field by field), for a replay or a bundle."""
+    if isinstance(value, torch.Tensor):
+        return value.detach()
+    if isinstance(value, dict):
+        return {k: detached(v) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        items = [detached(v) for v in value]
+        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+    return value

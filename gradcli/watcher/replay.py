@@ -27,7 +27,7 @@ import torch
 
 from ..health.nonfinite import first_nonfinite_node
 from ..targets.record import ForwardRecorder, origin_of
-from .calls import output_tensors
+from .calls import detached, output_tensors
 from .causes import backward_cause, forward_cause, function_origin, origin_from
 from .result import Replay, Stop, WatchCause, WatchOrigin
 
@@ -107,7 +107,7 @@ def _forward(calls: list[Any], recorder: ForwardRecorder) -> tuple[bool, torch.T
             for device, dtype in call.autocast:  # the real step's float16 ops compute in float16 again
                 autocast.enter_context(torch.autocast(device, dtype=dtype))
             with recorder:
-                out = _local(call.module)(*_detached(call.args), **_detached(call.kwargs or {}))
+                out = _local(call.module)(*detached(call.args), **detached(call.kwargs or {}))
         tensors = [t for t in output_tensors(out) if t.requires_grad]
         for tensor, grad in zip(tensors, call.grads):
             if not bool(torch.isfinite(tensor.detach()).all()):
@@ -154,14 +154,6 @@ def _replayed_root(calls: list[Any], names: dict[int, str]) -> torch.Tensor:
     return root if root is not None else torch.zeros(())
 
 
-def _detached(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.detach()
-    if isinstance(value, dict):
-        return {k: _detached(v) for k, v in value.items()}
-    if isinstance(value, (tuple, list)):
-        return type(value)(_detached(v) for v in value)
-    return value
 
 
 class _buffers_restored:
