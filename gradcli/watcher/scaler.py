@@ -18,8 +18,8 @@ from typing import Any
 import torch
 
 from ..health.nonfinite import _nodes
-from .calls import output_tensors
-from .replay import _buffers_restored, _detached
+from .calls import detached, output_tensors
+from .replay import _buffers_restored
 
 FLOAT16_MAX = 65504.0
 
@@ -32,7 +32,7 @@ def fitting_scale(calls: list[Any], params: list[torch.Tensor], scale: float) ->
         for call in calls:
             with torch.random.fork_rng(devices=[]):
                 torch.random.set_rng_state(call.rng)
-                out = call.module(*_detached(call.args), **_detached(call.kwargs or {}))
+                out = call.module(*detached(call.args), **detached(call.kwargs or {}))
             for tensor, grad in zip([t for t in output_tensors(out) if t.requires_grad], call.grads):
                 if grad is None:
                     continue
