@@ -29,7 +29,7 @@ from .kinds import storage_of
 from .peak import PeakMeter
 from .result import KEPT_FOR_BACKWARD, CheckpointTrial
 from .saved import SavedCounter, loss_nodes
-from .segments import Stack, candidates, find_stack, segmented
+from .segments import Stack, candidates, find_stack, patched_forward, segmented
 
 if TYPE_CHECKING:
     from .result import MemoryResult
@@ -232,20 +232,13 @@ def checkpointed(module: Any) -> Iterator[None]:
     """`module`'s forward run through torch.utils.checkpoint (use_reentrant=False) meanwhile."""
     from torch.utils.checkpoint import checkpoint
 
-    own = module.__dict__.get("forward")
     original = module.forward
 
     def forward(*args: Any, **kwargs: Any) -> Any:
         return checkpoint(original, *args, use_reentrant=False, **kwargs)
 
-    module.forward = forward
-    try:
+    with patched_forward(module, forward):
         yield
-    finally:
-        if own is None:
-            del module.forward
-        else:
-            module.forward = own
 
 
 def advise(result: MemoryResult, run: Run, named: list[tuple[str, Any]], count: int, repeats: int,

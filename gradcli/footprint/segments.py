@@ -137,7 +137,7 @@ def segmented(stack: Stack, segments: int) -> Iterator[None]:
         def forward(input: Any) -> Any:
             return checkpoint_sequential(module, segments, input, use_reentrant=False)
 
-        with _patched(module, forward):
+        with patched_forward(module, forward):
             yield
         return
     with contextlib.ExitStack() as patches:
@@ -147,9 +147,9 @@ def segmented(stack: Stack, segments: int) -> Iterator[None]:
             def first(x: Any, run_segment: Callable[[Any], Any] = run_segment) -> Any:
                 return checkpoint(run_segment, x, use_reentrant=False)
 
-            patches.enter_context(_patched(stack.layers[start], first))
+            patches.enter_context(patched_forward(stack.layers[start], first))
             for layer in stack.layers[start + 1:end + 1]:
-                patches.enter_context(_patched(layer, _passed))
+                patches.enter_context(patched_forward(layer, _passed))
         yield
 
 
@@ -172,7 +172,8 @@ def _passed(x: Any) -> Any:
 
 
 @contextlib.contextmanager
-def _patched(module: Any, forward: Callable[..., Any]) -> Iterator[None]:
+def patched_forward(module: Any, forward: Callable[..., Any]) -> Iterator[None]:
+    """`module.forward` is `forward` meanwhile; its own (an instance attribute or the class's) after."""
     own = module.__dict__.get("forward")
     module.forward = forward
     try:
