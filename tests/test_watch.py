@@ -399,8 +399,9 @@ def test_a_watch_leaves_no_process_wide_hook_behind():
 
 
 def test_the_norms_a_check_reads_are_torchs():
-    """reading._norms: BLAS's dot for large CPU gradients, _foreach_norm for the rest (small,
-    float16, strided): each norm as torch computes it in float64, and nan or inf kept."""
+    """reading._norms: BLAS's dot for large CPU gradients (their sum for the L1 norm of Adam's
+    second moments, which are >= 0), _foreach_norm for the rest (small, float16, strided): each
+    norm as torch computes it in float64, and nan or inf kept."""
     g = torch.Generator().manual_seed(0)
     big = torch.randn(1 << 17, generator=g)
     tensors = [big, torch.randn(3, 5, generator=g), torch.randn(1 << 17, generator=g).half(),
@@ -412,6 +413,11 @@ def test_the_norms_a_check_reads_are_torchs():
     for bad in (float("nan"), float("inf")):
         broken = big.clone()
         broken[7] = bad
-        (n,) = reading._norms([broken]).tolist()
-        assert math.isnan(n) if bad != bad else n == float("inf")
-    assert reading._norms([big.abs()], order=1).tolist() == pytest.approx([float(big.abs().double().sum())], rel=1e-5)
+        for order in (2, 1):
+            (n,) = reading._norms([broken.abs() if order == 1 else broken], order).tolist()
+            assert math.isnan(n) if bad != bad else n == float("inf")
+    moments = [t.abs() for t in tensors]
+    sums = reading._norms(moments, order=1).tolist()
+    for t, n in zip(moments, sums):
+        exact = float(torch.linalg.vector_norm(t.double(), 1))
+        assert n == pytest.approx(exact, rel=1e-3 if t.dtype == torch.half else 1e-5)

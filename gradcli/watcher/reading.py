@@ -5,10 +5,11 @@ uses; on the CPU, a large gradient's from BLAS's dot, see _norms), the losses `b
 are summed one by one (a sum keeps a nan or an inf), and the lot is stacked into one vector and
 read back with a single `.tolist()`:
 no `.item()` per parameter, no forward or backward of its own, no random numbers drawn. A
-norm is nan or inf whenever an element is (or, rarely, when a float16 sum of squares
-overflows): `nonfinite_parameters` confirms element by element, and only runs on that rare
-path. When precursors.py needs Adam's second moments summed (to set its running sums, or each
-check when they cannot be kept without reading), their L1 norms join the same vector: still
+norm is nan or inf whenever an element is (or, rarely, when a float32 sum of squares
+overflows: float16 and bfloat16 gradients are reduced in float32): `nonfinite_parameters`
+confirms element by element, and only runs on that rare path. When precursors.py needs
+Adam's second moments summed (to set its running sums, or each check when they cannot be kept
+without reading), their L1 norms join the same vector: still
 one host read.
 """
 
@@ -68,20 +69,22 @@ DOT_NUMEL = 1 << 16
 
 
 def _norms(tensors: list[torch.Tensor], order: int = 2) -> torch.Tensor:
-    """Each tensor's L`order` norm, as one float32 vector on the first tensor's device.
+    """Each tensor's L`order` norm, as one float32 vector on the first tensor's device; order 1
+    is only asked of tensors that are >= 0 (Adam's second moments), whose L1 norm is their sum.
 
-    On the CPU, `_foreach_norm` reduces on one core: a large float32/float64 gradient's L2 norm
-    is sqrt(dot(g, g)) instead, whose BLAS runs on all of them (100 MB of gradients: 6.0 ms on
-    this machine's 2 cores against 12.3 ms). A nan or inf gives a nan or inf either way."""
+    On the CPU, `_foreach_norm` reduces on one core: a large float32/float64 tensor's L2 norm is
+    sqrt(dot(g, g)) instead, and its L1 norm its sum, both of which run on all of them (100 MB
+    of gradients: 6.0 ms on this machine's 2 cores against 12.3 ms; Adam's 100 MB of second
+    moments: 5 ms against 26). A nan or inf gives a nan or inf either way."""
     tensors = [t.to_local() if hasattr(t, "to_local") else t for t in tensors]  # an FSDP2 DTensor: its shard
     device = tensors[0].device
-    big = [i for i, t in enumerate(tensors) if order == 2 and _dot_ready(t)] if device.type == "cpu" else []
+    big = [i for i, t in enumerate(tensors) if _dot_ready(t)] if device.type == "cpu" else []
     if not big:
         return _foreach(tensors, order).to(device)
     norms: list[torch.Tensor | None] = [None] * len(tensors)
     for i in big:
         flat = tensors[i].view(-1)
-        norms[i] = torch.dot(flat, flat).float().sqrt()
+        norms[i] = (torch.dot(flat, flat).sqrt() if order == 2 else flat.sum()).float()
     rest = [i for i, n in enumerate(norms) if n is None]
     if rest:
         for i, n in zip(rest, _foreach([tensors[i] for i in rest], order).to(device)):
@@ -95,12 +98,22 @@ def _dot_ready(t: torch.Tensor) -> bool:
 
 
 def _foreach(tensors: list[torch.Tensor], order: int) -> torch.Tensor:
+    """One fused norm per dtype group: float16 and bfloat16 tensors are reduced in float32 (their
+    own norm is a float16 that a sum of 65504 overflows), the others in their own dtype."""
     device = tensors[0].device
-    try:
-        norms = torch._foreach_norm(tensors, order)
-    except (RuntimeError, TypeError):  # mixed devices or layouts: one norm each
-        norms = [torch.linalg.vector_norm(t, order) for t in tensors]
-    return torch.stack([n.to(device=device, dtype=torch.float32) for n in norms])
+    low = [i for i, t in enumerate(tensors) if t.dtype in (torch.float16, torch.bfloat16)]
+    norms: list[torch.Tensor | None] = [None] * len(tensors)
+    for group, dtype in ((low, torch.float32), ([i for i in range(len(tensors)) if i not in set(low)], None)):
+        if not group:
+            continue
+        chosen = [tensors[i] for i in group]
+        try:
+            found = torch._foreach_norm(chosen, order, dtype=dtype)
+        except (RuntimeError, TypeError):  # mixed devices or layouts (or a torch without dtype=): one norm each
+            found = [torch.linalg.vector_norm(t, order, dtype=dtype) for t in chosen]
+        for i, n in zip(group, found):
+            norms[i] = n
+    return torch.stack([n.to(device=device, dtype=torch.float32) for n in norms])  # type: ignore[union-attr]
 
 
 def _device(parts: list[torch.Tensor], loss: torch.Tensor) -> torch.device:
