@@ -140,6 +140,7 @@ def test_inf_in_the_batch_is_the_data():
     assert same_weights(model, truth["weights"][AT])
     assert stop.origin.phase == "input" and stop.cause.kind == "nonfinite_input"
     assert stop.origin.line == line_of("out = model(x)")
+    assert stop.replay.how == "inspected"  # found in the batch itself: no forward was run again
 
 
 # -- stops in the loss: the script rerun -------------------------------------------------------

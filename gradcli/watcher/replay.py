@@ -36,9 +36,10 @@ def replay(stop: Stop, calls: list[Any], params: dict[str, torch.Tensor], names:
     if not calls:
         stop.replay = Replay("not_replayed", why_not="no model call was seen in this step")
         return
-    stop.replay = Replay("replayed")
-    if _batch(stop, calls, names) or _weights(stop, params):
+    if _batch(stop, calls, names) or _weights(stop, params):  # found by reading them: nothing run again
+        stop.replay = Replay("inspected")
         return
+    stop.replay = Replay("replayed")
     with _buffers_restored(calls):
         recorder = ForwardRecorder(names, watch_nonfinite=True)
         with torch.enable_grad():

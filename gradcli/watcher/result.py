@@ -53,7 +53,7 @@ class WatchCause:
 class Replay:
     """How the origin was found, and what that cost."""
 
-    how: Literal["replayed", "reran", "not_replayed"]
+    how: Literal["replayed", "inspected", "reran", "not_replayed"]
     seconds: float = 0.0
     steps: int = 0  # optimizer steps the rerun repeated (0 for an in-process replay)
     why_not: str | None = None  # when not replayed

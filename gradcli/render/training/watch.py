@@ -73,6 +73,9 @@ def _stop_lines(what: str, result: "WatchResult") -> list[str]:
     if replay is not None:
         if replay.how == "replayed":
             how = f"  found by replaying step {stop.step} in process ({replay.seconds:.2f} s)"
+        elif replay.how == "inspected":
+            read = "batch" if stop.cause is not None and stop.cause.kind == "nonfinite_input" else "weights"
+            how = f"  found in the step's {read}, without running the step again ({replay.seconds:.2f} s)"
         elif replay.how == "reran":
             how = f"  found by rerunning the script to step {stop.step} ({replay.steps} step(s) again, {replay.seconds:.1f} s)"
         else:
