@@ -92,8 +92,9 @@ def block(model: torch.nn.Module, optimizer: Any, loss_fn: Callable[[], Any], st
 
 
 SIDES = ("plain", "every 1", "every 10")
-#: The Watch methods that run inside a step: the optimizer's step hooks (the check) and the model's call hooks.
-HOOKS = ("_pre_step", "_post_step", "_enter", "_leave")
+#: The Watch methods that run inside a step: the optimizer's step hooks (the check), the model's
+#: call hooks, and check_step (a trainer's callback calls it instead of the step pre-hook).
+HOOKS = ("_pre_step", "_post_step", "_enter", "_leave", "check_step")
 
 
 def timed_hooks(spent: dict[int, float]) -> Callable[[], None]:

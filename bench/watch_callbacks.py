@@ -8,7 +8,11 @@ callback, then with `LightningCallback()` / `TrainerCallback()` checking every s
 `--rounds` times so that drift in the machine's load falls on both sides alike. Each step is
 timed by a small timing callback of the trainer itself (batch start to batch end, or step begin
 to step end), the first block of each side is a warm-up, and the figure is the median step time
-of each side over its other blocks; the ratio is watched / unwatched. The models: bench/mlp24.py's
+of each side over its other blocks; the ratio is watched / unwatched. Each block builds its
+model anew, and a model's own speed differs by a few percent from one instance to the next
+(where its tensors land; bench/watch.py measured 3 to 4%), so a few blocks leave that spread in
+the ratio; beside it, the time spent inside watch's own hooks per watched step (bench/watch.py's
+`timed_hooks`, with the callback's `check_step`), over the unwatched median step, has none of it. The models: bench/mlp24.py's
 24-layer MLP in a LightningModule (width 1024, batch 64, Adam), and a small GPT-2 from its config
 (2 layers, 2x64 tokens, AdamW) in the HF Trainer; each is skipped with the reason when its
 package is missing.
@@ -29,6 +33,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 warnings.filterwarnings("ignore")
+
+from watch import timed_hooks  # noqa: E402 - bench/ is on the path from the line above
 
 
 def lightning_block(steps: int, watched: bool) -> list[float]:
@@ -110,21 +116,29 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    print(f"{'trainer':10} {'unwatched ms':>13} {'watched ms':>11} {'ratio':>6}")
+    print(f"{'trainer':10} {'unwatched ms':>13} {'watched ms':>11} {'ratio':>6} {'hooks ms':>9} {'ratio':>6}")
     for name in args.trainers:
+        spent: dict[int, float] = {}
+        undo = timed_hooks(spent)
         try:
             block = TRAINERS[name]
             sides: dict[bool, list[float]] = {False: [], True: []}
             for round_ in range(args.rounds + 1):
                 for watched in (False, True):
+                    if round_ == 1 and not watched:
+                        spent.clear()  # the warm-up round's hooks are not counted
                     times = block(args.steps, watched)
                     if round_:  # the first round warms up
                         sides[watched] += times
         except ImportError as err:
             print(f"{name:10} skipped: {err}")
             continue
+        finally:
+            undo()
         plain, watched = statistics.median(sides[False]), statistics.median(sides[True])
-        print(f"{name:10} {plain * 1e3:13.2f} {watched * 1e3:11.2f} {watched / plain:6.3f}")
+        hooks = sum(spent.values()) / len(sides[True])
+        print(f"{name:10} {plain * 1e3:13.2f} {watched * 1e3:11.2f} {watched / plain:6.3f} {hooks * 1e3:9.2f} "
+              f"{1 + hooks / plain:6.3f}")
 
 
 if __name__ == "__main__":
