@@ -9,8 +9,7 @@ norm is nan or inf whenever an element is (or, rarely, when a float32 sum of squ
 overflows: float16 and bfloat16 gradients are reduced in float32): `nonfinite_parameters`
 confirms element by element, and only runs on that rare path. When precursors.py needs
 Adam's second moments summed (to set its running sums, or each check when they cannot be kept
-without reading), their L1 norms join the same vector: still
-one host read.
+without reading), their L1 norms join the same vector: still one host read.
 """
 
 from __future__ import annotations
@@ -98,14 +97,14 @@ def _dot_ready(t: torch.Tensor) -> bool:
 
 
 def _foreach(tensors: list[torch.Tensor], order: int) -> torch.Tensor:
-    """One fused norm per dtype group: float16 and bfloat16 tensors are reduced in float32 (their
-    own norm is a float16 that a sum of 65504 overflows), the others in their own dtype."""
+    """One fused norm per group: float16 and bfloat16 tensors are reduced in float32 (their own
+    norm is a float16, which a sum past 65504 overflows), the others in their own dtype."""
     device = tensors[0].device
-    low = [i for i, t in enumerate(tensors) if t.dtype in (torch.float16, torch.bfloat16)]
+    groups: dict[torch.dtype | None, list[int]] = {}
+    for i, t in enumerate(tensors):
+        groups.setdefault(torch.float32 if t.dtype in (torch.float16, torch.bfloat16) else None, []).append(i)
     norms: list[torch.Tensor | None] = [None] * len(tensors)
-    for group, dtype in ((low, torch.float32), ([i for i in range(len(tensors)) if i not in set(low)], None)):
-        if not group:
-            continue
+    for dtype, group in groups.items():
         chosen = [tensors[i] for i in group]
         try:
             found = torch._foreach_norm(chosen, order, dtype=dtype)
