@@ -24,9 +24,10 @@ Each step is timed on its own (perf_counter around the whole step); the figure i
 step time of each side over all trials, and the ratio is watched / unwatched; the trials' own
 ratios show the spread. Beside it, the time spent inside watch's own hooks (the optimizer's
 step pre- and post-hooks, which hold the check, and the model's call hooks), timed around each
-and summed per measured step, over the unwatched median step: what watch adds, without the
-machine's noise (it leaves out what the hooks do to the caches, which the side-by-side ratio
-keeps). `gradcli.watch()` is given no model or optimizer: it finds them as
+and summed per step: its median over the measured steps (as the step's: at every 10 that is an
+unchecked step) and its mean, each over the unwatched median step. That is what watch adds,
+without the machine's noise (it leaves out what the hooks do to the caches, which the
+side-by-side ratio keeps, and counts as watch's the frees it only moves). `gradcli.watch()` is given no model or optimizer: it finds them as
 `gradcli watch train.py` does; one watch per side is entered around each of its steps, so its
 step counts carry over (every=10 checks one step in ten). The models: bench/mlp24.py's
 24-layer MLP (width 1024, batch 64, Adam), torchvision's ResNet-18 (10 classes, 8x3x64x64, SGD
@@ -130,7 +131,7 @@ def measure(name: str, steps: int, rounds: int) -> dict[str, Any]:
     times: dict[str, list[float]] = {side: [] for side in SIDES}
     trials: list[dict[str, float]] = []
     spent: dict[int, float] = {}
-    hooks = {side: 0.0 for side in SIDES[1:]}  # seconds inside the hooks over the measured steps
+    hooks: dict[str, list[float]] = {side: [] for side in SIDES[1:]}  # seconds inside the hooks, per measured step
     undo = timed_hooks(spent)
     for trial in range(len(SIDES)):  # run (i + trial) % 3 is side i's in this trial
         cast = {side: runs[(i + trial) % len(runs)] for i, side in enumerate(SIDES)}
@@ -141,23 +142,22 @@ def measure(name: str, steps: int, rounds: int) -> dict[str, Any]:
                 if side == "plain":
                     taken = block(*cast[side], 1)
                 else:
+                    before = spent.get(id(watches[side]), 0.0)
                     with watches[side]:
                         taken = block(*cast[side], 1)
-                if index == steps - 1 and side != "plain":
-                    spent[id(watches[side])] = 0.0  # the warm-up's hooks are not counted
-                if index >= steps:
+                    if index >= steps:
+                        hooks[side].append(spent[id(watches[side])] - before)
+                if index >= steps:  # the first block warmed up
                     own[side] += taken
         assert watches["every 10"].result.checks == (rounds + 1) * steps // 10
         for side in SIDES:
             times[side] += own[side]
-        for side in SIDES[1:]:
-            hooks[side] += spent[id(watches[side])]
         plain = statistics.median(own["plain"])
         trials.append({side: statistics.median(own[side]) / plain for side in SIDES[1:]})
     undo()
     result: dict[str, Any] = {side: statistics.median(taken) for side, taken in times.items()}
     result["trials"] = trials
-    result["hooks"] = {side: hooks[side] / len(times[side]) for side in hooks}  # per measured step
+    result["hooks"] = {side: (statistics.median(each), statistics.fmean(each)) for side, each in hooks.items()}
     return result
 
 
@@ -170,8 +170,8 @@ def main() -> None:
     torch.set_num_threads(torch.get_num_threads())
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, 3 trials x {args.rounds} rounds x {args.steps}"
           " steps per side")
-    print("| model | median step, unwatched | watch, every step | ratio (trials) | in its hooks | watch --every 10 "
-          "| ratio (trials) | in its hooks |")
+    print("| model | median step, unwatched | watch, every step | ratio (trials) | in its hooks, median (mean) "
+          "| watch --every 10 | ratio (trials) | in its hooks, median (mean) |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for name in args.models.split(","):
         try:
@@ -182,7 +182,8 @@ def main() -> None:
         plain = result["plain"]
         cells = [f"{result[side] * 1e3:.2f} ms | {result[side] / plain:.3f} ("
                  + ", ".join(f"{trial[side]:.3f}" for trial in result["trials"]) + ") | "
-                 + f"{result['hooks'][side] * 1e3:.2f} ms, {1 + result['hooks'][side] / plain:.3f}" for side in SIDES[1:]]
+                 + "{:.2f} ms, {:.3f} ({:.2f} ms, {:.3f})".format(*(x for h in result["hooks"][side] for x in (h * 1e3, 1 + h / plain)))
+                 for side in SIDES[1:]]
         print(f"| {name} | {plain * 1e3:.2f} ms | " + " | ".join(cells) + " |", flush=True)
 
 
