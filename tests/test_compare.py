@@ -330,9 +330,17 @@ def test_a_nan_loss_is_the_string_nan_in_the_json():
     assert math.isnan(candidate.item()) and reference.item() == 0.0, "the premise: torch's two losses"
     ref, half = torch_grads(model, x, cancelled), torch_grads(model, x, cancelled, amp=torch.float16)
     assert all(torch.equal(half[n].float(), ref[n]) for n in ref)
-    document = json.loads(gradcli.compare(model, x, loss=cancelled, amp="float16").to_json())
+    result = gradcli.compare(model, x, loss=cancelled, amp="float16")
+    document = json.loads(result.to_json())
     assert document["loss"] == {"reference": 0.0, "candidate": "nan"}
     assert {p["name"]: (p["rel_err"], p["max_abs_err"]) for p in document["parameters"]} == {n: (0.0, 0.0) for n in ref}
+    # the gradients agree, the losses do not: a candidate whose loss is nan is not ok
+    assert all(p["flags"] == ["AGREES"] for p in document["parameters"])
+    assert document["ok"] is False and not result.ok
+    assert document["problems"] == ["loss: DIFFERS: the candidate's loss is nan where the reference's is 0"]
+    assert document["first_divergence"] is None and document["causes"] == []
+    assert str(result).rstrip().endswith(
+        f"DIFFERS: the loss: candidate nan, reference 0, though all {len(ref)} parameters are within tolerance of the reference")
 
 
 def test_an_overflowing_candidate_is_flagged_and_its_numbers_are_strings_in_the_json():
