@@ -132,7 +132,7 @@ def small_loss(out):
     return 1e-6 * out.pow(2).mean()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture  # per test, not per module: mutmut maps a test to the code its own call runs
 def underflow():
     torch.manual_seed(1)
     model, x = Tiny(), torch.randn(16, 8)
@@ -164,6 +164,72 @@ def test_underflow_names_its_cause_and_a_scale_that_keeps_the_gradients(underflo
         assert float(torch.linalg.vector_norm(kept - g.double()) / torch.linalg.vector_norm(g.double())) < 0.05, name
     assert result.first_divergence is not None and not result.first_divergence.forward_differs
     assert "arises in backward" in str(result)
+
+
+def _output_grads(model, x, loss):
+    """Each Linear's output gradient in torch's float32 run (hooks on a copy)."""
+    work, found = copy.deepcopy(model), {}
+
+    def keep(path):
+        def hook(module, inputs, out):
+            out.register_hook(lambda g: found.__setitem__(path, g.detach().clone()))
+
+        return hook
+
+    for path, module in work.named_modules():
+        if isinstance(module, nn.Linear):
+            module.register_forward_hook(keep(path))
+    loss(work(x)).backward()
+    return found
+
+
+def test_the_underflow_evidence_holds_torchs_numbers(underflow):
+    """The flushed parameters, float16's smallest normal and largest finite number as torch
+    knows them, the largest reference gradient (module outputs' and the flushed parameters'),
+    and whether the scale fits under float16's largest."""
+    model, x, result = underflow
+    cause = next(c for c in result.causes if c.kind == "underflow")
+    half = torch.finfo(torch.float16)
+    assert cause.detail["smallest_normal"] == half.tiny
+    ref = torch_grads(model, x, small_loss)
+    flushed = [p.name for p in result.parameters if Flag.UNDERFLOW in p.flags]
+    assert cause.detail["parameters"] == flushed and flushed
+    outputs = _output_grads(model, x, small_loss)
+    largest = max(float(g.abs().max()) for g in [*outputs.values(), *(ref[n] for n in flushed)])
+    assert cause.detail["largest"] == pytest.approx(largest, rel=1e-6)
+    assert cause.detail["scale_fits"] is (largest * cause.detail["scale"] < half.max)
+    assert cause.detail["scaler_scale"] is None
+
+
+def test_a_scaler_that_skips_every_step_gave_up_as_torchs_gradscaler_does():
+    """1e-8·out underflows to 0 in float16 (not in float32), and sqrt(|0|)'s gradient is
+    inf·0 = nan at every scale: torch's own GradScaler skips each of the 40 steps, halving
+    the scale each time."""
+    torch.manual_seed(0)
+    model, x = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 2)), torch.randn(4, 8)
+
+    def huge(out):
+        return torch.sqrt((out * 1e-8).abs()).sum()
+
+    work = copy.deepcopy(model)
+    scaler, opt = torch.amp.GradScaler("cpu"), torch.optim.SGD(work.parameters(), lr=0.0)
+    scales = []
+    for _ in range(40):
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.float16):
+            value = huge(work(x))
+        scales.append(scaler.get_scale())
+        scaler.scale(value).backward()
+        scaler.unscale_(opt)
+        assert sum(v.item() for v in scaler._found_inf_per_device(opt).values()) > 0, "the premise: every step skipped"
+        scaler.step(opt)
+        scaler.update()
+    result = gradcli.compare(model, x, loss=huge, amp="float16", scaler=True)
+    assert [(s.scale, s.skipped) for s in result.scaler_steps] == [(s, True) for s in scales]
+    assert [c.as_dict() for c in result.causes if c.kind == "scaler-gave-up"] == [
+        {"kind": "scaler-gave-up", "steps": 40, "scale": scales[-1]}]
+    assert f"GradScaler skipped all 40 steps (scale down to {scales[-1]:g})" in result.notes
+    assert not result.ok
 
 
 def test_the_scaler_follows_gradscalers_own_steps_and_compares_at_the_settled_scale():
