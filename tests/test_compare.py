@@ -430,3 +430,27 @@ def test_an_overflowing_candidate_is_flagged_and_its_numbers_are_strings_in_the_
         assert Flag.OVERFLOW.value in p["flags"]
         assert not math.isfinite(float((g - r).abs().max()))  # torch: no finite largest difference
         assert p["max_abs_err"] in ("inf", "nan") and p["rel_err"] in ("inf", "nan")  # strings, not numbers
+
+
+def test_a_forward_divergence_is_located_with_torchs_forward_error():
+    """bfloat16 weights, BatchNorm over four nearly equal rows: the normalised differences are
+    rounding, so the forward output already differs where the gradient does. torch's own two
+    forwards give each module's output error; the first Linear's is below the smallest
+    bfloat16 tolerance (16 unit roundoffs), so the first module whose output differs is after it."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.Linear(16, 4))
+    x = torch.randn(1, 8) + 0.01 * torch.randn(4, 8)
+    errors = {}
+    ref, cand = copy.deepcopy(model), copy.deepcopy(model).to(torch.bfloat16)
+    h_ref, h_cand = x, x.to(torch.bfloat16)
+    for k, (a, b) in enumerate(zip(ref, cand)):
+        with torch.no_grad():
+            h_ref, h_cand = a(h_ref), b(h_cand)
+        errors[str(k)] = float((h_cand.double() - h_ref.double()).norm() / h_ref.double().norm())
+    assert errors["0"] < 16 * 2.0**-8, "the premise: the first layer's output agrees"
+    result = gradcli.compare(model, x, loss=square, dtype="bfloat16")
+    d = result.first_divergence
+    assert d is not None and not result.ok
+    assert d.forward_rel_err == pytest.approx(errors[d.module], rel=1e-6)
+    assert d.forward_differs is (errors[d.module] > d.tolerance) and d.forward_differs
+    assert d.first_forward in (f"{k} ({type(model[int(k)]).__name__})" for k in ("1", "2") if int(k) <= int(d.module))
