@@ -118,7 +118,7 @@ def test_a_sum_loss_is_the_reference_over_n_and_only_that_cause_is_suspected():
     assert {r.name for r in run.differing} == set(ref.gradients) and not run.unsynced
     assert [r.scale for r in run.rows] == pytest.approx(list(truth.values()), rel=1e-9)
     (cause,) = suspects(run, Setup("t.py:MLP"))
-    assert cause.kind is CauseKind.SUM_LOSS and cause.fix is Fix.SCALE_LOSS
+    assert cause.kind is CauseKind.SUM_LOSS and cause.fix is Fix.SCALE_LOSS and cause.subjects == list(ref.gradients)
     assert cause.evidence["expected_ratio"] == 1 / WORLD
     assert cause.evidence["ratios"] == pytest.approx(truth, rel=1e-9)
     assert cause.evidence["max_residual"] <= 1e-4
@@ -135,7 +135,7 @@ def test_accumulating_mean_losses_is_k_times_the_reference():
     run = judge(ref, runs)
     assert len(run.differing) == len(ref.gradients)
     (cause,) = suspects(run, Setup("t.py:MLP", accumulate=2))
-    assert cause.kind is CauseKind.ACCUMULATION and cause.fix is Fix.DIVIDE_BY_STEPS
+    assert cause.kind is CauseKind.ACCUMULATION and cause.fix is Fix.DIVIDE_BY_STEPS and cause.subjects == list(ref.gradients)
     assert cause.evidence["steps"] == 2 and cause.evidence["expected_ratio"] == 2.0
     # without --accumulate the same gradients point at nothing: 2 is not 1/N
     assert suspects(run, Setup("t.py:MLP")) == []
@@ -191,7 +191,7 @@ def test_initial_weights_that_differ_are_suspected_only_when_the_gradients_diffe
     run = judge(ref, runs)
     assert run.unsynced
     (cause,) = suspects(run, Setup("t.py:MLP"))
-    assert cause.kind is CauseKind.INITIAL_WEIGHTS and cause.evidence == {"fingerprints": ["a", "b"]}
+    assert cause.kind is CauseKind.INITIAL_WEIGHTS and cause.evidence == {"fingerprints": ["a", "b"]} and cause.subjects == []
 
 
 class Gated(nn.Module):
@@ -318,7 +318,7 @@ def test_clipping_each_shard_by_its_own_norm_is_found_with_the_maximum():
     assert run.differing
     causes = suspects(run, Setup("t.py:MLP", wrap="fsdp", clip=limit), ref.step)
     (cause,) = [c for c in causes if c.kind is CauseKind.CLIP_ON_SHARDS]
-    assert cause.fix is Fix.CLIP_WHOLE
+    assert cause.fix is Fix.CLIP_WHOLE and cause.subjects == list(whole)
     assert cause.evidence["max_norm"] == pytest.approx(limit, rel=1e-5)
     assert cause.evidence["factors"] == [c[1].factor for c in clipped]
     assert cause.evidence["reference_factor"] == ref_step.factor
@@ -360,3 +360,82 @@ def test_the_problems_say_which_rank_and_how_far():
         truth = rel(got[name], ref.gradients[name])  # 1/2 of the reference: off by a half
         assert truth == pytest.approx(0.5, rel=1e-4)
         assert sentence.startswith(f"{name}: the reduced gradient differs from one process's (rank 0: rel err {short_number(truth)}, ")
+
+
+def test_half_the_reference_plus_something_else_is_not_a_sum_loss_alone():
+    """g = g_ref/N + e with e orthogonal to g_ref: torch's least-squares scale is exactly 1/N,
+    yet ‖e‖/‖g_ref‖ = 1e-2 is left over, far above rounding: not the sum loss's signature.
+    Nor is a scale 2e-4 off 1/N, beyond rounding of the ratio."""
+    model, x = made()
+    ref = reference(model, x, mean_loss)
+    off = {}
+    for n, g in ref.gradients.items():
+        noise = torch.randn_like(g)
+        flat, base = noise.flatten().double(), g.flatten().double()
+        noise = (flat - (flat @ base) / (base @ base) * base).reshape(g.shape)
+        off[n] = (g.double() / WORLD + noise * (1e-2 * float(g.norm()) / float(noise.norm()))).float()
+        scale = float(off[n].double().flatten() @ base) / float(base @ base)
+        assert scale == pytest.approx(1 / WORLD, rel=1e-5), "the premise: the scale is 1/N"
+    run = judge(ref, [rank(r, off) for r in range(WORLD)])
+    assert len(run.differing) == len(ref.gradients)
+    assert suspects(run, Setup("t.py:MLP")) == []
+    near = {n: g * (1 / WORLD) * (1 + 2e-4) for n, g in ref.gradients.items()}
+    assert suspects(judge(ref, [rank(r, near) for r in range(WORLD)]), Setup("t.py:MLP")) == []
+
+
+def test_a_scale_just_off_one_is_not_accumulation_of_one_step():
+    """Gradients 1.00005 times the reference (torch multiplies them): they differ, by a scale,
+    but with one micro-step there is no accumulation to blame."""
+    model, x = made()
+    ref = reference(model, x, mean_loss)
+    run = judge(ref, [rank(r, {n: g * 1.00005 for n, g in ref.gradients.items()}) for r in range(WORLD)])
+    assert run.differing
+    assert suspects(run, Setup("t.py:MLP", accumulate=1)) == []
+
+
+def test_the_document_holds_torchs_norms_losses_and_every_parameter():
+    """The run's document: the gradient norms (the reference's, each rank's reduced and per
+    shard), each rank's loss, the bytes reduced, and a row per parameter with its elements;
+    a gradient the ranks have and the reference has not is MISSING, not an agreeing no-grad."""
+    model, x = made()
+    ref = reference(model, x, mean_loss)
+    shards = [grads_of(model, s, mean_loss) for s in x.chunk(WORLD)]
+    mean = {n: torch.stack([g[n] for g, _ in shards]).mean(0) for n in ref.gradients}
+    norm = math.sqrt(sum(float(g.double().pow(2).sum()) for g in mean.values()))
+    runs = [RankRun(r, loss, rank(r, mean).blob, norm, norm / (r + 2), init_digest="same", bytes_reduced=4 * 131)
+            for r, (_, loss) in enumerate(shards)]
+    result = DistributedResult("t", "t", "MLP", 0, "ddp", WORLD, "gloo", 8, ref.loss, judge(ref, runs))
+    document = result.as_dict()
+    truth = math.sqrt(sum(float(g.double().pow(2).sum()) for g in grads_of(model, x, mean_loss)[0].values()))
+    assert document["grad_norm"] == {"reference": pytest.approx(truth, rel=1e-6), "reduced": [norm, norm],
+                                     "per_shard": [norm / 2, norm / 3]}
+    assert document["losses"] == [loss for _, loss in shards] and document["bytes_reduced_per_step"] == 4 * 131
+    assert [(p["name"], p["numel"]) for p in document["parameters"]] == [(n, p.numel()) for n, p in model.named_parameters()]
+    for p in document["parameters"]:
+        assert [r["name"] for r in p["ranks"]] == [p["name"]] * WORLD
+        assert p["spread"] == 0.0 and p["scale"] == pytest.approx(1.0, rel=1e-5)
+    # the reference without fc2.bias's gradient, the ranks with it
+    ref.gradients["fc2.bias"] = None
+    row = next(r for r in judge(ref, runs).rows if r.name == "fc2.bias")
+    assert not row.no_grad and not row.agrees and row.per_rank[0].flags == [Flag.MISSING]
+    # no gradient anywhere: a no-grad row, with the tolerance of its neighbours
+    runs_without = [rank(r, {**mean, "fc2.bias": None}) for r in range(WORLD)]
+    row = next(r for r in judge(ref, runs_without).rows if r.name == "fc2.bias")
+    assert row.no_grad and row.agrees and row.numel == 3 and row.per_rank[0].tolerance == row.tolerance
+    assert row.per_rank[0].name == "fc2.bias"
+
+
+def test_a_gradient_exactly_zero_everywhere_agrees_with_no_spread_and_no_scale():
+    """tanh saturated at -1 (float32's tanh(-100) is exactly -1, so 1 - tanh² is 0): torch
+    gives fc1 an all-zero gradient on the whole batch and on each shard."""
+    model, x = made()
+    with torch.no_grad():
+        model.fc1.bias.fill_(-100.0)
+    ref = reference(model, x, mean_loss)
+    runs = all_reduced(model, x, mean_loss)
+    got = runs[0].gradients()
+    assert all(float(g.abs().max()) == 0.0 for g in (ref.gradients["fc1.weight"], got["fc1.weight"])), "the premise"
+    run = judge(ref, runs)
+    row = next(r for r in run.rows if r.name == "fc1.weight")
+    assert row.agrees and row.spread == 0.0 and row.scale is None
+    assert run.clean
