@@ -326,3 +326,41 @@ def test_a_coupled_check_whose_forward_overflows_is_not_gradchecked_nor_settled(
     assert result.gradcheck.ok is None and result.gradcheck.message == "the function is not finite at the points left"
     assert result.gradcheck.unreliable_points == 0 and result.gradcheck.unreliable_reasons == {}
     assert not any("finite differences are unreliable" in note for note in result.notes)
+
+
+def test_both_variables_at_1e20_count_one_point_and_a_reason_each():
+    """x*y at x = y = 1e20: the step is lost in x and in y alike, so gradcheck's central
+    differences disagree with autograd (y and x, 1e20 each: exact) in both variables at the
+    one point, counted here with torch. One point is left out, with two reasons."""
+    x = torch.tensor([1e20], dtype=torch.float64, requires_grad=True)
+    y = torch.tensor([1e20], dtype=torch.float64, requires_grad=True)
+    gx, gy = torch.autograd.grad((x * y).sum(), (x, y))
+    with torch.no_grad():
+        nx = ((x + 1e-6) * y - (x - 1e-6) * y) / 2e-6
+        ny = (x * (y + 1e-6) - x * (y - 1e-6)) / 2e-6
+    pairs = sum(int((~((a - n).abs() <= 1e-5 + 1e-3 * n.abs())).sum()) for a, n in ((gx, nx), (gy, ny)))
+    assert pairs == 2 and float(gx) == 1e20 == float(gy), "the premise"
+    assert float(x.detach() + 1e-6) == float(x.detach() - 1e-6)
+    result = gradcli.check("x*y", {"x": "[1e20]", "y": "[1e20]"})
+    assert result.ok, str(result)
+    assert result.gradcheck.unreliable_points == 1
+    assert result.gradcheck.unreliable_reasons == {STEP_ROUNDED: pairs}
+
+
+def test_a_mean_at_second_order_scales_its_differences_as_its_derivatives():
+    """mean(x*y) at order 2: the mixed second derivative is 1/2 at both points (torch); the
+    central differences of the first derivative are exact at (1, 2) and lost to rounding only
+    where x = 1e20 (counted with torch), so one point is set aside, not two."""
+    x = torch.tensor([1e20, 1.0], dtype=torch.float64, requires_grad=True)
+    y = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    (gy,) = torch.autograd.grad((x * y).mean(), y, create_graph=True)
+    (hyx,) = torch.autograd.grad(gy.sum(), x)
+    assert hyx.tolist() == [0.5, 0.5], "the premise: torch's mixed second derivative"
+    with torch.no_grad():
+        moved = ((x + 1e-6) - (x - 1e-6)) / 2 / 2e-6  # d(gy)/dx by central differences: gy = x/2
+    lost = int((~((hyx - moved).abs() <= 1e-5 + 1e-3 * moved.abs())).sum())
+    assert lost == 1
+    result = gradcli.check("mean(x*y)", {"x": "[1e20, 1.0]", "y": "[1.0, 2.0]"}, order=2)
+    assert result.ok, str(result)
+    assert result.gradgradcheck.ok is True and result.gradgradcheck.unreliable_points == lost
+    assert result.gradgradcheck.unreliable_reasons == {STEP_ROUNDED: lost}
