@@ -319,9 +319,9 @@ def test_clipping_each_shard_by_its_own_norm_is_found_with_the_maximum():
     causes = suspects(run, Setup("t.py:MLP", wrap="fsdp", clip=limit), ref.step)
     (cause,) = [c for c in causes if c.kind is CauseKind.CLIP_ON_SHARDS]
     assert cause.fix is Fix.CLIP_WHOLE and cause.subjects == list(whole)
-    assert cause.evidence["max_norm"] == pytest.approx(limit, rel=1e-5)
-    assert cause.evidence["factors"] == [c[1].factor for c in clipped]
-    assert cause.evidence["reference_factor"] == ref_step.factor
+    assert cause.evidence == {"max_norm": pytest.approx(limit, rel=1e-5), "factors": [c[1].factor for c in clipped],
+                              "shard_norms": [c[1].norm_before for c in clipped], "reference_factor": ref_step.factor,
+                              "whole_norm": ref_step.norm_before}
     # clipped by the whole gradient on every rank (the fix), nothing differs to explain
     fixed = judge(ref, [rank(r, ref_after, step=ref_step) for r in range(WORLD)])
     assert suspects(fixed, Setup("t.py:MLP", wrap="fsdp", clip=limit), ref.step) == []
@@ -439,3 +439,59 @@ def test_a_gradient_exactly_zero_everywhere_agrees_with_no_spread_and_no_scale()
     row = next(r for r in run.rows if r.name == "fc1.weight")
     assert row.agrees and row.spread == 0.0 and row.scale is None
     assert run.clean
+
+
+def _fsdp_ranks(grads: dict, limit: float, by_shard: bool) -> tuple[dict, list[RankRun]]:
+    """FSDP2's ranks: each holds a row-half of every gradient; the step clips by the shard's own
+    norm (`by_shard`) or by the whole gradient's (torch's clip_grad_norm_ over the DTensors)."""
+    shards = [{n: g.chunk(WORLD)[r] for n, g in grads.items()} for r in range(WORLD)]
+    if by_shard:
+        clipped = [_clipped(sh, limit) for sh in shards]
+    else:
+        whole, step = _clipped(grads, limit)
+        clipped = [({n: g.chunk(WORLD)[r] for n, g in whole.items()},
+                    StepEffect(step.factor, 0.0, math.sqrt(sum(float(g.double().pow(2).sum()) for g in sh.values()))))
+                   for r, sh in enumerate(shards)]
+    gathered = {n: torch.cat([c[0][n] for c in clipped]) for n in grads}
+    return gathered, [rank(r, gathered, step=clipped[r][1]) for r in range(WORLD)]
+
+
+def test_clipping_the_whole_gradient_of_a_sum_loss_is_not_blamed_on_the_shards():
+    """A sum loss (ranks at 1/N of the reference) clipped by the whole gradient's norm: every
+    rank's factor is the one that takes the whole norm to the maximum, so the step is not
+    where they differ; the sum loss is."""
+    model, x = made()
+    whole_ref, _ = grads_of(model, x, sum_loss)
+    limit = 0.25 * math.sqrt(sum(float(g.double().pow(2).sum()) for g in whole_ref.values()))
+    ref_after, ref_step = _clipped(whole_ref, limit)
+    ref = reference(model, x, sum_loss, step=ref_step)
+    ref.gradients = ref_after
+    reduced = {n: g / WORLD for n, g in whole_ref.items()}
+    _, runs = _fsdp_ranks(reduced, limit, by_shard=False)
+    run = judge(ref, runs)
+    kinds = [c.kind for c in suspects(run, Setup("t.py:MLP", wrap="fsdp", clip=limit), ref.step)]
+    assert CauseKind.CLIP_ON_SHARDS not in kinds
+
+
+def test_a_shard_under_the_maximum_is_left_alone_when_clipping_by_shards():
+    """The maximum between the two shards' norms: torch's clip_grad_norm_ clips the larger
+    shard and leaves the smaller (factor 1); still each shard's own norm decided it."""
+    model, x = made()
+    whole, _ = grads_of(model, x, mean_loss)
+    shards = [{n: g.chunk(WORLD)[r] for n, g in whole.items()} for r in range(WORLD)]
+    norms = [math.sqrt(sum(float(g.double().pow(2).sum()) for g in sh.values())) for sh in shards]
+    assert abs(norms[0] - norms[1]) > 1e-3 * max(norms), "the premise: the shards' norms differ"
+    limit = (norms[0] + norms[1]) / 2
+    ref_after, ref_step = _clipped(whole, limit)
+    ref = reference(model, x, mean_loss, step=ref_step)
+    ref.gradients = ref_after
+    _, runs = _fsdp_ranks(whole, limit, by_shard=True)
+    factors = [r.step.factor for r in runs]
+    assert sorted(f < 1 for f in factors) == [False, True] and max(factors) == 1.0, "the premise"
+    run = judge(ref, runs)
+    (cause,) = [c for c in suspects(run, Setup("t.py:MLP", wrap="fsdp", clip=limit), ref.step)
+                if c.kind is CauseKind.CLIP_ON_SHARDS]
+    assert cause.evidence["max_norm"] == pytest.approx(limit, rel=1e-5)
+    # a shard over the maximum left alone is not clipping by shards
+    runs[factors.index(1.0)].step = StepEffect(1.0, 0.0, 2 * limit)
+    assert CauseKind.CLIP_ON_SHARDS not in [c.kind for c in suspects(judge(ref, runs), Setup("t.py:MLP", wrap="fsdp", clip=limit), ref.step)]
