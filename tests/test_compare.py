@@ -454,3 +454,21 @@ def test_a_forward_divergence_is_located_with_torchs_forward_error():
     assert d.forward_rel_err == pytest.approx(errors[d.module], rel=1e-6)
     assert d.forward_differs is (errors[d.module] > d.tolerance) and d.forward_differs
     assert d.first_forward in (f"{k} ({type(model[int(k)]).__name__})" for k in ("1", "2") if int(k) <= int(d.module))
+
+
+def test_a_minus_inf_candidate_loss_is_the_string_minus_inf_in_the_json():
+    """1e-8·Σout² underflows to 0 in float16 under autocast, and log(0) is -inf there, while
+    float32's loss is finite (torch computes both)."""
+    torch.manual_seed(0)
+    model, x = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 2)), torch.randn(4, 8)
+
+    def logged(out):
+        return torch.log(out.pow(2).sum() * 1e-8)
+
+    with torch.autocast("cpu", dtype=torch.float16):
+        candidate = logged(copy.deepcopy(model)(x))
+    reference = logged(copy.deepcopy(model)(x))
+    assert candidate.item() == float("-inf") and math.isfinite(reference.item()), "the premise: torch's two losses"
+    document = json.loads(gradcli.compare(model, x, loss=logged, amp="float16").to_json())
+    assert document["loss"] == {"reference": pytest.approx(reference.item(), rel=1e-6), "candidate": "-inf"}
+    assert document["ok"] is False
