@@ -132,7 +132,7 @@ def small_loss(out):
     return 1e-6 * out.pow(2).mean()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture  # per test, not per module: mutmut maps a test to the code its own call runs
 def underflow():
     torch.manual_seed(1)
     model, x = Tiny(), torch.randn(16, 8)
@@ -164,6 +164,72 @@ def test_underflow_names_its_cause_and_a_scale_that_keeps_the_gradients(underflo
         assert float(torch.linalg.vector_norm(kept - g.double()) / torch.linalg.vector_norm(g.double())) < 0.05, name
     assert result.first_divergence is not None and not result.first_divergence.forward_differs
     assert "arises in backward" in str(result)
+
+
+def _output_grads(model, x, loss):
+    """Each Linear's output gradient in torch's float32 run (hooks on a copy)."""
+    work, found = copy.deepcopy(model), {}
+
+    def keep(path):
+        def hook(module, inputs, out):
+            out.register_hook(lambda g: found.__setitem__(path, g.detach().clone()))
+
+        return hook
+
+    for path, module in work.named_modules():
+        if isinstance(module, nn.Linear):
+            module.register_forward_hook(keep(path))
+    loss(work(x)).backward()
+    return found
+
+
+def test_the_underflow_evidence_holds_torchs_numbers(underflow):
+    """The flushed parameters, float16's smallest normal and largest finite number as torch
+    knows them, the largest reference gradient (module outputs' and the flushed parameters'),
+    and whether the scale fits under float16's largest."""
+    model, x, result = underflow
+    cause = next(c for c in result.causes if c.kind == "underflow")
+    half = torch.finfo(torch.float16)
+    assert cause.detail["smallest_normal"] == half.tiny
+    ref = torch_grads(model, x, small_loss)
+    flushed = [p.name for p in result.parameters if Flag.UNDERFLOW in p.flags]
+    assert cause.detail["parameters"] == flushed and flushed
+    outputs = _output_grads(model, x, small_loss)
+    largest = max(float(g.abs().max()) for g in [*outputs.values(), *(ref[n] for n in flushed)])
+    assert cause.detail["largest"] == pytest.approx(largest, rel=1e-6)
+    assert cause.detail["scale_fits"] is (largest * cause.detail["scale"] < half.max)
+    assert cause.detail["scaler_scale"] is None
+
+
+def test_a_scaler_that_skips_every_step_gave_up_as_torchs_gradscaler_does():
+    """1e-8·out underflows to 0 in float16 (not in float32), and sqrt(|0|)'s gradient is
+    inf·0 = nan at every scale: torch's own GradScaler skips each of the 40 steps, halving
+    the scale each time."""
+    torch.manual_seed(0)
+    model, x = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 2)), torch.randn(4, 8)
+
+    def huge(out):
+        return torch.sqrt((out * 1e-8).abs()).sum()
+
+    work = copy.deepcopy(model)
+    scaler, opt = torch.amp.GradScaler("cpu"), torch.optim.SGD(work.parameters(), lr=0.0)
+    scales = []
+    for _ in range(40):
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.float16):
+            value = huge(work(x))
+        scales.append(scaler.get_scale())
+        scaler.scale(value).backward()
+        scaler.unscale_(opt)
+        assert sum(v.item() for v in scaler._found_inf_per_device(opt).values()) > 0, "the premise: every step skipped"
+        scaler.step(opt)
+        scaler.update()
+    result = gradcli.compare(model, x, loss=huge, amp="float16", scaler=True)
+    assert [(s.scale, s.skipped) for s in result.scaler_steps] == [(s, True) for s in scales]
+    assert [c.as_dict() for c in result.causes if c.kind == "scaler-gave-up"] == [
+        {"kind": "scaler-gave-up", "steps": 40, "scale": scales[-1]}]
+    assert f"GradScaler skipped all 40 steps (scale down to {scales[-1]:g})" in result.notes
+    assert not result.ok
 
 
 def test_the_scaler_follows_gradscalers_own_steps_and_compares_at_the_settled_scale():
@@ -330,9 +396,17 @@ def test_a_nan_loss_is_the_string_nan_in_the_json():
     assert math.isnan(candidate.item()) and reference.item() == 0.0, "the premise: torch's two losses"
     ref, half = torch_grads(model, x, cancelled), torch_grads(model, x, cancelled, amp=torch.float16)
     assert all(torch.equal(half[n].float(), ref[n]) for n in ref)
-    document = json.loads(gradcli.compare(model, x, loss=cancelled, amp="float16").to_json())
+    result = gradcli.compare(model, x, loss=cancelled, amp="float16")
+    document = json.loads(result.to_json())
     assert document["loss"] == {"reference": 0.0, "candidate": "nan"}
     assert {p["name"]: (p["rel_err"], p["max_abs_err"]) for p in document["parameters"]} == {n: (0.0, 0.0) for n in ref}
+    # the gradients agree, the losses do not: a candidate whose loss is nan is not ok
+    assert all(p["flags"] == ["AGREES"] for p in document["parameters"])
+    assert document["ok"] is False and not result.ok
+    assert document["problems"] == ["loss: DIFFERS: the candidate's loss is nan where the reference's is 0"]
+    assert document["first_divergence"] is None and document["causes"] == []
+    assert str(result).rstrip().endswith(
+        f"DIFFERS: the loss: candidate nan, reference 0, though all {len(ref)} parameters are within tolerance of the reference")
 
 
 def test_an_overflowing_candidate_is_flagged_and_its_numbers_are_strings_in_the_json():
@@ -356,3 +430,45 @@ def test_an_overflowing_candidate_is_flagged_and_its_numbers_are_strings_in_the_
         assert Flag.OVERFLOW.value in p["flags"]
         assert not math.isfinite(float((g - r).abs().max()))  # torch: no finite largest difference
         assert p["max_abs_err"] in ("inf", "nan") and p["rel_err"] in ("inf", "nan")  # strings, not numbers
+
+
+def test_a_forward_divergence_is_located_with_torchs_forward_error():
+    """bfloat16 weights, BatchNorm over four nearly equal rows: the normalised differences are
+    rounding, so the forward output already differs where the gradient does. torch's own two
+    forwards give each module's output error; the first Linear's is below the smallest
+    bfloat16 tolerance (16 unit roundoffs), so the first module whose output differs is after it."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.Linear(16, 4))
+    x = torch.randn(1, 8) + 0.01 * torch.randn(4, 8)
+    errors = {}
+    ref, cand = copy.deepcopy(model), copy.deepcopy(model).to(torch.bfloat16)
+    h_ref, h_cand = x, x.to(torch.bfloat16)
+    for k, (a, b) in enumerate(zip(ref, cand)):
+        with torch.no_grad():
+            h_ref, h_cand = a(h_ref), b(h_cand)
+        errors[str(k)] = float((h_cand.double() - h_ref.double()).norm() / h_ref.double().norm())
+    assert errors["0"] < 16 * 2.0**-8, "the premise: the first layer's output agrees"
+    result = gradcli.compare(model, x, loss=square, dtype="bfloat16")
+    d = result.first_divergence
+    assert d is not None and not result.ok
+    assert d.forward_rel_err == pytest.approx(errors[d.module], rel=1e-6)
+    assert d.forward_differs is (errors[d.module] > d.tolerance) and d.forward_differs
+    assert d.first_forward in (f"{k} ({type(model[int(k)]).__name__})" for k in ("1", "2") if int(k) <= int(d.module))
+
+
+def test_a_minus_inf_candidate_loss_is_the_string_minus_inf_in_the_json():
+    """1e-8·Σout² underflows to 0 in float16 under autocast, and log(0) is -inf there, while
+    float32's loss is finite (torch computes both)."""
+    torch.manual_seed(0)
+    model, x = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 2)), torch.randn(4, 8)
+
+    def logged(out):
+        return torch.log(out.pow(2).sum() * 1e-8)
+
+    with torch.autocast("cpu", dtype=torch.float16):
+        candidate = logged(copy.deepcopy(model)(x))
+    reference = logged(copy.deepcopy(model)(x))
+    assert candidate.item() == float("-inf") and math.isfinite(reference.item()), "the premise: torch's two losses"
+    document = json.loads(gradcli.compare(model, x, loss=logged, amp="float16").to_json())
+    assert document["loss"] == {"reference": pytest.approx(reference.item(), rel=1e-6), "candidate": "-inf"}
+    assert document["ok"] is False

@@ -4,6 +4,7 @@ The expected numbers are computed here with torch, independently of the module."
 
 import math
 
+import pytest
 import torch
 
 from gradcli.comparison.gradients import Flag, Tolerance, compare_gradient, compare_gradients
@@ -55,3 +56,11 @@ def test_the_tolerance_grows_with_the_square_root_of_the_reduction_length():
     one = Tolerance(torch.bfloat16, reduction=1).value
     assert math.isclose(Tolerance(torch.bfloat16, reduction=400).value, 20 * one)
     assert one > Tolerance(torch.float16).value > Tolerance(torch.float32).value
+
+
+def test_gradients_of_two_shapes_are_refused_with_both_shapes():
+    """A candidate gradient of another shape than the reference's (torch's own shapes) is a
+    ValueError naming both, not a comparison."""
+    reference, candidate = torch.zeros(3, 2), torch.zeros(2, 3)
+    with pytest.raises(ValueError, match=r"^w: reference gradient \(3, 2\) vs candidate \(2, 3\)$"):
+        compare_gradient("w", reference, candidate, 1e-3)

@@ -282,3 +282,85 @@ def test_a_library_function_is_settled_with_its_own_body(tmp_path):
     assert result.ok, str(result)
     for verdict in (result.gradcheck, result.gradgradcheck):
         assert verdict.ok is True and verdict.points == 1 and verdict.unreliable_reasons == {STEP_ROUNDED: 1}
+
+
+def _versine(x: torch.Tensor) -> torch.Tensor:
+    return (1 - torch.cos(x)) / x**2
+
+
+@pytest.mark.parametrize(("values", "wrong"), [([1e-5], 1), ([1e-5, 2e-5], 2), ([1e-5, 1.0], 1)])
+def test_where_autograd_is_wrong_too_finite_differences_are_not_blamed(values, wrong):
+    """(1 - cos x)/x² near 0: autograd's sin(x)/x² - 2(1 - cos x)/x³ cancels to rounding noise
+    there, and so do the central differences; mpmath's 50-digit derivative shows autograd
+    wrong, so no point is set aside as finite differences' fault and gradcheck's failure stands.
+    The points are counted here with torch (gradcheck's test) and mpmath."""
+    x = torch.tensor(values, dtype=torch.float64, requires_grad=True)
+    (auto,) = torch.autograd.grad(_versine(x).sum(), x)
+    with torch.no_grad():
+        numerical = (_versine(x + 1e-6) - _versine(x - 1e-6)) / 2e-6
+    exact = [_exact(lambda t: mpmath.sin(t) / t**2 - 2 * (1 - mpmath.cos(t)) / t**3, v) for v in values]
+    disagree = ~((auto - numerical).abs() <= 1e-5 + 1e-3 * numerical.abs())
+    off = [abs(a - e) > 1e-3 for a, e in zip(auto.tolist(), exact)]  # autograd against the exact value
+    counted = sum(bool(d) and o for d, o in zip(disagree.tolist(), off))
+    assert counted == wrong, "the premise"
+    assert not torch.autograd.gradcheck(_versine, (x,), raise_exception=False)
+
+    result = gradcli.check("(1 - cos(x)) / x**2", {"x": str(values)})
+    assert not result.ok and result.gradcheck.ok is False
+    assert result.gradcheck.unreliable_points == 0 and result.gradcheck.unreliable_reasons == {}
+    assert result.gradcheck.message == "Jacobian mismatch for output 0 with respect to input 0"
+    assert result.notes == [f"gradcheck: finite differences and the 50-digit derivative both disagree with autograd at "
+                            f"{wrong} point{'s' if wrong != 1 else ''}"]
+
+
+def test_a_coupled_check_whose_forward_overflows_is_not_gradchecked_nor_settled():
+    """sum(x**2, dim=0) with an element of 1e200: torch's forward overflows to inf while its
+    gradient 2x is finite. gradcheck is not run on a function that is not finite there, and
+    a check not run is not turned into a pass by setting points aside."""
+    x = torch.tensor([[1e200, 1.0], [2.0, 3.0]], dtype=torch.float64, requires_grad=True)
+    out = (x**2).sum(dim=0)
+    (grad,) = torch.autograd.grad(out.sum(), x)
+    assert not bool(torch.isfinite(out).all()) and bool(torch.isfinite(grad).all()), "the premise"
+    result = gradcli.check("sum(x**2, dim=0)", {"x": "[[1e200, 1.0], [2.0, 3.0]]"})
+    assert result.mode == "exact"
+    assert result.gradcheck.ok is None and result.gradcheck.message == "the function is not finite at the points left"
+    assert result.gradcheck.unreliable_points == 0 and result.gradcheck.unreliable_reasons == {}
+    assert not any("finite differences are unreliable" in note for note in result.notes)
+
+
+def test_both_variables_at_1e20_count_one_point_and_a_reason_each():
+    """x*y at x = y = 1e20: the step is lost in x and in y alike, so gradcheck's central
+    differences disagree with autograd (y and x, 1e20 each: exact) in both variables at the
+    one point, counted here with torch. One point is left out, with two reasons."""
+    x = torch.tensor([1e20], dtype=torch.float64, requires_grad=True)
+    y = torch.tensor([1e20], dtype=torch.float64, requires_grad=True)
+    gx, gy = torch.autograd.grad((x * y).sum(), (x, y))
+    with torch.no_grad():
+        nx = ((x + 1e-6) * y - (x - 1e-6) * y) / 2e-6
+        ny = (x * (y + 1e-6) - x * (y - 1e-6)) / 2e-6
+    pairs = sum(int((~((a - n).abs() <= 1e-5 + 1e-3 * n.abs())).sum()) for a, n in ((gx, nx), (gy, ny)))
+    assert pairs == 2 and float(gx) == 1e20 == float(gy), "the premise"
+    assert float(x.detach() + 1e-6) == float(x.detach() - 1e-6)
+    result = gradcli.check("x*y", {"x": "[1e20]", "y": "[1e20]"})
+    assert result.ok, str(result)
+    assert result.gradcheck.unreliable_points == 1
+    assert result.gradcheck.unreliable_reasons == {STEP_ROUNDED: pairs}
+
+
+def test_a_mean_at_second_order_scales_its_differences_as_its_derivatives():
+    """mean(x*y) at order 2: the mixed second derivative is 1/2 at both points (torch); the
+    central differences of the first derivative are exact at (1, 2) and lost to rounding only
+    where x = 1e20 (counted with torch), so one point is set aside, not two."""
+    x = torch.tensor([1e20, 1.0], dtype=torch.float64, requires_grad=True)
+    y = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    (gy,) = torch.autograd.grad((x * y).mean(), y, create_graph=True)
+    (hyx,) = torch.autograd.grad(gy.sum(), x)
+    assert hyx.tolist() == [0.5, 0.5], "the premise: torch's mixed second derivative"
+    with torch.no_grad():
+        moved = ((x + 1e-6) - (x - 1e-6)) / 2 / 2e-6  # d(gy)/dx by central differences: gy = x/2
+    lost = int((~((hyx - moved).abs() <= 1e-5 + 1e-3 * moved.abs())).sum())
+    assert lost == 1
+    result = gradcli.check("mean(x*y)", {"x": "[1e20, 1.0]", "y": "[1.0, 2.0]"}, order=2)
+    assert result.ok, str(result)
+    assert result.gradgradcheck.ok is True and result.gradgradcheck.unreliable_points == lost
+    assert result.gradgradcheck.unreliable_reasons == {STEP_ROUNDED: lost}

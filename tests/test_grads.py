@@ -5,6 +5,7 @@ equal to a hand-written backward, and the user's model left as it was."""
 from __future__ import annotations
 
 import copy
+import math
 import dataclasses
 import sys
 from dataclasses import replace
@@ -735,8 +736,79 @@ def test_an_infinite_loss_with_finite_gradients_names_no_backward_node():
     loss = work(x).sum() + 1e39
     assert bool(torch.isinf(loss)) and torch_first_nonfinite_node(loss, list(work.parameters())) is None
     result = gradcli.grads(model, x, loss=lambda out: out.sum() + 1e39)
-    origin = result.as_dict()["nonfinite_origin"]
+    document = result.as_dict()
+    origin = document["nonfinite_origin"]
     assert (origin["forward_op"], origin["forward_in_loss"], origin["backward_node"]) == ("the loss", True, None)
+    # a loss that is no number is no training signal: not ok, though every gradient is finite
+    assert bool(torch.isfinite(work(x)).all()), "the premise: forward's output is finite"
+    assert not result.ok and document["ok"] is False
+    assert document["problems"] == ["loss: NONFINITE: the loss is inf; forward's output is finite: the loss made it"]
+    assert document["notes"] == []
+    assert all(not p.findings for p in result.params)
+    assert str(result).rstrip().endswith(
+        "PROBLEM: the loss is inf, though all 2 parameters that should learn get a finite gradient")
+
+
+def test_a_nan_loss_with_finite_gradients_is_not_ok():
+    """Adding a nan constant: the loss is nan, its gradient (ones) finite."""
+    torch.manual_seed(0)
+    model, x = nn.Linear(3, 2), torch.randn(4, 3)
+    nan = torch.tensor(float("nan"))
+    work = copy.deepcopy(model)
+    loss = work(x).sum() + nan
+    grads = torch.autograd.grad(loss, list(work.parameters()))
+    assert bool(torch.isnan(loss)) and all(bool(torch.isfinite(g).all()) for g in grads), "the premise"
+    result = gradcli.grads(model, x, loss=lambda out: out.sum() + nan)
+    assert not result.ok
+    assert problem_sentences(result.problems) == [
+        "loss: NONFINITE: the loss is nan; forward's output is finite: the loss made it"]
+
+
+class MinusInfInForward(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 2)
+
+    def forward(self, x):
+        return self.fc(x) + torch.log(x.new_zeros(()))
+
+
+def test_a_minus_inf_loss_from_forward_names_forwards_line_though_the_gradients_are_finite():
+    """log(0) = -inf added to a Linear's output: the loss is -inf, each gradient a count of
+    rows, finite; the first non-finite forward value is the log's, as torch computes it."""
+    torch.manual_seed(0)
+    model, x = MinusInfInForward(), torch.randn(4, 3)
+    work = copy.deepcopy(model)
+    assert bool(torch.isfinite(work.fc(x)).all()) and float(torch.log(x.new_zeros(()))) == float("-inf")
+    loss = work(x).sum()
+    grads = torch.autograd.grad(loss, list(work.parameters()))
+    assert float(loss.detach()) == float("-inf") and all(bool(torch.isfinite(g).all()) for g in grads), "the premise"
+    import inspect
+
+    lines, start = inspect.getsourcelines(MinusInfInForward.forward)
+    line = start + next(k for k, text in enumerate(lines) if "torch.log" in text)
+    result = gradcli.grads(model, x, loss=lambda out: out.sum())
+    assert not result.ok and result.loss == float("-inf")
+    assert problem_sentences(result.problems) == [
+        f"loss: NONFINITE: the loss is -inf; forward first produced inf in log at test_grads.py:{line}  "
+        "return self.fc(x) + torch.log(x.new_zeros(()))"]
+    assert result.loss_finding.source.line == line
+
+
+def test_a_finite_loss_has_no_loss_finding_and_nonfinite_gradients_keep_the_loss_as_a_note():
+    """The loss's own finding is for finite gradients only: when a gradient is non-finite too,
+    its NONFINITE says it and the loss's value is a note."""
+    torch.manual_seed(0)
+    model, x = nn.Linear(3, 2), torch.randn(4, 3)
+    healthy = gradcli.grads(model, x, loss=lambda out: out.pow(2).sum())
+    assert healthy.ok and healthy.loss_finding is None and math.isfinite(healthy.loss)
+    work = copy.deepcopy(model)
+    loss = (work(x) * 1e39).sum()
+    grads = torch.autograd.grad(loss, list(work.parameters()))
+    assert not math.isfinite(float(loss.detach())) and not any(bool(torch.isfinite(g).all()) for g in grads), "the premise"
+    both = gradcli.grads(model, x, loss=lambda out: (out * 1e39).sum())
+    assert both.loss_finding is None and both.notes == [f"the loss is {float(loss.detach())}"]
+    assert [p.flags for p in both.params] == [["NONFINITE"], ["NONFINITE"]]
 
 
 class OverflowThenNan(nn.Module):

@@ -94,6 +94,20 @@ def test_nonfinite_in_json_is_a_string(cli):
     assert document["nonfinite_origin"]["backward_source"]["code"] == "return -torch.log(probs[:, 0]).mean()"
 
 
+def test_an_infinite_loss_with_finite_gradients_exits_1(cli):
+    """`out.sum() + 1e39` overflows float32 to inf; its gradient (ones) stays finite."""
+    loss = torch.randn(16, 8).sum() + 1e39
+    assert loss.dtype == torch.float32 and not bool(torch.isfinite(loss)), "the premise"
+    args = (f"{HEALTHY}:MLP", "--var", "x=randn(16, 32)", "--loss", "out.sum() + 1e39", "--seed", "0")
+    text, document = grads(cli, *args), grads(cli, *args, "--json")
+    assert text.exit_code == 1 and document.exit_code == 1
+    assert "loss: NONFINITE: the loss is inf" in text.stdout
+    assert text.stdout.rstrip().endswith("PROBLEM: the loss is inf, though all 6 parameters that should learn get a finite gradient")
+    data = json.loads(document.stdout)
+    assert data["ok"] is False and data["loss"] == "inf"
+    assert data["problems"] == ["loss: NONFINITE: the loss is inf; forward's output is finite: the loss made it"]
+
+
 def test_depth_folds_deeper_modules(cli):
     result = grads(cli, f"{FAULTS}:DeepMLP", "--init", "depth=5", "--var", "x=randn(8, 64)", *SQUARE, "--depth", "1")
     assert result.exit_code == 0

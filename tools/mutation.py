@@ -33,8 +33,11 @@ def _toml(value: object) -> str:
 
 
 def prepare(package: str, settings: dict, work: Path) -> None:
-    """A copy of the checkout in `work` whose [tool.mutmut] is this package's."""
+    """A copy of the checkout in `work` whose [tool.mutmut] is this package's, without the
+    last run's mutants/: a run stopped while mutmut generated them left an empty module
+    there, which the next run took as unchanged (every test then failed to import it)."""
     work.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(work / "mutants", ignore_errors=True)
     for name in COPIED:
         source, target = ROOT / name, work / name
         if target.exists():

@@ -9,6 +9,7 @@ Data only (outcome.py's protocol): the words live in render/training/compare.py.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -79,8 +80,19 @@ class CompareResult(Reported):
     seed: int | None = None
 
     @property
+    def loss_disagrees(self) -> bool:
+        """One side's loss is nan or inf and the other's finite: the candidate does not compute
+        the reference's loss, even when the gradients agree (float16's inf - inf is nan, while
+        the two sums' gradients cancel before anything overflows)."""
+        return math.isfinite(self.reference_loss) != math.isfinite(self.candidate_loss)
+
+    @property
     def problems(self) -> list[Problem]:
-        return [
+        from .gradients import _json_number
+
+        loss = [Problem("loss-differs", "loss", {"reference": _json_number(self.reference_loss),
+                                                 "candidate": _json_number(self.candidate_loss)})]
+        return (loss if self.loss_disagrees else []) + [
             Problem(f"gradient-{flag.value.lower()}", p.name, {"flag": flag.value, "rel_err": p.rel_err, "tolerance": p.tolerance})
             for p in self.parameters for flag in p.flags if flag is not Flag.AGREES
         ]
@@ -115,3 +127,10 @@ def _gradient(p: Problem) -> str:
     if d["rel_err"] > d["tolerance"]:
         return f"{p.subject}: {d['flag']}: rel err {d['rel_err']:.2g} > tolerance {d['tolerance']:.2g}"
     return f"{p.subject}: {d['flag']}: rel err {d['rel_err']:.2g} (tolerance {d['tolerance']:.2g})"
+
+
+@sentence("loss-differs")
+def _loss_differs(p: Problem) -> str:
+    """The losses disagree: one side's is nan or inf, the other's finite."""
+    said = {side: v if isinstance(v, str) else f"{v:.6g}" for side, v in p.detail.items()}  # "nan", "inf", "-inf"
+    return f"loss: DIFFERS: the candidate's loss is {said['candidate']} where the reference's is {said['reference']}"

@@ -55,7 +55,7 @@ def compare_of(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, 
             settled = candidate.scaler_steps[-1]
             if settled.skipped:
                 result.notes.append(f"GradScaler skipped all {len(candidate.scaler_steps)} steps (scale down to {settled.scale:g})")
-        if not result.ok:
+        if not all(p.agrees for p in parameters):  # (a loss alone that disagrees has no module to locate)
             watched_ref, watched_cand = runs.reference(watch=True), runs.candidate(watch=True)
             result.first_divergence = locate(watched_ref, watched_cand, runs.module_tolerance, parameters, runs.module_of)
             result.causes = find_causes(runs, result, watched_ref, watched_cand)

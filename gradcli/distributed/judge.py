@@ -33,7 +33,7 @@ def judge(ref: Reference, runs: Sequence[RankRun]) -> Comparison:
     for name, g_ref in ref.gradients.items():
         tol = max(base, min(NOISE_FACTOR * ref.noise.get(name, 0.0), NOISE_CAP))
         grads = [g.get(name) for g in per_rank]
-        numel = g_ref.numel() if g_ref is not None else next((g.numel() for g in grads if g is not None), 0)
+        numel = ref.numels.get(name) or next((g.numel() for g in (g_ref, *grads) if g is not None), 0)
         if g_ref is None and all(g is None for g in grads):
             rows.append(ParamRow(name, numel, [ParamComparison(name, None, None, tol, flags=[Flag.MISSING])] * len(grads),
                                  None, None, tol, no_grad=True))

@@ -4,7 +4,7 @@ stand for), built from the same seed as every rank."""
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -27,6 +27,7 @@ class Reference:
     model: str  # the class name
     noise: dict[str, float]  # each float32 gradient's relative error against float64 (empty for float64 models)
     step: StepEffect | None = None  # what the step between backward and optimizer.step did here
+    numels: dict[str, int] = field(default_factory=dict)  # each trainable parameter's elements (with or without a gradient)
 
 
 def reference(setup: Setup, world: int) -> Reference:
@@ -44,8 +45,9 @@ def reference(setup: Setup, world: int) -> Reference:
     params = list(model.parameters())
     dtype = params[0].dtype if params else torch.float32
     size = sum(p.numel() * p.element_size() for p in params if p.requires_grad)
+    numels = {n: p.numel() for n, p in model.named_parameters() if p.requires_grad}
     return Reference(grads, float(loss.detach()), norm, built.where, built.found, built.batch, dtype, size,
-                     type(model).__name__, noise, step)
+                     type(model).__name__, noise, step, numels)
 
 
 def _float32(model: torch.nn.Module) -> bool:

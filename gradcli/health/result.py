@@ -6,7 +6,8 @@
 Plain data: the renderers (table, JSON, plot) read it and the words of every finding are
 chosen once, in verdicts.py. `gradcli.grads` returns it as gradcli/api.py's `Grads`, which
 adds `str()`, `.to_json()` and `.plot()` one layer up (health/ never imports the renderers). `ok` is False when a parameter that should learn gets no
-gradient or a non-finite one; `strict` adds ZERO, VANISHING and EXPLODING.
+gradient or a non-finite one, or the loss itself is nan or inf; `strict` adds ZERO, VANISHING
+and EXPLODING.
 """
 
 from __future__ import annotations
@@ -74,6 +75,8 @@ class GradsResult(Reported):
     found: str | None = None  # what the target's NAME turned out to be, in words
     seed: int | None = None  # the seed of initialisation, inputs and forward (command line)
     depth: int | None = None  # --depth: modules deeper than this are summarised in one row
+    #: The loss is nan or inf while every gradient is finite (verdicts.py's nonfinite_loss_finding).
+    loss_finding: Finding | None = None
 
     @property
     def judged(self) -> list[ParamHealth]:
@@ -91,6 +94,8 @@ class GradsResult(Reported):
     def problems(self) -> list[Problem]:
         """One record per failing finding (its sentence, below: `name: FLAG: reason`)."""
         found = [Problem("backward-raised", "", {"message": self.error})] if self.error else []
+        if self.loss_finding is not None:
+            found.append(Problem("nonfinite-loss", "loss", {"value": str(self.loss), "reason": self.loss_finding.reason}))
         for flag in FLAG_ORDER:
             if not self.failing(flag):
                 continue
@@ -151,3 +156,8 @@ class GradsResult(Reported):
 @sentence("finding")
 def _finding(p: Problem) -> str:
     return f"{p.subject}: {p.detail['flag']}: {p.detail['reason']}"
+
+
+@sentence("nonfinite-loss")
+def _nonfinite_loss(p: Problem) -> str:
+    return f"loss: NONFINITE: {p.detail['reason']}"

@@ -26,7 +26,7 @@ from .result import GradsResult, ParamHealth
 from .stats import grad_stats, param_norms
 from .steps import run_steps, step_findings
 from .thresholds import Thresholds
-from .verdicts import judge_sizes, median_ratio, nonfinite_finding
+from .verdicts import judge_sizes, median_ratio, nonfinite_finding, nonfinite_loss_finding
 
 LossFn = Callable[[Any], Any]
 #: What grads needs a target to be (the end of the refusal of any other, targets/model.py's on_model).
@@ -84,12 +84,15 @@ def grads_of(
             result.error = error  # no gradient to judge: the error is the finding
             return result
         _judge(result, record, ids)
-        if any(p.flags.count("NONFINITE") for p in result.judged) or not math.isfinite(loss_value):
+        nonfinite_gradients = any(p.flags.count("NONFINITE") for p in result.judged)
+        if nonfinite_gradients or not math.isfinite(loss_value):
             result.origin = find_origin(model, call, loss_fn, trainable, rng_state)
             for p in result.judged:
                 p.findings = [nonfinite_finding(p, result.origin) if f.flag == "NONFINITE" else f for f in p.findings]
-            if not math.isfinite(loss_value):
-                result.notes.append(f"the loss is {loss_value}")
+            if not math.isfinite(loss_value) and nonfinite_gradients:
+                result.notes.append(f"the loss is {loss_value}")  # the gradients' findings tell it
+            elif not math.isfinite(loss_value):  # finite gradients of a loss that is no number
+                result.loss_finding = nonfinite_loss_finding(loss_value, result.origin)
     if steps:
         result.steps, norms, ratios = run_steps(model, args, kwargs, loss_fn, result.params, steps, lr)
         for p in result.judged:

@@ -135,6 +135,21 @@ def nonfinite_finding(param: ParamHealth, origin: NonfiniteOrigin | None) -> Fin
     return Finding("NONFINITE", words, source)
 
 
+def nonfinite_loss_finding(loss: float, origin: NonfiniteOrigin | None) -> Finding:
+    """The loss itself is nan or inf while no gradient is (a gradient's NONFINITE would say
+    it): `out.sum() + 1e39` in float32 is inf with gradients of ones. A loss that is not a
+    number is no training signal, whatever its gradients hold."""
+    words = f"the loss is {loss}"
+    if origin is not None and origin.forward_op is not None and not origin.forward_in_loss:
+        words += f"; forward first produced {origin.forward_kind or 'nan/inf'} in {origin.forward_op}"
+        if origin.forward_source is not None:
+            words += f" at {origin.forward_source}"
+        return Finding("NONFINITE", words, origin.forward_source)
+    if origin is not None and origin.forward_in_loss:
+        words += "; forward's output is finite: the loss made it"
+    return Finding("NONFINITE", words)
+
+
 def _born_later(words: str, origin: NonfiniteOrigin) -> Finding:
     """Forward made an inf first and the nan later (issue 24: masked_fill(-inf), then softmax
     of a fully masked row): the nan's line is the origin; the inf is said for what it is."""

@@ -90,6 +90,8 @@ def finding_lines(result: GradsResult) -> list[str]:
     if result.error:
         lines += [f"backward raised: {result.error}",
                   "gradcli trace with the same target and options explains it, with the lines of your code"]
+    if result.loss_finding is not None:
+        lines.append(f"loss: {result.loss_finding.flag}: {result.loss_finding.reason}")
     for (flag, reason), names in grouped.items():
         shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
         failing = "" if result.failing(flag) else " (warning)"
@@ -102,9 +104,12 @@ def verdict(result: GradsResult) -> str:
     if result.error:
         return "PROBLEM: backward raised an error, so no parameter got a gradient"
     failing = Counter(flag for p in judged for f in p.findings if result.failing(flag := f.flag))
+    loss = f"the loss is {result.loss}" if result.loss_finding is not None else ""
     if failing:
         counts = ", ".join(f"{failing[flag]} {flag}" for flag in FLAG_ORDER if failing[flag])
-        return f"PROBLEM: {counts} (of {len(judged)} parameters that should learn)"
+        return f"PROBLEM: {counts} (of {len(judged)} parameters that should learn)" + (f"; {loss}" if loss else "")
+    if loss:
+        return f"PROBLEM: {loss}, though all {len(judged)} parameters that should learn get a finite gradient"
     warned = sum(1 for p in judged if p.findings)
     tail = f"; {warned} with warnings (failing only with --strict)" if warned else ""
     return f"OK: all {len(judged)} parameters that should learn get a finite gradient{tail}"

@@ -141,9 +141,13 @@ def verdict(result: CompareResult) -> str:
     total = len(result.parameters)
     if result.ok:
         return f"AGREES: all {total} parameters within tolerance of the reference"
+    loss = (f"the loss: candidate {result.candidate_loss:.6g}, reference {result.reference_loss:.6g}"
+            if result.loss_disagrees else "")
     bad = [p for p in result.parameters if not p.agrees]
+    if not bad:
+        return f"DIFFERS: {loss}, though all {total} parameters are within tolerance of the reference"
     flags = sorted({f.value for p in bad for f in p.flags}, key=severity)
-    return f"DIFFERS: {len(bad)} of {total} parameters ({', '.join(flags)})"
+    return f"DIFFERS: {len(bad)} of {total} parameters ({', '.join(flags)})" + (f"; {loss}" if loss else "")
 
 
 def compare_text(result: CompareResult) -> str:

@@ -1,0 +1,497 @@
+"""The distributed verdicts (gradcli/distributed/judge.py and causes.py) on gradients torch
+computes in this one process the way N ranks would: each rank's shard of the batch through a
+copy of the model with the same weights, then the mean of the ranks' gradients (what DDP's
+all-reduce hands every rank), against the one process on the whole batch. No rank is spawned,
+so these run in well under a second each; tests/test_distributed.py runs the real ranks.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from gradcli.comparison.gradients import Flag
+from gradcli.distributed.causes import prove, suspects
+from gradcli.distributed.judge import judge
+from gradcli.distributed.reference import Reference
+from gradcli.distributed.result import CauseKind, Comparison, DistributedResult
+from gradcli.distributed.setup import Fix, Setup
+from gradcli.distributed.step import StepEffect
+from gradcli.distributed.worker import RankRun
+from gradcli.words import problem_sentences, short_number
+
+WORLD = 2
+
+
+class MLP(nn.Module):
+    def __init__(self, norm: bool = False) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(6, 8)
+        self.norm = nn.BatchNorm1d(8) if norm else nn.Identity()
+        self.fc2 = nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.fc2(torch.tanh(self.norm(self.fc1(x))))
+
+
+def mean_loss(out):
+    return out.pow(2).mean()
+
+
+def sum_loss(out):
+    return out.pow(2).sum()
+
+
+def made(norm: bool = False, batch: int = 8):
+    torch.manual_seed(0)
+    return MLP(norm), torch.randn(batch, 6)
+
+
+def grads_of(model, x, loss, dtype=torch.float32):
+    """torch's gradients of loss(model(x)) on a copy of the model, and the loss."""
+    work = copy.deepcopy(model).to(dtype)
+    value = loss(work(x.to(dtype)))
+    names = [n for n, _ in work.named_parameters()]
+    return dict(zip(names, torch.autograd.grad(value, list(work.parameters()), allow_unused=True))), float(value.detach())
+
+
+def reference(model, x, loss, step: StepEffect | None = None) -> Reference:
+    """The one process on the whole batch, as distributed/reference.py measures it: gradients,
+    their norm and each one's float32 rounding against float64."""
+    grads, value = grads_of(model, x, loss)
+    exact, _ = grads_of(model, x, loss, torch.float64)
+    noise = {n: float((g.double() - exact[n]).norm()) / float(exact[n].norm()) for n, g in grads.items()
+             if g is not None and float(exact[n].norm())}
+    norm = math.sqrt(sum(float(g.double().pow(2).sum()) for g in grads.values() if g is not None))
+    numels = {n: p.numel() for n, p in model.named_parameters()}
+    return Reference(grads, value, norm, "test", "test", x.shape[0], torch.float32, 0, type(model).__name__, noise, step,
+                     numels)
+
+
+def rank(r: int, grads: dict, loss: float = 0.0, **fields) -> RankRun:
+    blob = io.BytesIO()
+    torch.save(grads, blob)
+    norm = math.sqrt(sum(float(g.double().pow(2).sum()) for g in grads.values() if g is not None))
+    fields.setdefault("init_digest", "same")
+    return RankRun(r, loss, blob.getvalue(), norm, norm, **fields)
+
+
+def all_reduced(model, x, loss, micro: int = 1, **fields) -> list[RankRun]:
+    """Every rank's gradient after DDP's all-reduce: the mean over ranks of each shard's
+    gradient, a shard run as `micro` micro-batches whose gradients add up (accumulation)."""
+    per_rank = []
+    for shard in x.chunk(WORLD):
+        parts = [grads_of(model, part, loss)[0] for part in shard.chunk(micro)]
+        per_rank.append({n: None if parts[0][n] is None else sum(p[n] for p in parts) for n in parts[0]})
+    mean = {n: None if per_rank[0][n] is None else torch.stack([g[n] for g in per_rank]).mean(0) for n in per_rank[0]}
+    return [rank(r, mean, **fields) for r in range(WORLD)]
+
+
+def rel(a, b) -> float:
+    return float((a.double() - b.double()).norm() / b.double().norm())
+
+
+def test_a_mean_loss_reduced_by_the_mean_agrees_and_suspects_nothing():
+    model, x = made()
+    ref = reference(model, x, mean_loss)
+    run = judge(ref, all_reduced(model, x, mean_loss))
+    assert run.clean and not run.differing and not run.unsynced
+    for row in run.rows:
+        assert row.spread == 0.0 and row.scale == pytest.approx(1.0, rel=1e-5)
+    assert suspects(run, Setup("t.py:MLP")) == []
+
+
+def test_a_sum_loss_is_the_reference_over_n_and_only_that_cause_is_suspected():
+    model, x = made()
+    ref = reference(model, x, sum_loss)
+    runs = all_reduced(model, x, sum_loss)
+    got = runs[0].gradients()
+    truth = {n: float(got[n].double().flatten() @ g.double().flatten()) / float(g.double().pow(2).sum())
+             for n, g in ref.gradients.items()}
+    assert all(t == pytest.approx(1 / WORLD, rel=1e-5) for t in truth.values()), "the premise: DDP's mean of sums"
+    run = judge(ref, runs)
+    assert {r.name for r in run.differing} == set(ref.gradients) and not run.unsynced
+    assert [r.scale for r in run.rows] == pytest.approx(list(truth.values()), rel=1e-9)
+    (cause,) = suspects(run, Setup("t.py:MLP"))
+    assert cause.kind is CauseKind.SUM_LOSS and cause.fix is Fix.SCALE_LOSS and cause.subjects == list(ref.gradients)
+    assert cause.evidence["expected_ratio"] == 1 / WORLD
+    assert cause.evidence["ratios"] == pytest.approx(truth, rel=1e-9)
+    assert cause.evidence["max_residual"] <= 1e-4
+    # accumulate 2 is not the cause here: the ratio is 1/N, not K
+    assert [c.kind for c in suspects(run, Setup("t.py:MLP", accumulate=2))] == [CauseKind.SUM_LOSS]
+
+
+def test_accumulating_mean_losses_is_k_times_the_reference():
+    model, x = made()
+    ref = reference(model, x, mean_loss)
+    runs = all_reduced(model, x, mean_loss, micro=2)
+    got = runs[0].gradients()
+    assert all(rel(got[n], 2 * g) < 1e-5 for n, g in ref.gradients.items()), "the premise: K micro-means add up"
+    run = judge(ref, runs)
+    assert len(run.differing) == len(ref.gradients)
+    (cause,) = suspects(run, Setup("t.py:MLP", accumulate=2))
+    assert cause.kind is CauseKind.ACCUMULATION and cause.fix is Fix.DIVIDE_BY_STEPS and cause.subjects == list(ref.gradients)
+    assert cause.evidence["steps"] == 2 and cause.evidence["expected_ratio"] == 2.0
+    # without --accumulate the same gradients point at nothing: 2 is not 1/N
+    assert suspects(run, Setup("t.py:MLP")) == []
+
+
+def test_batchnorm_per_shard_differs_and_names_the_layer():
+    model, x = made(norm=True)
+    ref = reference(model, x, mean_loss)
+    runs = all_reduced(model, x, mean_loss, batchnorms=["norm"])
+    got = runs[0].gradients()
+    exact, _ = grads_of(model, x, mean_loss, torch.float64)
+    # fc1's bias before the BatchNorm is 0 in exact arithmetic (rounding on both sides): left out
+    off = {n for n, g in ref.gradients.items() if rel(got[n], g) > 1e-3 and float(exact[n].norm()) > 1e-12}
+    assert "fc1.weight" in off and "fc1.bias" not in off, "the premise: shard statistics move the first layer's gradient"
+    run = judge(ref, runs)
+    assert {r.name for r in run.differing} == off
+    worst = max(rel(got[n], ref.gradients[n]) for n in off)
+    (cause,) = suspects(run, Setup("t.py:MLP"))
+    assert cause.kind is CauseKind.BATCHNORM and cause.subjects == ["norm"] and cause.fix is Fix.SYNC_BATCHNORM
+    assert cause.evidence["differing"] == [r.name for r in run.rows if r.name in off]
+    assert cause.evidence["max_rel_err"] == pytest.approx(worst, rel=1e-6)
+    # the same gradients without a BatchNorm named suspect nothing (not a scale either)
+    no_norm = judge(ref, all_reduced(model, x, mean_loss))
+    assert suspects(no_norm, Setup("t.py:MLP")) == []
+
+
+def test_ranks_that_hold_different_gradients_are_unsynchronised():
+    """No all-reduce: each rank keeps its own shard's gradient. Their spread is torch's
+    ‖g_1 − g_0‖/‖g_0‖, far over tolerance."""
+    model, x = made()
+    ref = reference(model, x, mean_loss)
+    shards = [grads_of(model, s, mean_loss)[0] for s in x.chunk(WORLD)]
+    run = judge(ref, [rank(r, g) for r, g in enumerate(shards)])
+    assert {r.name for r in run.unsynced} == set(ref.gradients) and not run.clean
+    for row in run.rows:
+        assert row.spread == pytest.approx(rel(shards[1][row.name], shards[0][row.name]), rel=1e-9)
+        assert not row.synced
+    result = DistributedResult("t", "t", "MLP", 0, "ddp", WORLD, "gloo", 8, ref.loss, run)
+    assert not result.ok
+    kinds = [p.kind for p in result.problems]
+    assert kinds.count("unsynchronised") == len(ref.gradients)
+
+
+def test_initial_weights_that_differ_are_suspected_only_when_the_gradients_differ():
+    model, x = made()
+    ref = reference(model, x, mean_loss)
+    agreeing = judge(ref, [rank(r, grads_of(model, x, mean_loss)[0], init_digest=str(r)) for r in range(WORLD)])
+    assert agreeing.clean and suspects(agreeing, Setup("t.py:MLP")) == []  # DDP broadcasts rank 0's
+    torch.manual_seed(1)
+    other = MLP()
+    runs = [rank(0, grads_of(model, x, mean_loss)[0], init_digest="a"),
+            rank(1, grads_of(other, x, mean_loss)[0], init_digest="b")]
+    run = judge(ref, runs)
+    assert run.unsynced
+    (cause,) = suspects(run, Setup("t.py:MLP"))
+    assert cause.kind is CauseKind.INITIAL_WEIGHTS and cause.evidence == {"fingerprints": ["a", "b"]} and cause.subjects == []
+
+
+class Gated(nn.Module):
+    """`aux` runs only when the batch's first column is all positive."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc, self.aux = nn.Linear(6, 3), nn.Linear(6, 3)
+
+    def forward(self, x):
+        out = self.fc(x)
+        return out + self.aux(x) if bool((x[:, 0] > 0).all()) else out
+
+
+def gated(first_half_positive: bool):
+    torch.manual_seed(0)
+    model, x = Gated(), torch.randn(8, 6)
+    x[:, 0] = -x[:, 0].abs() - 0.1
+    if first_half_positive:
+        x[:4, 0] = -x[:4, 0]
+    return model, x
+
+
+def test_a_parameter_unused_on_one_rank_only_would_hang():
+    """torch gives `aux` a gradient on rank 0's shard and none on rank 1's: DDP would wait for
+    it on rank 1 forever, so the worker does not start the run (`skipped`)."""
+    model, x = gated(first_half_positive=True)
+    per_rank = [grads_of(model, s, mean_loss)[0] for s in x.chunk(WORLD)]
+    no_grad = [[n for n, g in grads.items() if g is None] for grads in per_rank]
+    assert no_grad == [[], ["aux.weight", "aux.bias"]], "the premise"
+    ref = reference(model, x, mean_loss)
+    nothing = {n: None for n in ref.gradients}
+    runs = [rank(r, nothing, no_grad=names, skipped="unused-on-some-ranks") for r, names in enumerate(no_grad)]
+    run = judge(ref, runs)
+    assert not run.clean
+    (cause,) = suspects(run, Setup("t.py:Gated"))
+    assert cause.kind is CauseKind.UNUSED and cause.fix is Fix.FIND_UNUSED
+    assert cause.subjects == ["aux.bias", "aux.weight"]
+    assert cause.evidence["no_grad_by_rank"] == {"1": ["aux.weight", "aux.bias"]}
+    assert cause.evidence["unused_on_every_rank"] == [] and cause.evidence["would_hang"] is True
+    assert cause.evidence["ddp_error"] is None and cause.evidence["unsynchronised"] == []
+    result = DistributedResult("t", "t", "Gated", 0, "ddp", WORLD, "gloo", 8, ref.loss, run)
+    assert [p.kind for p in result.problems] == ["would-hang"] and not result.ok
+
+
+def test_a_parameter_no_rank_uses_is_no_grad_and_agrees():
+    model, x = gated(first_half_positive=False)
+    ref = reference(model, x, mean_loss)
+    assert ref.gradients["aux.weight"] is None and ref.gradients["aux.bias"] is None, "the premise"
+    runs = all_reduced_without(model, x, ["aux.weight", "aux.bias"])
+    run = judge(ref, runs)
+    for name in ("aux.weight", "aux.bias"):
+        row = next(r for r in run.rows if r.name == name)
+        assert row.no_grad and row.agrees and row.spread is None and row.scale is None
+        assert row.per_rank[0].flags == [Flag.MISSING] and row.numel == dict(model.named_parameters())[name].numel()
+    assert run.clean and suspects(run, Setup("t.py:Gated")) == []
+    # the same parameter unused everywhere, with DDP's error on its next forward: suspected
+    said = "Expected to have finished reduction in the prior iteration before starting a new one."
+    erred = judge(ref, all_reduced_without(model, x, ["aux.weight", "aux.bias"], ddp_error=said + "\nmore"))
+    (cause,) = suspects(erred, Setup("t.py:Gated"))
+    assert cause.kind is CauseKind.UNUSED and cause.evidence["ddp_error"] == said
+    assert cause.evidence["unused_on_every_rank"] == ["aux.bias", "aux.weight"] and cause.evidence["would_hang"] is False
+    result = DistributedResult("t", "t", "Gated", 0, "ddp", WORLD, "gloo", 8, ref.loss, erred)
+    assert problem_sentences(result.problems) == [f"DDP raised: {said}"]
+
+
+def all_reduced_without(model, x, unused, **fields):
+    """all_reduced, with each rank's list of the parameters it gave no gradient."""
+    runs = all_reduced(model, x, mean_loss, **fields)
+    for run in runs:
+        run.no_grad = list(unused)
+    return runs
+
+
+def test_a_gradient_zero_up_to_rounding_agrees_against_the_whole_gradient():
+    """fc1's bias before a BatchNorm has gradient 0 in exact arithmetic (the mean is taken
+    out): torch's float32 value is rounding, far from float64's in relative terms."""
+    torch.manual_seed(0)
+    model, x = MLP(norm=True), torch.randn(8, 6)
+    ref = reference(model, x, mean_loss)
+    exact, _ = grads_of(model, x, mean_loss, torch.float64)
+    bias = ref.gradients["fc1.bias"]
+    assert float(exact["fc1.bias"].norm()) < 1e-15 * ref.norm and float(bias.norm()) < 1e-6 * ref.norm, "the premise"
+    noisy = {n: g.clone() for n, g in ref.gradients.items()}
+    noisy["fc1.bias"] = -bias  # another rounding: as far off relatively as it gets
+    run = judge(ref, [rank(r, noisy) for r in range(WORLD)])
+    row = next(r for r in run.rows if r.name == "fc1.bias")
+    assert row.per_rank[0].rel_err == pytest.approx(2.0) and row.agrees
+    # a gradient of that size that is not rounding next to the whole gradient differs
+    big = {n: g.clone() for n, g in ref.gradients.items()}
+    big["fc1.bias"] = torch.full_like(bias, ref.norm)
+    row = next(r for r in judge(ref, [rank(r, big) for r in range(WORLD)]).rows if r.name == "fc1.bias")
+    assert not row.agrees
+
+
+def _clipped(grads: dict, limit: float) -> tuple[dict, StepEffect]:
+    """torch's clip_grad_norm_ over these gradients, and what it did (factor, norm before)."""
+    leaves = {n: torch.zeros_like(g, requires_grad=True) for n, g in grads.items()}
+    for n, leaf in leaves.items():
+        leaf.grad = grads[n].clone()
+    before = math.sqrt(sum(float(g.double().pow(2).sum()) for g in grads.values()))
+    torch.nn.utils.clip_grad_norm_(list(leaves.values()), limit)
+    after = {n: leaf.grad for n, leaf in leaves.items()}
+    factor = float(next(iter(after.values())).double().flatten()[0] / next(iter(grads.values())).double().flatten()[0])
+    return after, StepEffect(factor, 0.0, before)
+
+
+def test_clipping_each_shard_by_its_own_norm_is_found_with_the_maximum():
+    """FSDP2: each rank holds half of every gradient (rows) and clip_grad_norm_ on its local
+    shard clips by the shard's norm; one process clips the whole gradient."""
+    model, x = made()
+    whole, _ = grads_of(model, x, mean_loss)
+    limit = 0.5 * math.sqrt(sum(float(g.double().pow(2).sum()) for g in whole.values()))
+    ref_after, ref_step = _clipped(whole, limit)
+    ref = reference(model, x, mean_loss, step=ref_step)
+    ref.gradients = ref_after
+    shards = [{n: g.chunk(WORLD)[r] for n, g in whole.items()} for r in range(WORLD)]
+    clipped = [_clipped(s, limit) for s in shards]
+    assert all(step.factor < 1 for _, step in clipped), "the premise: every shard is over the maximum"
+    assert abs(clipped[0][1].factor - clipped[1][1].factor) > 1e-3, "the premise: the shards' norms differ"
+    gathered = {n: torch.cat([c[0][n] for c in clipped]) for n in whole}
+    runs = [rank(r, gathered, step=clipped[r][1]) for r in range(WORLD)]
+    run = judge(ref, runs)
+    assert run.differing
+    causes = suspects(run, Setup("t.py:MLP", wrap="fsdp", clip=limit), ref.step)
+    (cause,) = [c for c in causes if c.kind is CauseKind.CLIP_ON_SHARDS]
+    assert cause.fix is Fix.CLIP_WHOLE and cause.subjects == list(whole)
+    assert cause.evidence == {"max_norm": pytest.approx(limit, rel=1e-5), "factors": [c[1].factor for c in clipped],
+                              "shard_norms": [c[1].norm_before for c in clipped], "reference_factor": ref_step.factor,
+                              "whole_norm": ref_step.norm_before}
+    # clipped by the whole gradient on every rank (the fix), nothing differs to explain
+    fixed = judge(ref, [rank(r, ref_after, step=ref_step) for r in range(WORLD)])
+    assert suspects(fixed, Setup("t.py:MLP", wrap="fsdp", clip=limit), ref.step) == []
+
+
+def test_a_cause_is_proven_by_the_rerun_that_agrees_and_together_when_none_alone_does():
+    model, x = made()
+    ref = reference(model, x, sum_loss)
+    wrong = judge(ref, all_reduced(model, x, sum_loss))
+    right = judge(reference(model, x, mean_loss), all_reduced(model, x, mean_loss))
+    assert right.clean and not wrong.clean
+    causes = suspects(wrong, Setup("t.py:MLP"))
+    prove(causes, lambda fixing: right)
+    assert causes[0].proven is True and causes[0].after == right.summary()
+    causes = suspects(wrong, Setup("t.py:MLP"))
+    prove(causes, lambda fixing: wrong)
+    assert causes[0].proven is False and causes[0].after["differing"] == [r.name for r in wrong.differing]
+    # two causes, neither alone enough: both are rerun together and proven together
+    two = suspects(Comparison(wrong.rows, wrong.norms, wrong.losses, wrong.no_grad, init_digests=["a", "b"]),
+                   Setup("t.py:MLP"))
+    assert [c.kind for c in two] == [CauseKind.INITIAL_WEIGHTS, CauseKind.SUM_LOSS]
+    prove(two, lambda fixing: right if len(fixing) == 2 else wrong)
+    assert all(c.proven for c in two)
+    assert two[0].after["together_with"] == [Fix.BROADCAST.value, Fix.SCALE_LOSS.value]
+
+
+def test_the_problems_say_which_rank_and_how_far():
+    model, x = made()
+    ref = reference(model, x, sum_loss)
+    runs = all_reduced(model, x, sum_loss)
+    got = runs[0].gradients()
+    result = DistributedResult("t", "t", "MLP", 0, "ddp", WORLD, "gloo", 8, ref.loss, judge(ref, runs))
+    sentences = problem_sentences(result.problems)
+    assert len(sentences) == len(ref.gradients) and not result.ok
+    for name, sentence in zip(ref.gradients, sentences):
+        truth = rel(got[name], ref.gradients[name])  # 1/2 of the reference: off by a half
+        assert truth == pytest.approx(0.5, rel=1e-4)
+        assert sentence.startswith(f"{name}: the reduced gradient differs from one process's (rank 0: rel err {short_number(truth)}, ")
+
+
+def test_half_the_reference_plus_something_else_is_not_a_sum_loss_alone():
+    """g = g_ref/N + e with e orthogonal to g_ref: torch's least-squares scale is exactly 1/N,
+    yet ‖e‖/‖g_ref‖ = 1e-2 is left over, far above rounding: not the sum loss's signature.
+    Nor is a scale 2e-4 off 1/N, beyond rounding of the ratio."""
+    model, x = made()
+    ref = reference(model, x, mean_loss)
+    off = {}
+    for n, g in ref.gradients.items():
+        noise = torch.randn_like(g)
+        flat, base = noise.flatten().double(), g.flatten().double()
+        noise = (flat - (flat @ base) / (base @ base) * base).reshape(g.shape)
+        off[n] = (g.double() / WORLD + noise * (1e-2 * float(g.norm()) / float(noise.norm()))).float()
+        scale = float(off[n].double().flatten() @ base) / float(base @ base)
+        assert scale == pytest.approx(1 / WORLD, rel=1e-5), "the premise: the scale is 1/N"
+    run = judge(ref, [rank(r, off) for r in range(WORLD)])
+    assert len(run.differing) == len(ref.gradients)
+    assert suspects(run, Setup("t.py:MLP")) == []
+    near = {n: g * (1 / WORLD) * (1 + 2e-4) for n, g in ref.gradients.items()}
+    assert suspects(judge(ref, [rank(r, near) for r in range(WORLD)]), Setup("t.py:MLP")) == []
+
+
+def test_a_scale_just_off_one_is_not_accumulation_of_one_step():
+    """Gradients 1.00005 times the reference (torch multiplies them): they differ, by a scale,
+    but with one micro-step there is no accumulation to blame."""
+    model, x = made()
+    ref = reference(model, x, mean_loss)
+    run = judge(ref, [rank(r, {n: g * 1.00005 for n, g in ref.gradients.items()}) for r in range(WORLD)])
+    assert run.differing
+    assert suspects(run, Setup("t.py:MLP", accumulate=1)) == []
+
+
+def test_the_document_holds_torchs_norms_losses_and_every_parameter():
+    """The run's document: the gradient norms (the reference's, each rank's reduced and per
+    shard), each rank's loss, the bytes reduced, and a row per parameter with its elements;
+    a gradient the ranks have and the reference has not is MISSING, not an agreeing no-grad."""
+    model, x = made()
+    ref = reference(model, x, mean_loss)
+    shards = [grads_of(model, s, mean_loss) for s in x.chunk(WORLD)]
+    mean = {n: torch.stack([g[n] for g, _ in shards]).mean(0) for n in ref.gradients}
+    norm = math.sqrt(sum(float(g.double().pow(2).sum()) for g in mean.values()))
+    runs = [RankRun(r, loss, rank(r, mean).blob, norm, norm / (r + 2), init_digest="same", bytes_reduced=4 * 131)
+            for r, (_, loss) in enumerate(shards)]
+    result = DistributedResult("t", "t", "MLP", 0, "ddp", WORLD, "gloo", 8, ref.loss, judge(ref, runs))
+    document = result.as_dict()
+    truth = math.sqrt(sum(float(g.double().pow(2).sum()) for g in grads_of(model, x, mean_loss)[0].values()))
+    assert document["grad_norm"] == {"reference": pytest.approx(truth, rel=1e-6), "reduced": [norm, norm],
+                                     "per_shard": [norm / 2, norm / 3]}
+    assert document["losses"] == [loss for _, loss in shards] and document["bytes_reduced_per_step"] == 4 * 131
+    assert [(p["name"], p["numel"]) for p in document["parameters"]] == [(n, p.numel()) for n, p in model.named_parameters()]
+    for p in document["parameters"]:
+        assert [r["name"] for r in p["ranks"]] == [p["name"]] * WORLD
+        assert p["spread"] == 0.0 and p["scale"] == pytest.approx(1.0, rel=1e-5)
+    # the reference without fc2.bias's gradient, the ranks with it
+    ref.gradients["fc2.bias"] = None
+    row = next(r for r in judge(ref, runs).rows if r.name == "fc2.bias")
+    assert not row.no_grad and not row.agrees and row.per_rank[0].flags == [Flag.MISSING]
+    # no gradient anywhere: a no-grad row, with the tolerance of its neighbours
+    runs_without = [rank(r, {**mean, "fc2.bias": None}) for r in range(WORLD)]
+    row = next(r for r in judge(ref, runs_without).rows if r.name == "fc2.bias")
+    assert row.no_grad and row.agrees and row.numel == 3 and row.per_rank[0].tolerance == row.tolerance
+    assert row.per_rank[0].name == "fc2.bias"
+
+
+def test_a_gradient_exactly_zero_everywhere_agrees_with_no_spread_and_no_scale():
+    """tanh saturated at -1 (float32's tanh(-100) is exactly -1, so 1 - tanh² is 0): torch
+    gives fc1 an all-zero gradient on the whole batch and on each shard."""
+    model, x = made()
+    with torch.no_grad():
+        model.fc1.bias.fill_(-100.0)
+    ref = reference(model, x, mean_loss)
+    runs = all_reduced(model, x, mean_loss)
+    got = runs[0].gradients()
+    assert all(float(g.abs().max()) == 0.0 for g in (ref.gradients["fc1.weight"], got["fc1.weight"])), "the premise"
+    run = judge(ref, runs)
+    row = next(r for r in run.rows if r.name == "fc1.weight")
+    assert row.agrees and row.spread == 0.0 and row.scale is None
+    assert run.clean
+
+
+def _fsdp_ranks(grads: dict, limit: float, by_shard: bool) -> tuple[dict, list[RankRun]]:
+    """FSDP2's ranks: each holds a row-half of every gradient; the step clips by the shard's own
+    norm (`by_shard`) or by the whole gradient's (torch's clip_grad_norm_ over the DTensors)."""
+    shards = [{n: g.chunk(WORLD)[r] for n, g in grads.items()} for r in range(WORLD)]
+    if by_shard:
+        clipped = [_clipped(sh, limit) for sh in shards]
+    else:
+        whole, step = _clipped(grads, limit)
+        clipped = [({n: g.chunk(WORLD)[r] for n, g in whole.items()},
+                    StepEffect(step.factor, 0.0, math.sqrt(sum(float(g.double().pow(2).sum()) for g in sh.values()))))
+                   for r, sh in enumerate(shards)]
+    gathered = {n: torch.cat([c[0][n] for c in clipped]) for n in grads}
+    return gathered, [rank(r, gathered, step=clipped[r][1]) for r in range(WORLD)]
+
+
+def test_clipping_the_whole_gradient_of_a_sum_loss_is_not_blamed_on_the_shards():
+    """A sum loss (ranks at 1/N of the reference) clipped by the whole gradient's norm: every
+    rank's factor is the one that takes the whole norm to the maximum, so the step is not
+    where they differ; the sum loss is."""
+    model, x = made()
+    whole_ref, _ = grads_of(model, x, sum_loss)
+    limit = 0.25 * math.sqrt(sum(float(g.double().pow(2).sum()) for g in whole_ref.values()))
+    ref_after, ref_step = _clipped(whole_ref, limit)
+    ref = reference(model, x, sum_loss, step=ref_step)
+    ref.gradients = ref_after
+    reduced = {n: g / WORLD for n, g in whole_ref.items()}
+    _, runs = _fsdp_ranks(reduced, limit, by_shard=False)
+    run = judge(ref, runs)
+    kinds = [c.kind for c in suspects(run, Setup("t.py:MLP", wrap="fsdp", clip=limit), ref.step)]
+    assert CauseKind.CLIP_ON_SHARDS not in kinds
+
+
+def test_a_shard_under_the_maximum_is_left_alone_when_clipping_by_shards():
+    """The maximum between the two shards' norms: torch's clip_grad_norm_ clips the larger
+    shard and leaves the smaller (factor 1); still each shard's own norm decided it."""
+    model, x = made()
+    whole, _ = grads_of(model, x, mean_loss)
+    shards = [{n: g.chunk(WORLD)[r] for n, g in whole.items()} for r in range(WORLD)]
+    norms = [math.sqrt(sum(float(g.double().pow(2).sum()) for g in sh.values())) for sh in shards]
+    assert abs(norms[0] - norms[1]) > 1e-3 * max(norms), "the premise: the shards' norms differ"
+    limit = (norms[0] + norms[1]) / 2
+    ref_after, ref_step = _clipped(whole, limit)
+    ref = reference(model, x, mean_loss, step=ref_step)
+    ref.gradients = ref_after
+    _, runs = _fsdp_ranks(whole, limit, by_shard=True)
+    factors = [r.step.factor for r in runs]
+    assert sorted(f < 1 for f in factors) == [False, True] and max(factors) == 1.0, "the premise"
+    run = judge(ref, runs)
+    (cause,) = [c for c in suspects(run, Setup("t.py:MLP", wrap="fsdp", clip=limit), ref.step)
+                if c.kind is CauseKind.CLIP_ON_SHARDS]
+    assert cause.evidence["max_norm"] == pytest.approx(limit, rel=1e-5)
+    # a shard over the maximum left alone is not clipping by shards
+    runs[factors.index(1.0)].step = StepEffect(1.0, 0.0, 2 * limit)
+    assert CauseKind.CLIP_ON_SHARDS not in [c.kind for c in suspects(judge(ref, runs), Setup("t.py:MLP", wrap="fsdp", clip=limit), ref.step)]
