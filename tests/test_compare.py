@@ -201,6 +201,29 @@ def test_the_underflow_evidence_holds_torchs_numbers(underflow):
     assert cause.detail["scaler_scale"] is None
 
 
+def torch_scaler_steps(model, x, loss, limit=40):
+    """torch's own GradScaler loop on a copy of the model (learning rate 0): each step's scale
+    and whether the scaler skipped it, until a step is not skipped or `limit` steps; and the copy,
+    holding the last step's unscaled gradients."""
+    work = copy.deepcopy(model)
+    scaler, opt = torch.amp.GradScaler("cpu"), torch.optim.SGD(work.parameters(), lr=0.0)
+    steps = []
+    for _ in range(limit):
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.float16):
+            value = loss(work(x))
+        scale = scaler.get_scale()
+        scaler.scale(value).backward()
+        scaler.unscale_(opt)
+        skipped = sum(v.item() for v in scaler._found_inf_per_device(opt).values()) > 0
+        scaler.step(opt)
+        scaler.update()
+        steps.append((scale, skipped))
+        if not skipped:
+            break
+    return steps, work
+
+
 def test_a_scaler_that_skips_every_step_gave_up_as_torchs_gradscaler_does():
     """1e-8·out underflows to 0 in float16 (not in float32), and sqrt(|0|)'s gradient is
     inf·0 = nan at every scale: torch's own GradScaler skips each of the 40 steps, halving
@@ -211,21 +234,11 @@ def test_a_scaler_that_skips_every_step_gave_up_as_torchs_gradscaler_does():
     def huge(out):
         return torch.sqrt((out * 1e-8).abs()).sum()
 
-    work = copy.deepcopy(model)
-    scaler, opt = torch.amp.GradScaler("cpu"), torch.optim.SGD(work.parameters(), lr=0.0)
-    scales = []
-    for _ in range(40):
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=torch.float16):
-            value = huge(work(x))
-        scales.append(scaler.get_scale())
-        scaler.scale(value).backward()
-        scaler.unscale_(opt)
-        assert sum(v.item() for v in scaler._found_inf_per_device(opt).values()) > 0, "the premise: every step skipped"
-        scaler.step(opt)
-        scaler.update()
+    steps, _ = torch_scaler_steps(model, x, huge)
+    assert len(steps) == 40 and all(skipped for _, skipped in steps), "the premise: every step skipped"
+    scales = [scale for scale, _ in steps]
     result = gradcli.compare(model, x, loss=huge, amp="float16", scaler=True)
-    assert [(s.scale, s.skipped) for s in result.scaler_steps] == [(s, True) for s in scales]
+    assert [(s.scale, s.skipped) for s in result.scaler_steps] == steps
     assert [c.as_dict() for c in result.causes if c.kind == "scaler-gave-up"] == [
         {"kind": "scaler-gave-up", "steps": 40, "scale": scales[-1]}]
     assert f"GradScaler skipped all 40 steps (scale down to {scales[-1]:g})" in result.notes
@@ -236,23 +249,7 @@ def test_the_scaler_follows_gradscalers_own_steps_and_compares_at_the_settled_sc
     torch.manual_seed(2)
     model, x = MLP(), torch.randn(16, 16)
     result = gradcli.compare(model, x, loss=square, amp="float16", scaler=True)
-    # torch's own GradScaler loop on a copy: skip and back off until a step is finite
-    work = copy.deepcopy(model)
-    scaler, opt = torch.amp.GradScaler("cpu"), torch.optim.SGD(work.parameters(), lr=0.0)
-    steps = []
-    for _ in range(40):
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=torch.float16):
-            value = square(work(x))
-        scale = scaler.get_scale()
-        scaler.scale(value).backward()
-        scaler.unscale_(opt)
-        skipped = sum(v.item() for v in scaler._found_inf_per_device(opt).values()) > 0
-        scaler.step(opt)
-        scaler.update()
-        steps.append((scale, skipped))
-        if not skipped:
-            break
+    steps, work = torch_scaler_steps(model, x, square)
     assert steps[0] == (65536.0, True), "the premise: the initial scale overflows a float16 loss's gradient"
     assert [(s.scale, s.skipped) for s in result.scaler_steps] == steps
     ref = torch_grads(model, x, square)

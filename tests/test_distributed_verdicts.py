@@ -287,16 +287,29 @@ def test_a_gradient_zero_up_to_rounding_agrees_against_the_whole_gradient():
     assert not row.agrees
 
 
+def _norm(grads: dict) -> float:
+    """The L2 norm of all these gradients together, in float64."""
+    return math.sqrt(sum(float(g.double().pow(2).sum()) for g in grads.values()))
+
+
 def _clipped(grads: dict, limit: float) -> tuple[dict, StepEffect]:
     """torch's clip_grad_norm_ over these gradients, and what it did (factor, norm before)."""
     leaves = {n: torch.zeros_like(g, requires_grad=True) for n, g in grads.items()}
     for n, leaf in leaves.items():
         leaf.grad = grads[n].clone()
-    before = math.sqrt(sum(float(g.double().pow(2).sum()) for g in grads.values()))
+    before = _norm(grads)
     torch.nn.utils.clip_grad_norm_(list(leaves.values()), limit)
     after = {n: leaf.grad for n, leaf in leaves.items()}
     factor = float(next(iter(after.values())).double().flatten()[0] / next(iter(grads.values())).double().flatten()[0])
     return after, StepEffect(factor, 0.0, before)
+
+
+def _clipped_reference(model, x, loss, grads: dict, limit: float):
+    """The one-process reference whose step clipped `grads` to `limit` with torch's clip_grad_norm_."""
+    after, step = _clipped(grads, limit)
+    ref = reference(model, x, loss, step=step)
+    ref.gradients = after
+    return ref
 
 
 def test_clipping_each_shard_by_its_own_norm_is_found_with_the_maximum():
@@ -304,7 +317,7 @@ def test_clipping_each_shard_by_its_own_norm_is_found_with_the_maximum():
     shard clips by the shard's norm; one process clips the whole gradient."""
     model, x = made()
     whole, _ = grads_of(model, x, mean_loss)
-    limit = 0.5 * math.sqrt(sum(float(g.double().pow(2).sum()) for g in whole.values()))
+    limit = 0.5 * _norm(whole)
     ref_after, ref_step = _clipped(whole, limit)
     ref = reference(model, x, mean_loss, step=ref_step)
     ref.gradients = ref_after
@@ -401,12 +414,12 @@ def test_the_document_holds_torchs_norms_losses_and_every_parameter():
     ref = reference(model, x, mean_loss)
     shards = [grads_of(model, s, mean_loss) for s in x.chunk(WORLD)]
     mean = {n: torch.stack([g[n] for g, _ in shards]).mean(0) for n in ref.gradients}
-    norm = math.sqrt(sum(float(g.double().pow(2).sum()) for g in mean.values()))
+    norm = _norm(mean)
     runs = [RankRun(r, loss, rank(r, mean).blob, norm, norm / (r + 2), init_digest="same", bytes_reduced=4 * 131)
             for r, (_, loss) in enumerate(shards)]
     result = DistributedResult("t", "t", "MLP", 0, "ddp", WORLD, "gloo", 8, ref.loss, judge(ref, runs))
     document = result.as_dict()
-    truth = math.sqrt(sum(float(g.double().pow(2).sum()) for g in grads_of(model, x, mean_loss)[0].values()))
+    truth = _norm(grads_of(model, x, mean_loss)[0])
     assert document["grad_norm"] == {"reference": pytest.approx(truth, rel=1e-6), "reduced": [norm, norm],
                                      "per_shard": [norm / 2, norm / 3]}
     assert document["losses"] == [loss for _, loss in shards] and document["bytes_reduced_per_step"] == 4 * 131
@@ -450,7 +463,7 @@ def _fsdp_ranks(grads: dict, limit: float, by_shard: bool) -> tuple[dict, list[R
     else:
         whole, step = _clipped(grads, limit)
         clipped = [({n: g.chunk(WORLD)[r] for n, g in whole.items()},
-                    StepEffect(step.factor, 0.0, math.sqrt(sum(float(g.double().pow(2).sum()) for g in sh.values()))))
+                    StepEffect(step.factor, 0.0, _norm(sh)))
                    for r, sh in enumerate(shards)]
     gathered = {n: torch.cat([c[0][n] for c in clipped]) for n in grads}
     return gathered, [rank(r, gathered, step=clipped[r][1]) for r in range(WORLD)]
@@ -462,10 +475,8 @@ def test_clipping_the_whole_gradient_of_a_sum_loss_is_not_blamed_on_the_shards()
     where they differ; the sum loss is."""
     model, x = made()
     whole_ref, _ = grads_of(model, x, sum_loss)
-    limit = 0.25 * math.sqrt(sum(float(g.double().pow(2).sum()) for g in whole_ref.values()))
-    ref_after, ref_step = _clipped(whole_ref, limit)
-    ref = reference(model, x, sum_loss, step=ref_step)
-    ref.gradients = ref_after
+    limit = 0.25 * _norm(whole_ref)
+    ref = _clipped_reference(model, x, sum_loss, whole_ref, limit)
     reduced = {n: g / WORLD for n, g in whole_ref.items()}
     _, runs = _fsdp_ranks(reduced, limit, by_shard=False)
     run = judge(ref, runs)
@@ -479,12 +490,10 @@ def test_a_shard_under_the_maximum_is_left_alone_when_clipping_by_shards():
     model, x = made()
     whole, _ = grads_of(model, x, mean_loss)
     shards = [{n: g.chunk(WORLD)[r] for n, g in whole.items()} for r in range(WORLD)]
-    norms = [math.sqrt(sum(float(g.double().pow(2).sum()) for g in sh.values())) for sh in shards]
+    norms = [_norm(shard) for shard in shards]
     assert abs(norms[0] - norms[1]) > 1e-3 * max(norms), "the premise: the shards' norms differ"
     limit = (norms[0] + norms[1]) / 2
-    ref_after, ref_step = _clipped(whole, limit)
-    ref = reference(model, x, mean_loss, step=ref_step)
-    ref.gradients = ref_after
+    ref = _clipped_reference(model, x, mean_loss, whole, limit)
     _, runs = _fsdp_ranks(whole, limit, by_shard=True)
     factors = [r.step.factor for r in runs]
     assert sorted(f < 1 for f in factors) == [False, True] and max(factors) == 1.0, "the premise"
