@@ -25,6 +25,8 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+#: Seconds a rechecked mutant's tests may take before it counts as a hang (mutmut's own runs time out too).
+RECHECK_TIMEOUT = 900
 COPIED = ("gradcli", "tests", "examples", "expressions", "docs", "setup.py", "README.md")
 
 
@@ -71,12 +73,13 @@ def survivors(work: Path, untested: bool = False) -> list[str]:
 
 
 def recheck(package: str, settings: dict, work: Path, only: str | None = None,
-            pattern: str | None = None) -> dict[str, list[str]]:
+            pattern: str | None = None, also: list[str] | None = None) -> dict[str, list[str]]:
     """Each survivor (and untested mutant) of the last run under the package's current test
     files (copied in fresh), switched on by mutmut's own MUTANT_UNDER_TEST: tests written since
     the run are counted without generating the mutants again. `only` narrows the tests
-    (pytest -k), `pattern` the survivors (a substring of their names), for time."""
-    tests = list(settings["tool"]["gradcli-mutation"][package]["tests"])
+    (pytest -k), `pattern` the survivors (a substring of their names), for time; `also` adds
+    test files left out of the package's selection (slow ones, for the few mutants they reach)."""
+    tests = list(settings["tool"]["gradcli-mutation"][package]["tests"]) + list(also or [])
     if only:
         tests += ["-k", only]
     mutants = work / "mutants"
@@ -85,10 +88,14 @@ def recheck(package: str, settings: dict, work: Path, only: str | None = None,
     outcome: dict[str, list[str]] = {"killed": [], "survived": []}
     for name in [n for n in survivors(work, untested=True) if pattern is None or pattern in n]:
         env = {**os.environ, "MUTANT_UNDER_TEST": name, "PYTHONPATH": str(mutants), "OMP_NUM_THREADS": "1"}
-        run = subprocess.run(["nice", "-n", "10", sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-                              "-m", "not slow", *tests], cwd=mutants, env=env, capture_output=True, text=True)
-        outcome["killed" if run.returncode == 1 else "survived"].append(name)
-        print(f"{name}: {'killed' if run.returncode == 1 else 'survived'}", flush=True)
+        try:
+            killed = subprocess.run(["nice", "-n", "10", sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+                                     "-m", "not slow", *tests], cwd=mutants, env=env, capture_output=True, text=True,
+                                    timeout=RECHECK_TIMEOUT).returncode == 1
+        except subprocess.TimeoutExpired:
+            killed = True  # a hang is noticed, as mutmut counts its own timeouts
+        outcome["killed" if killed else "survived"].append(name)
+        print(f"{name}: {'killed' if killed else 'survived'}", flush=True)
     return outcome
 
 
@@ -103,6 +110,8 @@ def main() -> int:
     parser.add_argument("--recheck", action="store_true", help="run the last run's survivors against the current tests")
     parser.add_argument("-k", dest="only", help="with --recheck: only the tests pytest -k selects")
     parser.add_argument("--mutants", help="with --recheck: only the survivors whose names contain this")
+    parser.add_argument("--also", nargs="+", metavar="TESTFILE",
+                        help="with --recheck: test files to run besides the package's selection")
     parser.add_argument("--sample", type=int, choices=(1, 5, 10), default=1,
                         help="run one mutant in N, by the last digits of its number (5: 0 and 5; 10: 0)")
     args = parser.parse_args()
@@ -110,7 +119,7 @@ def main() -> int:
     if args.results:
         return subprocess.run([sys.executable, "-m", "mutmut", "results"], cwd=work).returncode
     if args.recheck:
-        outcome = recheck(args.package, settings, work, args.only, args.mutants)
+        outcome = recheck(args.package, settings, work, args.only, args.mutants, args.also)
         print(json.dumps({k: len(v) for k, v in outcome.items()}))
         return 0
     prepare(args.package, settings, work)
