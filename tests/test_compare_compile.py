@@ -111,3 +111,33 @@ def test_dropout_under_inductor_differs_and_the_cause_is_the_random_draws(dropou
     assert cause["eval_agrees"] and cause["modules"] == ["drop (Dropout)"]
     assert result.first_divergence.forward_differs and result.first_divergence.first_forward == "drop (Dropout)"
     assert "in eval mode the candidate agrees" in str(result)
+
+
+class BrokenGraph(WithDropout):
+    """WithDropout with a graph break between its layers (dynamo compiles two graphs)."""
+
+    def forward(self, x):
+        h = self.drop(torch.relu(self.fc1(x)))
+        torch._dynamo.graph_break()
+        return self.fc2(h)
+
+
+@needs_compiler
+def test_a_graph_break_is_told_with_dynamos_own_count_and_reason():
+    """Under inductor the dropout's draws differ, so compare looks for causes; dynamo's own
+    explain() of the model, run here, is the truth for the graphs, the breaks and the reason."""
+    import torch._dynamo
+
+    torch.manual_seed(0)
+    model, x = BrokenGraph(), torch.randn(16, 8)
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(copy.deepcopy(model))(x)
+    torch._dynamo.reset()
+    assert explained.graph_break_count >= 1, "the premise: dynamo breaks the graph"
+    torch.manual_seed(0)
+    result = gradcli.compare(model, x, loss=square, compile=True, backend="inductor")
+    assert not result.ok
+    (breaks,) = [c.detail for c in result.causes if c.kind == "graph-breaks"]
+    assert (breaks["graphs"], breaks["breaks"]) == (explained.graph_count, explained.graph_break_count)
+    first_reasons = {str(getattr(r, "reason", r)).strip().splitlines()[0] for r in explained.break_reasons}
+    assert set(breaks["reasons"]) == first_reasons and len(breaks["reasons"]) == len(first_reasons)
