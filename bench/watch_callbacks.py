@@ -11,11 +11,11 @@ to step end), the first block of each side is a warm-up, and the figure is the m
 of each side over its other blocks; the ratio is watched / unwatched. Each block builds its
 model anew, and a model's own speed differs by a few percent from one instance to the next
 (where its tensors land; bench/watch.py measured 3 to 4%), so a few blocks leave that spread in
-the ratio; beside it, the time spent inside watch's own hooks per watched step (bench/watch.py's
-`timed_hooks`, with the callback's `check_step`), over the unwatched median step, has none of it. The models: bench/mlp24.py's
-24-layer MLP in a LightningModule (width 1024, batch 64, Adam), and a small GPT-2 from its config
-(2 layers, 2x64 tokens, AdamW) in the HF Trainer; each is skipped with the reason when its
-package is missing.
+the ratio; beside it, the mean time spent inside watch's own hooks per watched step
+(bench/watch.py's `timed_hooks`, with the callback's `check_step`; every step is checked), over
+the unwatched median step, has none of it. The models: bench/mlp24.py's 24-layer MLP in a
+LightningModule (width 1024, batch 64, Adam), and a small GPT-2 from its config (2 layers, 2x64
+tokens, AdamW) in the HF Trainer; each is skipped with the reason when its package is missing.
 """
 
 from __future__ import annotations
