@@ -115,7 +115,12 @@ def timed_hooks(spent: dict[int, float]) -> Callable[[], None]:
 
     for name, original in originals.items():
         setattr(Watch, name, timed(original))
-    return lambda: [setattr(Watch, name, original) for name, original in originals.items()]  # type: ignore[func-returns-value]
+
+    def undo() -> None:
+        for name, original in originals.items():
+            setattr(Watch, name, original)
+
+    return undo
 
 
 def measure(name: str, steps: int, rounds: int) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from ..outcome import Problem, Reported, sentence
 from ..words import problem_sentences
-from .gradients import Flag, ParamComparison
+from .gradients import Flag, ParamComparison, _json_number
 from .setup import Setup
 from .side import ScalerStep
 
@@ -49,8 +49,6 @@ class Divergence:
     code: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        from .gradients import _json_number
-
         return {
             "module": self.module, "module_class": self.module_class, "grad_rel_err": _json_number(self.grad_rel_err),
             "tolerance": self.tolerance, "forward_rel_err": _json_number(self.forward_rel_err),
@@ -88,18 +86,14 @@ class CompareResult(Reported):
 
     @property
     def problems(self) -> list[Problem]:
-        from .gradients import _json_number
-
         loss = [Problem("loss-differs", "loss", {"reference": _json_number(self.reference_loss),
-                                                 "candidate": _json_number(self.candidate_loss)})]
-        return (loss if self.loss_disagrees else []) + [
+                                                 "candidate": _json_number(self.candidate_loss)})] if self.loss_disagrees else []
+        return loss + [
             Problem(f"gradient-{flag.value.lower()}", p.name, {"flag": flag.value, "rel_err": p.rel_err, "tolerance": p.tolerance})
             for p in self.parameters for flag in p.flags if flag is not Flag.AGREES
         ]
 
     def as_dict(self) -> dict[str, Any]:
-        from .gradients import _json_number
-
         return {
             "ok": self.ok,
             "target": self.target, "model": self.model, "seed": self.seed,
