@@ -186,10 +186,10 @@ def _capture(runs: Runs, result: CompareResult) -> Cause | None:
         agrees, err = _agreement(runs, runs.reference(), runs.candidate(replace(how, backend="eager", mode=None)))
     if agrees:
         return None
-    hooks = [f"{path or '(model)'}: {kind}" for path, m in runs.model.named_modules()
+    hooks = [f"{path or '(model)'}: {kind.strip('_').replace('_', ' ')}" for path, m in runs.model.named_modules()
              for kind in ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
-             if getattr(m, kind, None)]
-    return Cause("capture", {"eager_backend_rel_err": _finite(err), "hooks": [h.replace("_hooks", " hooks").replace("_", " ").strip() for h in hooks]})
+             if getattr(m, kind)]
+    return Cause("capture", {"eager_backend_rel_err": _finite(err), "hooks": hooks})
 
 
 def _finite(x: float) -> Any:
