@@ -259,6 +259,70 @@ def test_the_scaler_follows_gradscalers_own_steps_and_compares_at_the_settled_sc
     assert "scale 65536 skipped" in str(result) and "scale 32768 used" in str(result)
 
 
+def test_underflow_under_a_scaler_names_the_scale_gradscaler_settled_on():
+    """1e-10·Σout²/n is too small for float16 even at GradScaler's scale: torch's own loop
+    skips the first step (65536) and keeps the second, and the gradients are still lost."""
+    torch.manual_seed(1)
+    model, x = Tiny(), torch.randn(16, 8)
+
+    def tinier(out):
+        return 1e-10 * out.pow(2).mean()
+
+    steps, work = torch_scaler_steps(model, x, tinier)
+    assert not steps[-1][1], "the premise: GradScaler settles on a scale"
+    ref = torch_grads(model, x, tinier)
+    lost = [n for n, p in work.named_parameters() if bool(((p.grad == 0) & (ref[n] != 0)).any())]
+    assert lost, "the premise: torch's scaled float16 run still loses gradients"
+    result = gradcli.compare(model, x, loss=tinier, amp="float16", scaler=True)
+    cause = next(c for c in result.causes if c.kind == "underflow")
+    assert cause.detail["scaler_scale"] == steps[-1][0]
+    assert set(lost) <= set(cause.detail["parameters"])
+
+
+def test_a_bfloat16_gradient_that_cancels_is_within_the_mantissas_bound_over_its_sum():
+    """Each input column sums to 0.02 over 4096 rows of size ~1, so the weight's gradient (the
+    column sums) cancels: bfloat16's rounding of each term leaves it off by several times its
+    own size, which torch's two runs show, yet within u·n, rounding in every one of n terms."""
+    torch.manual_seed(0)
+    n = 4096
+    model, x = nn.Linear(8, 4, bias=False), torch.randn(n, 8)
+    x = x - x.mean(0) + 0.02 / n
+
+    def total(out):
+        return out.sum()
+
+    ref, cand = torch_grads(model, x, total), torch_grads(model, x, total, amp=torch.bfloat16)
+    err = float(torch.linalg.vector_norm((cand["weight"] - ref["weight"]).double()) / torch.linalg.vector_norm(ref["weight"].double()))
+    u = torch.finfo(torch.bfloat16).eps / 2
+    assert 1 < err <= u * n, "the premise: far off, within the bound"
+    result = gradcli.compare(model, x, loss=total, amp="bfloat16")
+    assert not result.ok
+    assert [c.as_dict() for c in result.causes] == [{
+        "kind": "bfloat16-reduction", "unit_roundoff": u,
+        "parameters": [{"name": "weight", "reduction": n, "rel_err": pytest.approx(err, rel=1e-6), "bound": u * n}]}]
+
+
+def test_an_empty_parameter_has_no_difference():
+    """A parameter with no elements: torch's gradient is empty on both sides, nothing differs."""
+
+    class WithEmpty(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc, self.empty = nn.Linear(8, 2), nn.Parameter(torch.zeros(0))
+
+        def forward(self, x):
+            return self.fc(x) + self.empty.sum()
+
+    torch.manual_seed(0)
+    model, x = WithEmpty(), torch.randn(4, 8)
+    ref, cand = torch_grads(model, x, square), torch_grads(model, x, square, amp=torch.bfloat16)
+    assert ref["empty"].numel() == 0 and torch.equal(ref["empty"], cand["empty"]), "the premise: torch's empty gradients"
+    result = gradcli.compare(model, x, loss=square, amp="bfloat16")
+    (empty,) = [p for p in result.parameters if p.name == "empty"]
+    assert (empty.rel_err, empty.max_abs_err, empty.flags) == (0.0, 0.0, [Flag.AGREES])
+    assert result.ok
+
+
 def test_the_users_model_weights_grads_optimiser_and_batchnorm_stats_are_untouched():
     torch.manual_seed(3)
     model, x = CNN(), torch.randn(8, 3, 6, 6)
