@@ -57,14 +57,16 @@ def test_a_fast_mode_projection_does_not_overrule_agreeing_exact_second_derivati
         v = v.clone().requires_grad_(True)
         return torch.autograd.grad(_cyclic(*v), v)[0]
 
-    unreliable = 0
+    unreliable = 0  # points with any second derivative whose central difference fails: each counts once
     for row in torch.stack(columns, 1):
         auto = torch.autograd.functional.hessian(lambda v: _cyclic(*v), row)
+        failing = 0
         for b in range(N):
             step = torch.zeros(N, dtype=torch.float64)
             step[b] = 1e-6
             numerical = (first(row + step) - first(row - step)) / 2e-6
-            unreliable += int((~((auto[:, b] - numerical).abs() <= 1e-5 + 1e-3 * numerical.abs())).sum())
+            failing += int((~((auto[:, b] - numerical).abs() <= 1e-5 + 1e-3 * numerical.abs())).sum())
+        unreliable += failing > 0
 
     assert result.ok, str(result)
     assert result.gradgradcheck.ok is True and result.gradgradcheck.fast_mode

@@ -49,8 +49,7 @@ class Arbitration:
     """The outcome over the elements where finite differences and autograd disagree."""
 
     disagreeing: int = 0
-    unreliable: Counter = field(default_factory=Counter)  # reason -> elements
-    unreliable_at: list[int] = field(default_factory=list)  # positions (into Differences)
+    unreliable: dict[int, str] = field(default_factory=dict)  # position (into Differences) -> why
     wrong_at: list[int] = field(default_factory=list)  # autograd disagrees with the exact value too
     undecided: int = 0  # no exact value (not looked up, or undefined there)
 
@@ -59,11 +58,13 @@ class Arbitration:
         """Every disagreement is finite differences' fault."""
         return self.disagreeing > 0 and not self.wrong_at and not self.undecided
 
-    def sentence(self, what: str = "") -> str:
-        count = sum(self.unreliable.values())
-        reasons = "; ".join(f"{reason}: {n:,}" for reason, n in self.unreliable.most_common())
-        return (f"finite differences{what} are unreliable at {count:,} point{'s' if count != 1 else ''} "
-                f"({reasons}), where autograd agrees with the 50-digit derivative")
+
+
+def unreliable_sentence(points: int, reasons: dict[str, int], what: str = "") -> str:
+    """`points` set aside, and how many of them each reason accounts for (most first)."""
+    told = "; ".join(f"{reason}: {n:,}" for reason, n in Counter(reasons).most_common())
+    return (f"finite differences{what} are unreliable at {points:,} point{'s' if points != 1 else ''} "
+            f"({told}), where autograd agrees with the 50-digit derivative")
 
 
 def elementwise_differences(
@@ -129,8 +130,7 @@ def arbitrate(
         if value is UNDEFINED or not math.isfinite(value):
             result.undecided += 1
         elif math.isfinite(got) and abs(got - value) <= atol + rtol * abs(value):
-            result.unreliable[reason(diffs, position, value)] += 1
-            result.unreliable_at.append(position)
+            result.unreliable[position] = reason(diffs, position, value)
         else:
             result.wrong_at.append(position)
     return result

@@ -22,7 +22,7 @@ import torch
 from ...interpret.to_torch import build
 from ...exact import elementwise as ew
 from ...exact.coupled import exact_autograd, weights
-from .arbiter import Arbitration, arbitrate, elementwise_differences, projected_differences
+from .arbiter import Arbitration, arbitrate, elementwise_differences, projected_differences, unreliable_sentence
 from .gradchecks import GradcheckVerdict
 
 
@@ -145,27 +145,28 @@ def _conclude(
         return  # otherwise nothing was found element by element: torch's verdict stands
     if not all(o.explained for o in outcomes if o.disagreeing):
         return  # not all of it decided: torch's verdict stands
-    reasons: dict[str, int] = {}
-    for o in outcomes:
-        for reason, n in o.unreliable.items():
-            reasons[reason] = reasons.get(reason, 0) + n
-    excluded = sorted({p for o in outcomes for p in o.unreliable_at})
+    # A point is counted once, however many of its derivatives were unreliable; each reason
+    # counts the points it accounts for. Element by element (with a rerun) every outcome's
+    # positions are the same points; in the exact mode they are each variable's own elements.
+    where: dict[str, set[Any]] = {}
+    for i, o in enumerate(outcomes):
+        for position, why in o.unreliable.items():
+            where.setdefault(why, set()).add(position if rerun is not None else (i, position))
+    set_aside = set().union(*where.values())
     projection = None
     if rerun is not None:
         kept = torch.ones(count, dtype=torch.bool)
-        kept[torch.tensor(excluded, dtype=torch.long)] = False
+        kept[torch.tensor(sorted(set_aside), dtype=torch.long)] = False
         settled = rerun(kept) if bool(kept.any()) else GradcheckVerdict(None, verdict.fast_mode, None, 0)
         if settled.ok is False and _projection_alone(result, label, settled, outcomes):
             # every disagreement element by element was left out: what fails now is the projection
-            projection = _projection_sentence(settled, what, count - len(excluded))
+            projection = _projection_sentence(settled, what, count - len(set_aside))
             settled = GradcheckVerdict(True, settled.fast_mode, None, settled.points)
     else:
         settled = GradcheckVerdict(True, verdict.fast_mode, None, verdict.points)
-    settled.unreliable_points = len(excluded)
-    settled.unreliable_reasons = reasons
-    merged = Arbitration(disagreeing=len(excluded))
-    merged.unreliable.update(reasons)
-    sentence = merged.sentence(what)
+    settled.unreliable_points = len(set_aside)
+    settled.unreliable_reasons = {why: len(at) for why, at in where.items()}
+    sentence = unreliable_sentence(len(set_aside), settled.unreliable_reasons, what)
     if settled.ok is None:
         settled.message = f"no point left: {sentence}"
     else:
