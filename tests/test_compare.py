@@ -77,8 +77,8 @@ def torch_grads(model, x, loss, *, amp=None):
     work = copy.deepcopy(model)
     with torch.autocast("cpu", dtype=amp) if amp else torch.autocast("cpu", enabled=False):
         value = loss(work(x))
-    names = [n for n, _ in work.named_parameters()]
-    return dict(zip(names, torch.autograd.grad(value, list(work.parameters()))))
+    trained = {n: p for n, p in work.named_parameters() if p.requires_grad}
+    return dict(zip(trained, torch.autograd.grad(value, list(trained.values()))))
 
 
 @pytest.mark.parametrize("name", list(HEALTHY))
@@ -300,6 +300,51 @@ def test_a_bfloat16_gradient_that_cancels_is_within_the_mantissas_bound_over_its
     assert [c.as_dict() for c in result.causes] == [{
         "kind": "bfloat16-reduction", "unit_roundoff": u,
         "parameters": [{"name": "weight", "reduction": n, "rel_err": pytest.approx(err, rel=1e-6), "bound": u * n}]}]
+
+
+class FrozenHead(nn.Module):
+    """A first layer under a frozen head: the head passes a gradient on and has none of its own."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.head = nn.Linear(8, 4, bias=False), nn.Linear(4, 2)
+        self.head.requires_grad_(False)
+
+    def forward(self, x):
+        return self.head(self.fc1(x))
+
+
+def test_a_first_layer_whose_own_gradient_differs_is_where_the_difference_starts():
+    """The cancelling batch above under a frozen head: the gradient the head passes back is the
+    same for every row and agrees, the first layer's forward agrees, and its weight's gradient
+    (the cancelling column sums) does not: the difference enters at the first layer, with its
+    weight's error as the gradient's, at the line that calls it (torch's numbers, Python's line)."""
+    import inspect
+
+    torch.manual_seed(0)
+    n = 4096
+    model, x = FrozenHead(), torch.randn(n, 8)
+    x = x - x.mean(0) + 0.02 / n
+
+    def total(out):
+        return out.sum()
+
+    ref, cand = torch_grads(model, x, total), torch_grads(model, x, total, amp=torch.bfloat16)
+    assert list(ref) == ["fc1.weight"], "the premise: the head has no gradient of its own"
+    err = float(torch.linalg.vector_norm((cand["fc1.weight"] - ref["fc1.weight"]).double()) / torch.linalg.vector_norm(ref["fc1.weight"].double()))
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        half = model.fc1(x).double()
+    full = model.fc1(x).detach().double()
+    forward_err = float(torch.linalg.vector_norm(half - full) / torch.linalg.vector_norm(full))
+    assert err > 1 and forward_err < 16 * 2.0**-8, "the premise: the weight's gradient is far off, the forward is not"
+
+    result = gradcli.compare(model, x, loss=total, amp="bfloat16")
+    d = result.first_divergence
+    assert (d.module, d.module_class, d.forward_differs, d.first_forward) == ("fc1", "Linear", False, None)
+    assert d.grad_rel_err == pytest.approx(err, rel=1e-6) and d.forward_rel_err == pytest.approx(forward_err, rel=1e-3)
+    lines, start = inspect.getsourcelines(FrozenHead.forward)
+    (offset,) = [k for k, text in enumerate(lines) if "self.fc1(x)" in text]
+    assert (d.file, d.line, d.code) == (inspect.getsourcefile(FrozenHead), start + offset, lines[offset].strip())
 
 
 def test_an_empty_parameter_has_no_difference():
