@@ -347,6 +347,50 @@ def test_a_first_layer_whose_own_gradient_differs_is_where_the_difference_starts
     assert (d.file, d.line, d.code) == (inspect.getsourcefile(FrozenHead), start + offset, lines[offset].strip())
 
 
+class NormalisedUnderFrozenHead(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.bn, self.head = nn.Linear(8, 16, bias=False), nn.BatchNorm1d(16, affine=False), nn.Linear(16, 2)
+        self.head.requires_grad_(False)
+
+    def forward(self, x):
+        return self.head(self.bn(self.fc1(x)))
+
+
+def _bn_grads(model: nn.Module, x: torch.Tensor, loss, amp=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The gradient at the BatchNorm's output and at its input, as torch's backward hook sees them."""
+    work, seen = copy.deepcopy(model), {}
+    work.bn.register_full_backward_hook(lambda module, grad_in, grad_out: seen.update(into=grad_out[0], out=grad_in[0]))
+    with torch.autocast("cpu", dtype=amp) if amp else torch.autocast("cpu", enabled=False):
+        value = loss(work(x))
+    value.backward()
+    return seen["into"].detach().double(), seen["out"].detach().double()
+
+
+def test_a_batchnorm_that_amplifies_an_agreeing_gradient_is_the_cause():
+    """Each row's loss weight is 1 ± 0.001, so the gradient entering the BatchNorm is nearly the
+    same in every row; its backward subtracts the batch mean, which leaves the 0.001 part and
+    float16's rounding of the whole (torch's hooks measure both sides): the error entering agrees,
+    the error leaving is hundreds of times larger."""
+    torch.manual_seed(0)
+    model, x = NormalisedUnderFrozenHead(), torch.randn(8, 8)
+    weights = 1 + 1e-3 * torch.randn(8, 2)
+
+    def weighted(out):
+        return (out * weights).sum()
+
+    (into_ref, out_ref), (into_half, out_half) = _bn_grads(model, x, weighted), _bn_grads(model, x, weighted, torch.float16)
+    before = float(torch.linalg.vector_norm(into_half - into_ref) / torch.linalg.vector_norm(into_ref))
+    after = float(torch.linalg.vector_norm(out_half - out_ref) / torch.linalg.vector_norm(out_ref))
+    assert 0 < before < 1e-3 and after > 100 * before, "the premise: BatchNorm's backward amplifies the error"
+    result = gradcli.compare(model, x, loss=weighted, amp="float16")
+    assert not result.ok
+    assert (result.first_divergence.module, result.first_divergence.forward_differs) == ("bn", False)
+    assert [c.as_dict() for c in result.causes] == [{
+        "kind": "amplified", "module": "bn (BatchNorm1d)", "output_grad_rel_err": pytest.approx(before, rel=1e-6),
+        "input_grad_rel_err": pytest.approx(after, rel=1e-6), "factor": pytest.approx(after / before, rel=1e-5)}]
+
+
 def test_an_empty_parameter_has_no_difference():
     """A parameter with no elements: torch's gradient is empty on both sides, nothing differs."""
 
