@@ -201,6 +201,28 @@ def test_the_underflow_evidence_holds_torchs_numbers(underflow):
     assert cause.detail["scaler_scale"] is None
 
 
+def test_zeros_from_a_relu_whose_input_changed_sign_are_no_underflow():
+    """fc1's biases put every pre-activation at +1e-4 in float32; float16's rounding of W·x + b
+    (~1e-3) turns some negative, so the ReLU drops those units and their gradients are exactly 0
+    in torch's float16 run, where float32's are far above float16's smallest normal: lost to
+    another path, not to the range. compare flags the zeros and names no underflow."""
+    torch.manual_seed(0)
+    model, x = Tiny(), torch.randn(1, 8)
+    with torch.no_grad():
+        model.fc1.bias.copy_(-(x @ model.fc1.weight.T)[0] + 1e-4)
+        with torch.autocast("cpu", dtype=torch.float16):
+            half_pre = model.fc1(x)
+    assert bool((half_pre <= 0).any()), "the premise: float16 flips some pre-activations' sign"
+    ref, half = torch_grads(model, x, square), torch_grads(model, x, square, amp=torch.float16)
+    lost = ref["fc1.weight"][(half["fc1.weight"] == 0) & (ref["fc1.weight"] != 0)].abs()
+    assert lost.numel() and float(lost.min()) >= torch.finfo(torch.float16).tiny, "the premise: nothing below the range"
+    result = gradcli.compare(model, x, loss=square, amp="float16")
+    assert Flag.UNDERFLOW in next(p for p in result.parameters if p.name == "fc1.weight").flags  # the zeros, as counted
+    assert not result.ok and "underflow" not in [c.kind for c in result.causes]
+    assert "flushed" not in str(result)
+    assert result.first_divergence.forward_differs and result.first_divergence.first_forward == "fc1 (Linear)"
+
+
 def torch_scaler_steps(model, x, loss, limit=40):
     """torch's own GradScaler loop on a copy of the model (learning rate 0): each step's scale
     and whether the scaler skipped it, until a step is not skipped or `limit` steps; and the copy,

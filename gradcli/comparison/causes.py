@@ -112,16 +112,17 @@ def _underflow(runs: Runs, result: CompareResult, reference: SideRun, candidate:
         if bool(mask.any()):
             lost.append(float(ref[mask].abs().min()))
         largest = max(largest, float(ref[torch.isfinite(ref)].abs().max()) if ref.numel() else 0.0)
-    lost = [x for x in lost if x < FP16_TINY]  # larger ones were lost to cancellation, not to the range
-    if not flushed and not lost:
+    # Zeros where the reference is above float16's smallest normal were not lost to the range but
+    # to cancellation or another path (a ReLU whose input changed sign): no underflow then.
+    lost = [x for x in lost if x < FP16_TINY]
+    if not lost:
         return []
-    smallest = min(lost) if lost else None
-    scale = 2.0 ** math.ceil(math.log2(FP16_TINY / smallest)) if smallest else None
-    fits = scale is not None and largest * scale < FP16_MAX
+    smallest = min(lost)
+    scale = 2.0 ** math.ceil(math.log2(FP16_TINY / smallest))  # at least 2: smallest < FP16_TINY
     used = result.scaler_steps[-1].scale if result.scaler_steps else None
     return [Cause("underflow", {
         "parameters": flushed, "smallest_lost": smallest, "smallest_normal": FP16_TINY,
-        "scale": scale if scale and scale > 1 else None, "largest": largest, "scale_fits": fits, "scaler_scale": used,
+        "scale": scale, "largest": largest, "scale_fits": largest * scale < FP16_MAX, "scaler_scale": used,
         "loss_dtype": candidate.loss_dtype,
     })]
 

@@ -106,17 +106,15 @@ def cause_text(cause: Cause, result: CompareResult) -> str:
         text = "precision: float16 flushed gradients to zero"
         if d["parameters"]:
             text += f" ({', '.join(d['parameters'])})"
-        if d["smallest_lost"] is not None:
-            text += f"; the smallest lost was {number(d['smallest_lost'])}, below float16's smallest normal {number(d['smallest_normal'])}"
-        if d["scale"]:
-            text += f"; a loss scale of {d['scale']:g} would keep it"
-            text += "" if d["scale_fits"] else f", but would overflow the largest gradient ({number(d['largest'])})"
-            if d["loss_dtype"] == "float16" and d["scale"] > 65504:
-                text += " once the loss is float32 (your loss is float16, which cannot hold a scale above 65504: loss.float())"
-            if d.get("scaler_scale") is not None:
-                text += f" (GradScaler settled on {d['scaler_scale']:g}: give it init_scale={d['scale']:g})"
-            else:
-                text += " (a GradScaler does this: --scaler)"
+        text += f"; the smallest lost was {number(d['smallest_lost'])}, below float16's smallest normal {number(d['smallest_normal'])}"
+        text += f"; a loss scale of {d['scale']:g} would keep it"
+        text += "" if d["scale_fits"] else f", but would overflow the largest gradient ({number(d['largest'])})"
+        if d["loss_dtype"] == "float16" and d["scale"] > 65504:
+            text += " once the loss is float32 (your loss is float16, which cannot hold a scale above 65504: loss.float())"
+        if d["scaler_scale"] is not None:
+            text += f" (GradScaler settled on {d['scaler_scale']:g}: give it init_scale={d['scale']:g})"
+        else:
+            text += " (a GradScaler does this: --scaler)"
         return text
     if cause.kind == "amplified":
         return (f"precision, amplified: the gradient entering {d['module']} agreed ({number(d['output_grad_rel_err'])}) and "
