@@ -75,4 +75,6 @@ def test_a_fast_mode_projection_does_not_overrule_agreeing_exact_second_derivati
     else:
         assert "projection" in result.gradgradcheck.message
     assert "besides" not in result.gradgradcheck.message
+    # the input elements gradgradcheck ran on: every variable at each point left
+    assert result.gradgradcheck.points == (len(columns[0]) - unreliable) * N
     assert all(c.ok for c in result.second) and len(result.second) == N * (N + 1) // 2
