@@ -813,3 +813,19 @@ def test_a_rank_whose_step_was_no_single_factor_is_not_clipping_on_shards():
     setup = Setup("t.py:MLP", wrap="fsdp", world=world, clip=limit)
     assert CauseKind.CLIP_ON_SHARDS not in [c.kind for c in suspects(run, setup, ref.step)]
 
+
+
+def test_ddp_ranks_out_of_sync_clip_each_their_whole_gradient_not_shards():
+    """DDP ranks whose gradients were never all-reduced (each keeps its own shard's, as when
+    DDP skips a bucket): clip_grad_norm_ on each rank clips the whole gradient that rank holds,
+    by its own norm. The factors differ between ranks, but no rank clipped a shard."""
+    model, x = made()
+    ref = reference(model, x, mean_loss)
+    own = [grads_of(model, s, mean_loss)[0] for s in x.chunk(WORLD)]
+    limit = 0.5 * min(_norm(g) for g in own)
+    ref = _clipped_reference(model, x, mean_loss, ref.gradients, limit)
+    clipped = [_clipped(g, limit) for g in own]
+    assert abs(clipped[0][1].factor - clipped[1][1].factor) > 1e-3, "the premise: the ranks' norms differ"
+    run = judge(ref, [rank(r, a, step=step) for r, (a, step) in enumerate(clipped)])
+    assert run.unsynced
+    assert CauseKind.CLIP_ON_SHARDS not in [c.kind for c in suspects(run, Setup("t.py:MLP", clip=limit), ref.step)]
