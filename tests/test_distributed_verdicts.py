@@ -81,12 +81,12 @@ def rank(r: int, grads: dict, loss: float = 0.0, **fields) -> RankRun:
     return RankRun(r, loss, blob.getvalue(), norm, norm, **fields)
 
 
-def all_reduced(model, x, loss, micro: int = 1, **fields) -> list[RankRun]:
+def all_reduced(model, x, loss, micro: int = 1, dtype=torch.float32, **fields) -> list[RankRun]:
     """Every rank's gradient after DDP's all-reduce: the mean over ranks of each shard's
     gradient, a shard run as `micro` micro-batches whose gradients add up (accumulation)."""
     per_rank = []
     for shard in x.chunk(WORLD):
-        parts = [grads_of(model, part, loss)[0] for part in shard.chunk(micro)]
+        parts = [grads_of(model, part, loss, dtype)[0] for part in shard.chunk(micro)]
         per_rank.append({n: None if parts[0][n] is None else sum(p[n] for p in parts) for n in parts[0]})
     mean = {n: None if per_rank[0][n] is None else torch.stack([g[n] for g in per_rank]).mean(0) for n in per_rank[0]}
     return [rank(r, mean, **fields) for r in range(WORLD)]
@@ -266,13 +266,19 @@ def all_reduced_without(model, x, unused, **fields):
     return runs
 
 
-def test_a_gradient_zero_up_to_rounding_agrees_against_the_whole_gradient():
+@pytest.mark.parametrize("scale", [1.0, 1e4])
+def test_a_gradient_zero_up_to_rounding_agrees_against_the_whole_gradient(scale):
     """fc1's bias before a BatchNorm has gradient 0 in exact arithmetic (the mean is taken
-    out): torch's float32 value is rounding, far from float64's in relative terms."""
+    out): torch's float32 value is rounding, far from float64's in relative terms. The
+    rounding grows with the whole gradient (a loss 1e4 times larger): so does the floor."""
     torch.manual_seed(0)
     model, x = MLP(norm=True), torch.randn(8, 6)
-    ref = reference(model, x, mean_loss)
-    exact, _ = grads_of(model, x, mean_loss, torch.float64)
+
+    def loss(out):
+        return mean_loss(out) * scale
+
+    ref = reference(model, x, loss)
+    exact, _ = grads_of(model, x, loss, torch.float64)
     bias = ref.gradients["fc1.bias"]
     assert float(exact["fc1.bias"].norm()) < 1e-15 * ref.norm and float(bias.norm()) < 1e-6 * ref.norm, "the premise"
     noisy = {n: g.clone() for n, g in ref.gradients.items()}
@@ -312,14 +318,22 @@ def _clipped_reference(model, x, loss, grads: dict, limit: float):
     return ref
 
 
-def test_clipping_each_shard_by_its_own_norm_is_found_with_the_maximum():
+def _times(loss, scale: float):
+    """`loss` multiplied by `scale` (gradients of 1e-3 make clip_grad_norm_'s eps of 1e-6 count)."""
+    return lambda out: loss(out) * scale
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e-3])
+def test_clipping_each_shard_by_its_own_norm_is_found_with_the_maximum(scale):
     """FSDP2: each rank holds half of every gradient (rows) and clip_grad_norm_ on its local
-    shard clips by the shard's norm; one process clips the whole gradient."""
+    shard clips by the shard's norm; one process clips the whole gradient. With gradients of
+    1e-3, the maximum is found only with torch's eps (factor max/(norm + 1e-6)) as it is."""
     model, x = made()
-    whole, _ = grads_of(model, x, mean_loss)
+    loss = _times(mean_loss, scale)
+    whole, _ = grads_of(model, x, loss)
     limit = 0.5 * _norm(whole)
     ref_after, ref_step = _clipped(whole, limit)
-    ref = reference(model, x, mean_loss, step=ref_step)
+    ref = reference(model, x, loss, step=ref_step)
     ref.gradients = ref_after
     shards = [{n: g.chunk(WORLD)[r] for n, g in whole.items()} for r in range(WORLD)]
     clipped = [_clipped(s, limit) for s in shards]
@@ -469,14 +483,17 @@ def _fsdp_ranks(grads: dict, limit: float, by_shard: bool) -> tuple[dict, list[R
     return gathered, [rank(r, gathered, step=clipped[r][1]) for r in range(WORLD)]
 
 
-def test_clipping_the_whole_gradient_of_a_sum_loss_is_not_blamed_on_the_shards():
+@pytest.mark.parametrize("scale", [1.0, 1e-4])
+def test_clipping_the_whole_gradient_of_a_sum_loss_is_not_blamed_on_the_shards(scale):
     """A sum loss (ranks at 1/N of the reference) clipped by the whole gradient's norm: every
     rank's factor is the one that takes the whole norm to the maximum, so the step is not
-    where they differ; the sum loss is."""
+    where they differ; the sum loss is. The shards' maxima disagree as much for gradients of
+    1e-4 (relative to the maximum, not absolutely)."""
     model, x = made()
-    whole_ref, _ = grads_of(model, x, sum_loss)
+    loss = _times(sum_loss, scale)
+    whole_ref, _ = grads_of(model, x, loss)
     limit = 0.25 * _norm(whole_ref)
-    ref = _clipped_reference(model, x, sum_loss, whole_ref, limit)
+    ref = _clipped_reference(model, x, loss, whole_ref, limit)
     reduced = {n: g / WORLD for n, g in whole_ref.items()}
     _, runs = _fsdp_ranks(reduced, limit, by_shard=False)
     run = judge(ref, runs)
@@ -504,3 +521,311 @@ def test_a_shard_under_the_maximum_is_left_alone_when_clipping_by_shards():
     # a shard over the maximum left alone is not clipping by shards
     runs[factors.index(1.0)].step = StepEffect(1.0, 0.0, 2 * limit)
     assert CauseKind.CLIP_ON_SHARDS not in [c.kind for c in suspects(judge(ref, runs), Setup("t.py:MLP", wrap="fsdp", clip=limit), ref.step)]
+
+
+def test_one_rank_under_torchrun_is_the_one_process_with_no_spread():
+    """torchrun --nproc-per-node 1: the only rank's shard is the whole batch, so torch gives it
+    the reference's gradients; there is no other rank to differ from (spread 0, not unsynced)."""
+    model, x = made(norm=True)
+    ref = reference(model, x, mean_loss)
+    only = grads_of(model, x, mean_loss)[0]
+    assert all(rel(only[n], g) == 0.0 for n, g in ref.gradients.items()), "the premise: the same computation"
+    run = judge(ref, [rank(0, only, batchnorms=["norm"], bytes_reduced=4 * 83)])
+    assert run.clean and run.batchnorms == ["norm"] and run.bytes_reduced == 4 * 83
+    assert [(r.spread, r.synced) for r in run.rows] == [(0.0, True)] * len(ref.gradients)
+    assert run.summary()["max_spread"] == 0.0
+
+
+def test_the_scale_is_rank_zeros_when_the_ranks_differ():
+    """Unsynchronised ranks (each keeps its shard's gradient): the scale column is rank 0's
+    least-squares multiple of the reference, as torch computes it, not another rank's."""
+    model, x = made()
+    ref = reference(model, x, mean_loss)
+    shards = [grads_of(model, s, mean_loss)[0] for s in x.chunk(WORLD)]
+    run = judge(ref, [rank(r, g) for r, g in enumerate(shards)])
+    for row in run.rows:
+        g0, g = shards[0][row.name].double().flatten(), ref.gradients[row.name].double().flatten()
+        own, other = float(g0 @ g) / float(g @ g), float(shards[1][row.name].double().flatten() @ g) / float(g @ g)
+        assert abs(own - other) > 1e-3, "the premise: the ranks' scales differ"
+        assert row.scale == pytest.approx(own, rel=1e-9)
+
+
+class WithEmpty(nn.Module):
+    """An MLP with two parameters of no elements (a head configured to size 0): one used in
+    forward, so torch gives it an empty gradient, one never used, so it gets none."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = MLP()
+        self.used, self.unused = nn.Parameter(torch.zeros(0, 3)), nn.Parameter(torch.zeros(0))
+
+    def forward(self, x):
+        return self.body(x) + self.used.sum(0)
+
+
+def test_a_parameter_of_no_elements_is_a_row_of_zero_elements():
+    torch.manual_seed(0)
+    model, x = WithEmpty(), torch.randn(8, 6)
+    ref = reference(model, x, mean_loss)
+    assert ref.gradients["used"].shape == (0, 3) and ref.gradients["unused"] is None, "the premise"
+    run = judge(ref, all_reduced_without(model, x, ["unused"]))
+    rows = {r.name: r for r in run.rows}
+    assert rows["used"].numel == 0 and rows["used"].agrees and not rows["used"].no_grad
+    assert rows["unused"].numel == 0 and rows["unused"].no_grad and rows["unused"].agrees
+    assert run.clean
+    # a Reference without the parameters' sizes (numels) takes them from the gradients
+    ref.numels = {}
+    rows = {r.name: r for r in judge(ref, all_reduced_without(model, x, ["unused"])).rows}
+    assert [rows[n].numel for n, _ in model.named_parameters()] == [p.numel() for _, p in model.named_parameters()]
+
+
+def test_a_float64_model_is_judged_at_float64s_rounding():
+    """A float64 model whose ranks started from weights rounded to float32 (a float32
+    checkpoint): torch's gradients then differ by about 1e-8, a million times float64's
+    rounding and far below float32's: they differ, as no rounding of float64 explains it."""
+    model, x = made()
+    model, x = model.double(), x.double()
+    with torch.no_grad():  # float64 weights, not float32's widened
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 1e-3)
+    grads, value = grads_of(model, x, mean_loss, torch.float64)
+    norm = math.sqrt(sum(float(g.pow(2).sum()) for g in grads.values()))
+    ref = Reference(grads, value, norm, "t", "t", 8, torch.float64, 0, "MLP", {}, None,
+                    {n: p.numel() for n, p in model.named_parameters()})
+    rounded = copy.deepcopy(model).float().double()
+    ranks = all_reduced(rounded, x, mean_loss, dtype=torch.float64)
+    got = ranks[0].gradients()
+    errs = {n: rel(got[n], g) for n, g in grads.items()}
+    assert all(1e-10 < e < 1e-6 for e in errs.values()), f"the premise: {errs}"
+    run = judge(ref, ranks)
+    assert {r.name for r in run.differing} == set(grads)
+    assert [r.worst.rel_err for r in run.rows] == pytest.approx(list(errs.values()), rel=1e-6)
+
+
+def test_a_gradient_within_the_references_own_rounding_agrees():
+    """tanh nearly saturated (inputs around 20): torch's float32 gradient of fc1 is 1e-4 off
+    its float64 value on one process. Ranks that hold the float64 gradient rounded to float32,
+    closer to the truth than the reference, are within the reference's own rounding: they agree."""
+    model, x = made()
+    x = x + 20
+
+    def loss(out):
+        return (out.sum(1) - 1.0).pow(2).mean()
+
+    ref = reference(model, x, loss)
+    exact, _ = grads_of(model, x, loss, torch.float64)
+    closer = {n: g.float() for n, g in exact.items()}
+    off = rel(closer["fc1.weight"], ref.gradients["fc1.weight"])
+    assert rel(closer["fc1.weight"], exact["fc1.weight"]) < rel(ref.gradients["fc1.weight"], exact["fc1.weight"])
+    assert off > 1e-5, "the premise: far beyond one sum's rounding (16u√8 = 2.7e-6)"
+    run = judge(ref, [rank(r, closer) for r in range(WORLD)])
+    row = next(r for r in run.rows if r.name == "fc1.weight")
+    assert row.per_rank[0].rel_err == pytest.approx(off, rel=1e-6) and row.agrees and run.clean
+
+
+class BatchGated(nn.Module):
+    """The BatchNorm MLP, plus a small correction `aux` only on a batch of more than 4 samples:
+    the one process (8 samples) uses it, each rank (4) does not."""
+
+    def __init__(self):
+        super().__init__()
+        self.body, self.aux = MLP(norm=True), nn.Linear(6, 3)
+
+    def forward(self, x):
+        out = self.body(x)
+        return out + 1e-3 * self.aux(x) if x.shape[0] > 4 else out
+
+
+def test_batchnorms_worst_error_is_torchs_over_the_gradients_both_sides_have():
+    torch.manual_seed(0)
+    model, x = BatchGated(), torch.randn(8, 6)
+    ref = reference(model, x, mean_loss)
+    runs = all_reduced_without(model, x, ["aux.weight", "aux.bias"], batchnorms=["body.norm"])
+    got = runs[0].gradients()
+    assert got["aux.weight"] is None and ref.gradients["aux.weight"] is not None, "the premise"
+    exact, _ = grads_of(model, x, mean_loss, torch.float64)
+    off = {n for n, g in ref.gradients.items() if got[n] is not None and rel(got[n], g) > 1e-3
+           and float(exact[n].norm()) > 1e-12}
+    worst = max(rel(got[n], ref.gradients[n]) for n in off)
+    assert "body.fc1.weight" in off and worst < 0.9, "the premise"
+    run = judge(ref, runs)
+    assert {r.name for r in run.differing} == off | {"aux.weight", "aux.bias"}
+    (cause,) = suspects(run, Setup("t.py:BatchGated"))
+    assert cause.kind is CauseKind.BATCHNORM
+    assert cause.evidence["max_rel_err"] == pytest.approx(worst, rel=1e-6)
+
+
+def test_a_sum_loss_on_a_model_of_one_parameter():
+    torch.manual_seed(0)
+    model, x = nn.Linear(6, 3, bias=False), torch.randn(8, 6)
+    ref = reference(model, x, sum_loss)
+    run = judge(ref, all_reduced(model, x, sum_loss))
+    (cause,) = suspects(run, Setup("t.py:Linear"))
+    assert cause.kind is CauseKind.SUM_LOSS and cause.subjects == ["weight"]
+    got = run.rows[0]
+    assert got.scale == pytest.approx(1 / WORLD, rel=1e-5)
+
+
+def test_one_cause_not_proven_is_rerun_once():
+    """Each rerun starts every rank again (seconds each): a cause rerun alone is not rerun
+    "together" with itself, and no cause means no rerun."""
+    model, x = made()
+    wrong = judge(reference(model, x, sum_loss), all_reduced(model, x, sum_loss))
+    asked = []
+
+    def rerun(fixing):
+        asked.append([c.kind for c in fixing])
+        return wrong
+
+    causes = suspects(wrong, Setup("t.py:MLP"))
+    prove(causes, rerun)
+    assert asked == [[CauseKind.SUM_LOSS]] and causes[0].proven is False
+    asked.clear()
+    prove([], rerun)
+    assert asked == []
+
+
+def test_shards_under_the_maximum_whose_whole_is_over_it_are_clipping_on_shards():
+    """FSDP2, the maximum between the larger shard's norm and the whole gradient's: torch's
+    clip_grad_norm_ on each shard leaves both alone (factor 1), one process clips."""
+    model, x = made()
+    whole, _ = grads_of(model, x, mean_loss)
+    norms = [_norm({n: g.chunk(WORLD)[r] for n, g in whole.items()}) for r in range(WORLD)]
+    limit = (max(norms) + _norm(whole)) / 2
+    ref = _clipped_reference(model, x, mean_loss, whole, limit)
+    _, runs = _fsdp_ranks(whole, limit, by_shard=True)
+    assert [r.step.factor for r in runs] == [1.0, 1.0] and ref.step.factor < 0.95, "the premise"
+    run = judge(ref, runs)
+    (cause,) = [c for c in suspects(run, Setup("t.py:MLP", wrap="fsdp", clip=limit), ref.step)
+                if c.kind is CauseKind.CLIP_ON_SHARDS]
+    assert cause.evidence["max_norm"] == pytest.approx(limit, rel=1e-5)
+    assert cause.evidence["shard_norms"] == pytest.approx(norms, rel=1e-6)
+
+
+def test_a_sum_loss_under_the_maximum_on_the_ranks_is_not_clipping_on_shards():
+    """FSDP2, a sum loss: the ranks' whole gradient (1/N of one process's) is under the
+    maximum and one process's is over it. clip_grad_norm_ by the whole gradient would leave
+    the ranks alone too: the step is not where they differ. (A sum of squares over 8 samples
+    times 1e-2: gradients of norm below 1.)"""
+    model, x = made()
+    loss = _times(sum_loss, 1e-2)
+    whole_ref, _ = grads_of(model, x, loss)
+    limit = 0.75 * _norm(whole_ref)
+    ref = _clipped_reference(model, x, loss, whole_ref, limit)
+    reduced = {n: g / WORLD for n, g in whole_ref.items()}
+    _, runs = _fsdp_ranks(reduced, limit, by_shard=True)
+    assert [r.step.factor for r in runs] == [1.0, 1.0] and ref.step.factor < 0.9 and limit < 1, "the premise"
+    run = judge(ref, runs)
+    assert run.differing
+    assert CauseKind.CLIP_ON_SHARDS not in [c.kind for c in suspects(run, Setup("t.py:MLP", wrap="fsdp", clip=limit), ref.step)]
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e-3])
+def test_ddp_clips_the_whole_gradient_on_every_rank_so_never_on_shards(scale):
+    """DDP, mean losses accumulated over 2 micro-steps (every rank holds 2x one process's
+    gradient): clip_grad_norm_ clips each rank's whole gradient, one process's stays under the
+    maximum. Each rank's factor is torch's for the whole gradient (to 1e-4 only with the eps)."""
+    model, x = made()
+    loss = _times(mean_loss, scale)
+    whole, _ = grads_of(model, x, loss)
+    limit = 1.5 * _norm(whole)
+    ref = _clipped_reference(model, x, loss, whole, limit)
+    reduced = all_reduced(model, x, loss, micro=2)[0].gradients()
+    after, step = _clipped(reduced, limit)
+    assert ref.step.factor == 1.0 and step.factor < 0.9, "the premise"
+    run = judge(ref, [rank(r, after, step=step) for r in range(WORLD)])
+    assert run.differing
+    assert CauseKind.CLIP_ON_SHARDS not in [c.kind for c in suspects(run, Setup("t.py:MLP", accumulate=2, clip=limit), ref.step)]
+
+
+def test_accumulation_clipped_on_shards_with_one_process_under_the_maximum():
+    """FSDP2 with 2 micro-steps' mean losses (ranks at 2x one process's gradient): each
+    shard is over the maximum and clipped by its own norm; one process is under it and left
+    alone, so only the shards say what the maximum was."""
+    model, x = made()
+    whole, _ = grads_of(model, x, mean_loss)
+    reduced = all_reduced(model, x, mean_loss, micro=2)[0].gradients()
+    norms = [_norm({n: g.chunk(WORLD)[r] for n, g in reduced.items()}) for r in range(WORLD)]
+    limit = (_norm(whole) + min(norms)) / 2
+    ref = _clipped_reference(model, x, mean_loss, whole, limit)
+    _, runs = _fsdp_ranks(reduced, limit, by_shard=True)
+    assert ref.step.factor == 1.0 and all(r.step.factor < 0.99 for r in runs), "the premise"
+    run = judge(ref, runs)
+    setup = Setup("t.py:MLP", wrap="fsdp", accumulate=2, clip=limit)
+    (cause,) = [c for c in suspects(run, setup, ref.step) if c.kind is CauseKind.CLIP_ON_SHARDS]
+    assert cause.evidence["max_norm"] == pytest.approx(limit, rel=1e-5) and cause.evidence["reference_factor"] == 1.0
+
+
+@pytest.mark.parametrize("where", ["the smaller shard's norm", "a thousandth of it"])
+def test_clipping_on_shards_at_a_maximum_on_the_edge(where):
+    """The maximum at the smaller shard's norm exactly (clip_grad_norm_'s eps leaves that shard
+    scaled by 1 - 2e-6: not clipped), or far below both (factors of 1e-3 and less)."""
+    model, x = made()
+    whole, _ = grads_of(model, x, mean_loss)
+    norms = [_norm({n: g.chunk(WORLD)[r] for n, g in whole.items()}) for r in range(WORLD)]
+    limit = min(norms) * (1.0 if where == "the smaller shard's norm" else 1e-3)
+    ref = _clipped_reference(model, x, mean_loss, whole, limit)
+    _, runs = _fsdp_ranks(whole, limit, by_shard=True)
+    factors = [r.step.factor for r in runs]
+    assert 1 - 1e-5 < max(factors) < 1 if where == "the smaller shard's norm" else max(factors) <= 1e-3, "the premise"
+    run = judge(ref, runs)
+    (cause,) = [c for c in suspects(run, Setup("t.py:MLP", wrap="fsdp", clip=limit), ref.step)
+                if c.kind is CauseKind.CLIP_ON_SHARDS]
+    assert cause.evidence["max_norm"] == pytest.approx(limit, rel=1e-5)
+    assert cause.evidence["factors"] == factors
+
+
+def _effect_of(before: dict, after: dict) -> StepEffect:
+    """What a step did, from torch's tensors: the least-squares factor c with after ≈ c·before,
+    how far `after` is from c·before (relative), and the norm before."""
+    b = torch.cat([g.double().flatten() for g in before.values()])
+    a = torch.cat([g.double().flatten() for g in after.values()])
+    c = float(a @ b) / float(b @ b)
+    return StepEffect(c, float((a - c * b).norm() / a.norm()), float(b.norm()))
+
+
+def test_a_rank_whose_step_was_no_single_factor_is_not_clipping_on_shards():
+    """FSDP2 on 3 ranks, a step that clips each shard by its own norm and then clips values
+    at v (torch's clip_grad_value_): v is under one rank's largest element, so that rank's
+    elements were not all scaled by one factor; "each rank scaled by its own factor" would be
+    false of it, so the clipping is not explained as on shards."""
+    model, x = made()
+    whole, _ = grads_of(model, x, mean_loss)
+    world = 3
+    shards = [{n: g.chunk(world)[r] for n, g in whole.items()} for r in range(world)]
+    limit = 0.5 * min(_norm(s) for s in shards)
+    norm_clipped = [_clipped(s, limit)[0] for s in shards]
+    tops = [max(float(g.abs().max()) for g in c.values()) for c in norm_clipped]
+    v = (sorted(tops)[-1] + sorted(tops)[-2]) / 2  # under the largest rank's top, over the others'
+    steps, after = [], []
+    for s, c in zip(shards, norm_clipped):
+        leaves = {n: torch.zeros_like(g, requires_grad=True) for n, g in c.items()}
+        for n, leaf in leaves.items():
+            leaf.grad = c[n].clone()
+        torch.nn.utils.clip_grad_value_(list(leaves.values()), v)
+        after.append({n: leaf.grad for n, leaf in leaves.items()})
+        steps.append(_effect_of(s, after[-1]))
+    assert sorted(e.residual > 1e-3 for e in steps) == [False, False, True], "the premise: one rank's step is not one factor"
+    ref = _clipped_reference(model, x, mean_loss, whole, limit)
+    gathered = {n: torch.cat([a[n] for a in after]) for n in whole}
+    run = judge(ref, [rank(r, gathered, step=steps[r]) for r in range(world)])
+    assert run.differing
+    setup = Setup("t.py:MLP", wrap="fsdp", world=world, clip=limit)
+    assert CauseKind.CLIP_ON_SHARDS not in [c.kind for c in suspects(run, setup, ref.step)]
+
+
+
+def test_ddp_ranks_out_of_sync_clip_each_their_whole_gradient_not_shards():
+    """DDP ranks whose gradients were never all-reduced (each keeps its own shard's, as when
+    DDP skips a bucket): clip_grad_norm_ on each rank clips the whole gradient that rank holds,
+    by its own norm. The factors differ between ranks, but no rank clipped a shard."""
+    model, x = made()
+    ref = reference(model, x, mean_loss)
+    own = [grads_of(model, s, mean_loss)[0] for s in x.chunk(WORLD)]
+    limit = 0.5 * min(_norm(g) for g in own)
+    ref = _clipped_reference(model, x, mean_loss, ref.gradients, limit)
+    clipped = [_clipped(g, limit) for g in own]
+    assert abs(clipped[0][1].factor - clipped[1][1].factor) > 1e-3, "the premise: the ranks' norms differ"
+    run = judge(ref, [rank(r, a, step=step) for r, (a, step) in enumerate(clipped)])
+    assert run.unsynced
+    assert CauseKind.CLIP_ON_SHARDS not in [c.kind for c in suspects(run, Setup("t.py:MLP", clip=limit), ref.step)]

@@ -104,12 +104,14 @@ def _clip_evidence(run: Comparison, reference: StepEffect | None, wrap: str) -> 
     unclipped = [e.norm_before for f, e in zip(factors, effects) if f >= 1 - SCALE_SLACK]
     if any(n > limit * (1 + NORM_SLACK) for n in unclipped):
         return None  # a shard over the maximum left alone: not clipping by the shard's norm
-    # Clipping by the ranks' whole gradient would scale every rank alike (DDP's ranks each hold
-    # the whole gradient, so their factors differ from one process's only when the gradients do).
+    # Clipping by the whole gradient scales each rank by the factor for the norm of the whole
+    # gradient it holds: under FSDP2 the norm over every rank's shard; under DDP each rank holds a
+    # whole gradient, its own (ranks DDP left unsynchronised hold different ones, and clip each by
+    # its own norm: their factors differ, yet no shard was clipped).
     norms = [e.norm_before for e in effects]
-    whole = math.sqrt(sum(n * n for n in norms)) if wrap == "fsdp" else norms[0]
-    by_whole = min(1.0, limit / (whole + CLIP_EPS))
-    if all(abs(f - by_whole) <= SCALE_SLACK * by_whole for f in factors):
+    wholes = [math.sqrt(sum(n * n for n in norms))] * len(norms) if wrap == "fsdp" else norms
+    by_whole = [min(1.0, limit / (w + CLIP_EPS)) for w in wholes]
+    if all(abs(f - b) <= SCALE_SLACK * b for f, b in zip(factors, by_whole)):
         return None
     return {"max_norm": limit, "factors": factors, "shard_norms": norms,
             "reference_factor": ref_factor, "whole_norm": reference.norm_before}
