@@ -60,16 +60,16 @@ def grads_of(model, x, loss, dtype=torch.float32):
     return dict(zip(names, torch.autograd.grad(value, list(work.parameters()), allow_unused=True))), float(value.detach())
 
 
-def reference(model, x, loss, step: StepEffect | None = None) -> Reference:
+def reference(model, x, loss, step: StepEffect | None = None, dtype=torch.float32) -> Reference:
     """The one process on the whole batch, as distributed/reference.py measures it: gradients,
-    their norm and each one's float32 rounding against float64."""
-    grads, value = grads_of(model, x, loss)
+    their norm and each one's rounding in `dtype` against float64."""
+    grads, value = grads_of(model, x, loss, dtype)
     exact, _ = grads_of(model, x, loss, torch.float64)
     noise = {n: float((g.double() - exact[n]).norm()) / float(exact[n].norm()) for n, g in grads.items()
              if g is not None and float(exact[n].norm())}
     norm = math.sqrt(sum(float(g.double().pow(2).sum()) for g in grads.values() if g is not None))
     numels = {n: p.numel() for n, p in model.named_parameters()}
-    return Reference(grads, value, norm, "test", "test", x.shape[0], torch.float32, 0, type(model).__name__, noise, step,
+    return Reference(grads, value, norm, "test", "test", x.shape[0], dtype, 0, type(model).__name__, noise, step,
                      numels)
 
 
@@ -829,3 +829,35 @@ def test_ddp_ranks_out_of_sync_clip_each_their_whole_gradient_not_shards():
     run = judge(ref, [rank(r, a, step=step) for r, (a, step) in enumerate(clipped)])
     assert run.unsynced
     assert CauseKind.CLIP_ON_SHARDS not in [c.kind for c in suspects(run, Setup("t.py:MLP", clip=limit), ref.step)]
+
+
+def test_a_bfloat16_model_is_judged_at_its_own_rounding_and_a_sum_loss_still_differs():
+    """A bfloat16 MLP: the ranks' mean of shard gradients differs from one process's by its
+    rounding alone (torch: far above float32's tolerance, which `compare --ddp` applied to it, a
+    false alarm), and within ten times its own rounding against float64; a sum loss's factor of
+    N is still far outside it."""
+    model, x = made()
+    ref = reference(model, x, mean_loss, dtype=torch.bfloat16)
+    ranks = all_reduced(model, x, mean_loss, dtype=torch.bfloat16)
+    reduced = ranks[0].gradients()
+    worst = max(rel(reduced[n], g) for n, g in ref.gradients.items())
+    assert worst > 16 * 2.0**-24 * math.sqrt(x.shape[0]), "the premise: more than float32's rounding"
+    assert all(rel(reduced[n], g) <= 10 * ref.noise[n] for n, g in ref.gradients.items()), "the premise: its own rounding"
+    assert judge(ref, ranks).clean
+    summed = judge(reference(model, x, sum_loss, dtype=torch.bfloat16), all_reduced(model, x, sum_loss, dtype=torch.bfloat16))
+    assert {row.name for row in summed.differing} == set(ref.gradients)
+    assert all(row.scale == pytest.approx(1 / WORLD, rel=2e-2) for row in summed.rows)
+    (cause,) = suspects(summed, Setup("t.py:MLP"))  # 1/N up to bfloat16's rounding, not float32's
+    assert cause.kind is CauseKind.SUM_LOSS
+
+
+def test_a_bfloat16_model_whose_float64_run_failed_is_judged_at_the_half_cap():
+    """No rounding measured (the user's forward pins bfloat16, so distributed/reference.py has no
+    float64 run): the healthy ranks still agree, the sum loss still differs."""
+    model, x = made()
+    ref = reference(model, x, mean_loss, dtype=torch.bfloat16)
+    ref.noise = {}
+    assert judge(ref, all_reduced(model, x, mean_loss, dtype=torch.bfloat16)).clean
+    summed = reference(model, x, sum_loss, dtype=torch.bfloat16)
+    summed.noise = {}
+    assert len(judge(summed, all_reduced(model, x, sum_loss, dtype=torch.bfloat16)).differing) == len(ref.gradients)

@@ -25,7 +25,7 @@ class Reference:
     dtype: torch.dtype
     model_bytes: int  # parameters' bytes: what one gradient copy weighs
     model: str  # the class name
-    noise: dict[str, float]  # each float32 gradient's relative error against float64 (empty for float64 models)
+    noise: dict[str, float]  # each gradient's relative error against float64 (empty for float64 models)
     step: StepEffect | None = None  # what the step between backward and optimizer.step did here
     numels: dict[str, int] = field(default_factory=dict)  # each trainable parameter's elements (with or without a gradient)
 
@@ -33,7 +33,7 @@ class Reference:
 def reference(setup: Setup, world: int) -> Reference:
     built = build(setup, None, world)
     model, whole = built.model, built.micro[0]
-    exact = copy.deepcopy(model).double() if _float32(model) else None
+    exact = copy.deepcopy(model).double() if _rounds(model) else None
     torch.manual_seed(setup.seed)
     with users_code(built.where):
         loss = whole.loss_fn(model(*whole.args, **whole.kwargs))
@@ -50,23 +50,28 @@ def reference(setup: Setup, world: int) -> Reference:
                      type(model).__name__, noise, step, numels)
 
 
-def _float32(model: torch.nn.Module) -> bool:
-    return any(p.dtype == torch.float32 for p in model.parameters())
+def _rounds(model: torch.nn.Module) -> bool:
+    """Whether the model computes in a float type coarser than float64 (float32, bfloat16,
+    float16): its own rounding, measured against float64, sets the tolerance."""
+    return any(p.is_floating_point() and p.dtype != torch.float64 for p in model.parameters())
 
 
 def _rounding_noise(exact: torch.nn.Module, built: Built, setup: Setup,
                     grads: dict[str, torch.Tensor | None]) -> dict[str, float]:
-    """Each gradient's float32 rounding error on one process: its relative distance from the
-    same run in float64. A deep network's float32 gradients carry errors well above one sum's
-    rounding (8u√batch); two float32 runs that sum in another order (N ranks, one process)
-    differ by about this much, so the tolerance is never below a multiple of it."""
+    """Each gradient's rounding error on one process in the model's own dtype: its relative
+    distance from the same run in float64. A deep network's float32 gradients carry errors well
+    above one sum's rounding (8u√batch), a bfloat16 network's far more; two runs that sum in
+    another order (N ranks, one process) differ by about this much, so the tolerance is never
+    below a multiple of it."""
     whole = built.micro[0]
     args = tuple(a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in whole.args)
     kwargs = {k: v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v for k, v in whole.kwargs.items()}
     torch.manual_seed(setup.seed)
-    with users_code(built.where):
+    try:
         whole.loss_fn(exact(*args, **kwargs)).backward()
-    run_step(exact, setup)
+        run_step(exact, setup)
+    except Exception:  # a forward that pins its dtype (x.to(torch.bfloat16)) has no float64 run: nothing measured
+        return {}
     noise = {}
     for name, p in exact.named_parameters():
         g32 = grads.get(name)
