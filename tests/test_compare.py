@@ -151,8 +151,11 @@ def test_float16_underflow_is_flagged_exactly_where_torch_loses_gradients(underf
 def test_underflow_names_its_cause_and_a_scale_that_keeps_the_gradients(underflow):
     model, x, result = underflow
     cause = next(c for c in result.causes if c.kind == "underflow")
-    assert cause.detail["smallest_lost"] < 2.0**-14
+    tiny = torch.finfo(torch.float16).tiny
+    assert cause.detail["smallest_lost"] < tiny
     scale = cause.detail["scale"]
+    # the least power of two that lifts the smallest lost value to float16's smallest normal
+    assert math.log2(scale).is_integer() and cause.detail["smallest_lost"] * scale >= tiny > cause.detail["smallest_lost"] * scale / 2
     assert cause.detail["scale_fits"] and cause.detail["loss_dtype"] == "float16"
     assert "once the loss is float32" in str(result)  # a float16 loss cannot hold a scale above 65504
     # the truth: with the float32 loss multiplied by that scale, torch's own float16 run loses
