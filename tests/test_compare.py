@@ -471,6 +471,8 @@ def test_bad_options_are_usage_errors():
             gradcli.compare(model, x, loss=square, **options)
     with pytest.raises(GradcliError, match="floating-point scalar"):
         gradcli.compare(model, x, amp="bfloat16")
+    with pytest.raises(UsageError, match=r"every parameter of MLP is frozen \(requires_grad=False\)"):  # was a TypeError
+        gradcli.compare(copy.deepcopy(model).requires_grad_(False), x, loss=square, amp="bfloat16")
 
 
 def test_inductor_without_a_cpp_compiler_is_refused_with_the_reason(cli, monkeypatch):

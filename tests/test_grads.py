@@ -529,6 +529,17 @@ def test_a_model_without_parameters_is_refused_from_python_too():
         gradcli.grads(torch.nn.ReLU(), torch.randn(3))
 
 
+def test_a_model_whose_every_parameter_is_frozen_is_refused_rather_than_passed():
+    """torch computes no gradient for it (nothing requires one): 'OK: all 0 parameters that
+    should learn' passed a CI run on nothing."""
+    from gradcli.errors import UsageError
+
+    model = nn.Linear(3, 2).requires_grad_(False)
+    assert not model(torch.randn(4, 3)).sum().requires_grad, "the premise: torch has no gradient to give"
+    with pytest.raises(UsageError, match=r"every parameter of Linear is frozen \(requires_grad=False\)"):
+        gradcli.grads(model, torch.randn(4, 3), loss=lambda out: out.sum())
+
+
 class Overflowing(nn.Module):
     """float32 overflows in forward's multiply: the bias's gradient sums 1e39 (inf in float32)
     over the batch, the weight's sums inf * x over samples whose x differ in sign: inf - inf."""

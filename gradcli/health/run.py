@@ -69,6 +69,9 @@ def grads_of(
                          hint="give the model whose parameters you train; gradcli trace follows any computation")
     ids = {id(p): name for name, p in named}
     trainable = [p for _, p in named if p.requires_grad]
+    if not trainable:  # "OK: all 0 parameters that should learn" would pass a CI run on nothing too
+        raise UsageError(f"every parameter of {type(model).__name__} is frozen (requires_grad=False): "
+                         "grads judges the parameters you train", hint="unfreeze the layers you mean to train")
     rng_state = torch.random.get_rng_state()
     with restored_buffers(model):
         with ForwardObserver(model) as watch:
