@@ -75,16 +75,29 @@ def survivors(work: Path, untested: bool = False) -> list[str]:
 def recheck(package: str, settings: dict, work: Path, only: str | None = None,
             pattern: str | None = None, also: list[str] | None = None) -> dict[str, list[str]]:
     """Each survivor (and untested mutant) of the last run under the package's current test
-    files (copied in fresh), switched on by mutmut's own MUTANT_UNDER_TEST: tests written since
-    the run are counted without generating the mutants again. `only` narrows the tests
+    files and unmutated modules (copied in fresh), switched on by mutmut's own
+    MUTANT_UNDER_TEST: tests written since the run are counted without generating the mutants
+    again; refused when a mutated module changed since. `only` narrows the tests
     (pytest -k), `pattern` the survivors (a substring of their names), for time; `also` adds
     test files left out of the package's selection (slow ones, for the few mutants they reach)."""
-    tests = list(settings["tool"]["gradcli-mutation"][package]["tests"]) + list(also or [])
+    own = settings["tool"]["gradcli-mutation"][package]
+    changed = [m for m in own["mutate"] if (ROOT / m).read_bytes() != (work / m).read_bytes()]
+    if changed:
+        raise SystemExit(f"{', '.join(changed)} changed since the run: its mutants are of the old source; "
+                         f"run `tools/mutation.py {package}` again")
+    tests = list(own["tests"]) + list(also or [])
     if only:
         tests += ["-k", only]
     mutants = work / "mutants"
     shutil.rmtree(mutants / "tests")
     shutil.copytree(ROOT / "tests", mutants / "tests", ignore=shutil.ignore_patterns("__pycache__"))
+    # The modules not mutated as they are now too: a fix elsewhere since the run (and its test)
+    # would otherwise fail every mutant, counted as caught.
+    for source in (ROOT / "gradcli").rglob("*.py"):
+        name = source.relative_to(ROOT).as_posix()
+        if name not in own["mutate"]:
+            (mutants / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, mutants / name)
     outcome: dict[str, list[str]] = {"killed": [], "survived": []}
     for name in [n for n in survivors(work, untested=True) if pattern is None or pattern in n]:
         env = {**os.environ, "MUTANT_UNDER_TEST": name, "PYTHONPATH": str(mutants), "OMP_NUM_THREADS": "1"}
