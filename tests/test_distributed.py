@@ -472,3 +472,16 @@ def test_python_dash_m_gradcli_starts_ranks():
     assert run.returncode == 0, run.stderr
     document = json.loads(run.stdout)
     assert document["ok"] is True and document["world"] == 2
+
+
+def test_bad_input_found_while_the_ranks_start_is_one_clean_paragraph():
+    """The loss is parsed while the spawned ranks import torch; refused there, the ranks are
+    ended, and the error is all the user sees: no traceback, no warning of leaked semaphores
+    (the queues to the ranks were still held by the error's traceback at exit)."""
+    import subprocess
+
+    run = subprocess.run([sys.executable, "-m", "gradcli", "compare", f"{MODELS}:MLP", "--var", "x=randn(16, 8)",
+                          "--loss", "out.foo()", "--ddp", "2"], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.startswith("error: unknown method 'foo'\n")
+    assert "leaked" not in run.stderr and "Traceback" not in run.stderr and "Warning" not in run.stderr

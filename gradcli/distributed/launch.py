@@ -171,6 +171,10 @@ class SpawnedRanks(Ranks):
             for q in (*self._inboxes, self._outbox):
                 q.cancel_join_thread()
                 q.close()
+            # Let go of them now: their semaphores are released when the queues are collected,
+            # and an error's traceback keeps this object alive until exit, where the resource
+            # tracker then warns of "leaked semaphore objects" under the error.
+            self._inboxes, self._outbox = [], None
 
 
 class LaunchedRanks(Ranks):
