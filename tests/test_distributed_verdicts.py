@@ -861,3 +861,17 @@ def test_a_bfloat16_model_whose_float64_run_failed_is_judged_at_the_half_cap():
     summed = reference(model, x, sum_loss, dtype=torch.bfloat16)
     summed.noise = {}
     assert len(judge(summed, all_reduced(model, x, sum_loss, dtype=torch.bfloat16)).differing) == len(ref.gradients)
+
+
+def test_a_bfloat16_batchnorm_per_shard_still_differs_beyond_its_own_rounding():
+    """Per-shard statistics in a bfloat16 model: the BatchNorm's own weight is off by more than ten
+    times its rounding against float64 (torch measures both), so it differs, and the cause is named."""
+    model, x = made(norm=True)
+    ref = reference(model, x, mean_loss, dtype=torch.bfloat16)
+    runs = all_reduced(model, x, mean_loss, dtype=torch.bfloat16, batchnorms=["norm"])
+    err = rel(runs[0].gradients()["norm.weight"], ref.gradients["norm.weight"])
+    assert err > 10 * ref.noise["norm.weight"], "the premise: beyond ten times its own rounding"
+    run = judge(ref, runs)
+    assert "norm.weight" in {r.name for r in run.differing}
+    (cause,) = suspects(run, Setup("t.py:MLP"))
+    assert cause.kind is CauseKind.BATCHNORM and cause.subjects == ["norm"]
