@@ -59,7 +59,6 @@ class Arbitration:
         return self.disagreeing > 0 and not self.wrong_at and not self.undecided
 
 
-
 def unreliable_sentence(points: int, reasons: dict[str, int], what: str = "") -> str:
     """`points` set aside, and how many of them each reason accounts for (most first)."""
     told = "; ".join(f"{reason}: {n:,}" for reason, n in Counter(reasons).most_common())
