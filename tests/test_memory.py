@@ -288,6 +288,8 @@ def test_the_stack_of_blocks_is_advised_in_segments_with_torchs_bytes_and_gradie
     assert (stack.saved_bytes_before, stack.saved_bytes_after, stack.predicted_freed) == (before, after, before - after)
     equal = all(torch.equal(a, b) for a, b in zip(torch.autograd.grad(plain, params), torch.autograd.grad(tried, params)))
     assert equal and stack.gradients_equal is True and stack.agrees is True and stack.max_abs_diff == 0.0
+    # torch's checkpoint_sequential saves less (above), and the measured peak falls with it
+    assert before > after and stack.peak_after is not None and stack.peak_after < stack.peak_before
     # A ModuleList is never called itself: its time is its blocks' (it was reported as 0).
     assert isinstance(stack.forward_seconds, float) and stack.forward_seconds > 0
 
