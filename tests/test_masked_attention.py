@@ -73,6 +73,19 @@ def test_grads_names_softmax_as_the_origin_and_checks_both_fixes():
     assert finding.reason.count("checked on your model, loss and gradients finite") == 2
 
 
+
+def test_one_fully_masked_row_is_told_as_one_row():
+    """One query per sequence: the padded sequence leaves a single row of -inf (torch counts it)."""
+    torch.manual_seed(0)
+    model, x = _module().PaddedSelfAttention(), torch.randn(2, 1, 8)
+    keep = torch.arange(1)[None, :] < torch.tensor([3, 0])[:, None]
+    scores = model.q(x) @ model.k(x).transpose(1, 2) / 8 ** 0.5
+    filled = scores.masked_fill(~keep[:, None, :], float("-inf"))
+    assert int((filled == float("-inf")).all(dim=-1).sum()) == 1, "the premise: one row"
+    result = gradcli.grads(model, x, loss="out.sum()")
+    finding = next(f for p in result.params for f in p.findings if f.flag == "NONFINITE")
+    assert "the nan is born in softmax" in finding.reason and ": 1 row of its input is -inf throughout," in finding.reason
+
 def test_trace_flow_tells_the_nan_from_the_inf_and_the_constant_from_an_overflow():
     result = gradcli.trace(TARGET, ["x=randn(2,4,8)"], loss="out.sum()", seed=0, flow=True)
     forward = result.forward_nonfinite
