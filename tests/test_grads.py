@@ -804,6 +804,8 @@ def test_a_minus_inf_loss_from_forward_names_forwards_line_though_the_gradients_
         f"loss: NONFINITE: the loss is -inf; forward first produced inf in log at test_grads.py:{line}  "
         "return self.fc(x) + torch.log(x.new_zeros(()))"]
     assert result.loss_finding.source.line == line
+    assert result.loss_finding.flag == "NONFINITE"  # the loss is -inf in torch: not a number to train on
+    assert f"loss: NONFINITE: the loss is -inf; forward first produced inf in log at test_grads.py:{line}" in str(result)
 
 
 def test_a_finite_loss_has_no_loss_finding_and_nonfinite_gradients_keep_the_loss_as_a_note():
