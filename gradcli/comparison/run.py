@@ -16,6 +16,7 @@ import torch
 
 from ..errors import GradcliError, UsageError
 from ..targets.load import user_error
+from ..targets.model import refuse_untrained
 from .causes import find_causes
 from .locate import locate
 from .result import CompareResult
@@ -31,11 +32,7 @@ def compare_of(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, 
     """compare with forward's arguments given as args and kwargs (the CLI binds them by name)."""
     if not isinstance(model, torch.nn.Module):
         raise UsageError(f"compare needs a torch.nn.Module, not {type(model).__name__}")
-    if next(model.parameters(), None) is None:
-        raise UsageError(f"{type(model).__name__} has no parameters: compare judges a model's parameter gradients")
-    if not any(p.requires_grad for p in model.parameters()):
-        raise UsageError(f"every parameter of {type(model).__name__} is frozen (requires_grad=False): "
-                         "compare judges the gradients of the parameters you train")
+    refuse_untrained(model, PURPOSE)
     setup.check_machine()
     with torch.random.fork_rng(devices=[]):
         runs = Runs(model, args, kwargs, loss_fn, torch.random.get_rng_state(), setup, factor)

@@ -18,7 +18,7 @@ from typing import Any, Callable
 import torch
 
 from ..errors import LimitError, UsageError
-from ..targets.model import restored_buffers, scalar_loss
+from ..targets.model import refuse_untrained, restored_buffers, scalar_loss
 from .nonfinite import find_origin
 from .observe import ForwardObserver
 from .reasons import no_grad_findings, zero_finding
@@ -63,15 +63,11 @@ def grads_of(
         raise UsageError(f"--lr must be a positive finite number, not {lr}")
     thresholds = Thresholds(vanish, explode, spread)
     call = _Call(model, args, kwargs)
+    refuse_untrained(model, "grads judges a model's parameters",
+                     hint="give the model whose parameters you train; gradcli trace follows any computation")
     named = list(model.named_parameters())
-    if not named:  # "OK: all 0 parameters" would pass a CI run on nothing
-        raise UsageError(f"{type(model).__name__} has no parameters: grads judges a model's parameters",
-                         hint="give the model whose parameters you train; gradcli trace follows any computation")
     ids = {id(p): name for name, p in named}
     trainable = [p for _, p in named if p.requires_grad]
-    if not trainable:  # "OK: all 0 parameters that should learn" would pass a CI run on nothing too
-        raise UsageError(f"every parameter of {type(model).__name__} is frozen (requires_grad=False): "
-                         "grads judges the parameters you train", hint="unfreeze the layers you mean to train")
     rng_state = torch.random.get_rng_state()
     with restored_buffers(model):
         with ForwardObserver(model) as watch:

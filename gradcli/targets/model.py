@@ -147,6 +147,17 @@ def model_run(
                        inputs.described(callee.found), seed)
 
 
+def refuse_untrained(model: torch.nn.Module, purpose: str, hint: str | None = None) -> None:
+    """A gradient command's refusal of a model with no parameter, or none it trains: "OK: all 0
+    parameters" would pass a CI run on nothing. `purpose` ends it, as on_model's."""
+    name = type(model).__name__
+    params = list(model.parameters())
+    if not params:
+        raise UsageError(f"{name} has no parameters: {purpose}", hint=hint)
+    if not any(p.requires_grad for p in params):
+        raise UsageError(f"every parameter of {name} is frozen (requires_grad=False): {purpose}",
+                         hint="unfreeze the layers you mean to train")
+
 def on_python_model(judge: Callable[..., Result], model: Any, inputs: tuple[Any, ...], named: dict[str, Any],
                     loss: LossFn | str | None, options: Sequence[str] = (), **fixed: Any) -> Result:
     """THE model run from Python (gradcli.grads, .memory, .compare): forward's keyword values,
