@@ -115,5 +115,6 @@ def test_plot_draws_the_log(tmp_path):
     pytest.importorskip("matplotlib")
     picture = tmp_path / "run.png"
     done = gradcli("-q", "--plot", str(picture), str(EXAMPLE), "--fault", "spike", "--at", "12", "--steps", "16")
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == 0, done.stderr  # the spike is a warning (kinds.py): reported, the run not failed
+    assert "warnings (worth a look" in done.stderr and "loss spike" in done.stderr
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -20,11 +20,10 @@ from typing import Any
 
 import torch
 
+from .found import Found
 from .reading import StepReading
 from .spikes import Spike
 
-#: (kind, parameters, numbers, the step it is reported at: None for the step checked)
-Found = tuple[str, list[str], dict[str, Any], "int | None"]
 #: Checked steps in a row with an exactly-zero gradient that make a parameter dead.
 DEAD_CHECKS = 3
 
@@ -37,7 +36,7 @@ def every_step(reading: StepReading, names: list[str], reported: set[tuple[str, 
     missing = [name for name, norm in zip(names, reading.norms) if norm is None and ("no_gradient", name) not in reported]
     if missing:
         reported.update(("no_gradient", name) for name in missing)
-        found.append(("no_gradient", missing, {}, None))
+        found.append(Found("no_gradient", missing, {}))
     runs: dict[int, list[str]] = {}
     for name, norm in zip(names, reading.norms):
         if norm != 0.0:
@@ -48,7 +47,7 @@ def every_step(reading: StepReading, names: list[str], reported: set[tuple[str, 
             runs.setdefault(since, []).append(name)
     for since, hit in sorted(runs.items()):
         reported.update(("dead", name) for name in hit)
-        found.append(("dead", hit, {}, since))
+        found.append(Found("dead", hit, {}, since))
     return found
 
 
@@ -58,7 +57,7 @@ def overflowing_norms(reading: StepReading, names: list[str], reported: set[tupl
     weights' size."""
     hit = [name for name, norm in zip(names, reading.norms) if norm is not None and not math.isfinite(norm)]
     reported.update(("exploding", name) for name in hit)
-    return "exploding", hit, {"norm": float("inf")}, None
+    return Found("exploding", hit, {"norm": float("inf")})
 
 
 def _checks_between(first: int, step: int) -> int:
@@ -72,7 +71,7 @@ def spike_finding(kind: str, spike: Spike, reading: StepReading | None = None,
         norms = [(n, name) for name, n in zip(names, reading.norms) if n is not None and math.isfinite(n)]
         if norms:
             parameters = [max(norms)[1]]
-    return kind, parameters, {"value": spike.value, "median": spike.median, "z": round(spike.z, 1)}, None
+    return Found(kind, parameters, {"value": spike.value, "median": spike.median, "z": round(spike.z, 1)})
 
 
 def sizes(params: list[torch.Tensor], reading: StepReading, names: list[str],
@@ -103,5 +102,5 @@ def sizes(params: list[torch.Tensor], reading: StepReading, names: list[str],
         hit = [r.name for r in rows if flag in r.flags and (kind, r.name) not in reported]
         if hit:
             reported.update((kind, name) for name in hit)
-            found.append((kind, hit, {}, None))
+            found.append(Found(kind, hit, {}))
     return found

@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from .health import Found
+from .found import Found
 from .names import module_of
 from .reading import StepReading
 from .spikes import SpikeDetector
@@ -130,7 +130,7 @@ class Precursors:
                 flagged.append(("adam_ratio", layer, members, {"ratio": round(ratio, 1)}))
         self.moments.advance(params, reading.norms)
         now = {(kind, layer) for kind, layer, _, _ in flagged}
-        found = [(kind, [names[i] for i in members], {"layer": layer, **detail}, None)
+        found = [Found(kind, [names[i] for i in members], {"layer": layer, **detail})
                  for kind, layer, members, detail in flagged if (kind, layer) not in self.active]
         self.active = now
         return found

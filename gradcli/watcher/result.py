@@ -8,12 +8,10 @@ from typing import Any, Literal
 
 from ..outcome import Problem, Reported, sentence
 from ..words import problem_sentences
+from .kinds import WORDS, FindingKind
 
 #: Why a run was stopped.
 StopKind = Literal["nonfinite_loss", "nonfinite_gradient", "scaler_skips", "spike"]
-#: What a finding says about one step.
-FindingKind = Literal["loss_spike", "grad_spike", "layer_spike", "adam_ratio", "no_gradient", "dead", "vanishing",
-                      "exploding"]
 #: Where the first nan or inf was born.
 Phase = Literal["input", "forward", "backward", "weights"]
 #: The catalogue of causes a stop can name (docs/causes.md, "watch").
@@ -95,14 +93,33 @@ class Stop:
 class WatchFinding:
     step: int
     kind: FindingKind
-    optimizer: str
-    parameters: list[str]
-    module: str | None
-    detail: dict[str, Any] = field(default_factory=dict)  # the numbers behind it
+    optimizer: str  # its label ("" for a finding on the whole run)
+    parameters: list[str]  # as named_parameters() names them
+    module: str | None  # the first of `modules`
+    detail: dict[str, Any] = field(default_factory=dict)  # the numbers behind it, from torch
+    modules: list[str] = field(default_factory=list)  # as named_modules() names them
+    file: str | None = None  # the user's line that did it (or the loop's backward()/step() line)
+    line: int | None = None
+
+    @property
+    def warning(self) -> bool:
+        """Reported without failing the run (kinds.py)."""
+        return WORDS[self.kind].warning
+
+    @property
+    def code(self) -> str | None:
+        """The text of the line, from the file (None when there is none)."""
+        if self.file is None or self.line is None:
+            return None
+        import linecache
+
+        return linecache.getline(self.file, self.line).strip() or None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"step": self.step, "kind": self.kind, "optimizer": self.optimizer, "parameters": self.parameters,
-                "module": self.module, **{k: _number(v) for k, v in self.detail.items()}}
+        return {"step": self.step, "kind": self.kind, "severity": "warning" if self.warning else "finding",
+                "optimizer": self.optimizer, "parameters": self.parameters, "module": self.module,
+                "modules": self.modules, "file": self.file, "line": self.line, "code": self.code,
+                "fix": WORDS[self.kind].fix, **{k: _number(v) for k, v in self.detail.items()}}
 
 
 @dataclass
@@ -124,8 +141,9 @@ class WatchResult(Reported):
         problems = []
         if self.stop is not None:
             problems.append(Problem("watch-stop", self.stop.optimizer, {"step": self.stop.step, "stop": self.stop.kind}))
-        problems += [Problem("watch-finding", ", ".join(f.parameters), {"step": f.step, "finding": f.kind})
-                     for f in self.findings]
+        problems += [Problem("watch-finding", ", ".join(f.parameters) or ", ".join(f.modules),
+                             {"step": f.step, "finding": f.kind})
+                     for f in self.findings if not f.warning]
         return problems
 
     def as_dict(self) -> dict[str, Any]:
@@ -138,15 +156,10 @@ class WatchResult(Reported):
         }
 
 
+#: Why a run was stopped, in a sentence.
 _STOPS = {"nonfinite_loss": "the loss was not finite", "nonfinite_gradient": "a gradient was not finite",
           "scaler_skips": "GradScaler skipped step after step (its scale kept halving)",
           "spike": "a spike (--stop-on spike)"}
-#: How a finding reads in a sentence (the problems, a spike stop's note).
-FINDING_WORDS = {"loss_spike": "a loss spike", "grad_spike": "a gradient-norm spike",
-             "layer_spike": "a layer's gradient-norm spike", "adam_ratio": "gradients far above Adam's second moment",
-             "no_gradient": "no gradient",
-             "dead": "an all-zero gradient, step after step (dead)", "vanishing": "a vanishing gradient",
-             "exploding": "an exploding gradient"}
 
 
 @sentence("watch-stop")
@@ -157,7 +170,7 @@ def _stop_sentence(p: Problem) -> str:
 @sentence("watch-finding")
 def _finding_sentence(p: Problem) -> str:
     on = f" on {p.subject}" if p.subject else ""
-    return f"step {p.detail['step']}: {FINDING_WORDS[p.detail['finding']]}{on}"
+    return f"step {p.detail['step']}: {WORDS[p.detail['finding']].sentence}{on}"
 
 
 class WatchStop(Exception):

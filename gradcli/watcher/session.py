@@ -28,11 +28,16 @@ from ..targets.load import is_user_file
 from ..targets.modules import ModuleHooks
 from . import health
 from .calls import Call, output_tensors
+from .detectors import CheckedStep, detectors
+from .events import RunEvents
+from .found import Found
+from .kinds import WORDS
 from .names import Names, module_of
+from .opsites import OpSites
 from .options import WatchOptions
 from .precursors import Precursors
 from .reading import StepReading, nonfinite_parameters, read_step
-from .result import FINDING_WORDS, Replay, Stop, StopKind, WatchFinding, WatchResult, WatchStop
+from .result import Replay, Stop, StopKind, WatchFinding, WatchResult, WatchStop
 from .spikes import SpikeDetector
 from .steplog import StepLog
 
@@ -61,6 +66,7 @@ class Watched:
     recent: list[tuple[int, float]] = field(default_factory=list)  # the last few (step, loss), for a divergence
     checks: int = 0
     skips: int = 0  # a GradScaler's skipped steps in a row (callbacks.py)
+    params: list[torch.Tensor] | None = None  # its parameters that require grad, as the last check read them
 
 
 class Watch:
@@ -95,6 +101,11 @@ class Watch:
         # a trainer's callback calls check_step: Lightning's closure runs backward inside step()
         self.triggered = triggered
         self.root = root  # names modules when given (a LightningModule whose training_step calls self.net)
+        self.detectors = detectors()  # the silent bugs (detectors/): told of each backward, check and step
+        self.events = RunEvents(_user_site)  # the optimizers, schedulers, zero_grad and eval calls, with their lines
+        self.opsites: OpSites | None = None  # the first step's softmax and loss calls, with their lines
+        self.pending: list[Found] = []  # findings made at a backward, reported at the next check
+        self._ended = False
 
     # -- installing ----------------------------------------------------------------------
     def __enter__(self) -> "Watch":
@@ -107,6 +118,9 @@ class Watch:
                                           leave=self._found_leave, kwargs=True).__enter__()
         else:
             self._hook_tops()
+        self.events.__enter__()
+        if self.result.steps == 0:
+            self.opsites = OpSites(_user_site).start()
         self._backward = torch.autograd.backward
         torch.autograd.backward = self._on_backward
         # a GradScaler skips optimizer.step() on non-finite gradients: no pre-hook would see that step
@@ -122,7 +136,13 @@ class Watch:
         self.close()
 
     def close(self) -> None:
-        """Remove every hook and restore `torch.autograd.backward` (safe to call twice)."""
+        """Remove every hook and restore `torch.autograd.backward` (safe to call twice); the
+        detectors' verdicts on the whole run join the findings."""
+        self._first_step_done()
+        self.events.close()
+        if not self._ended and self.result.stop is None:
+            self._ended = True
+            self._report([f for d in self.detectors for f in d.end(self)], self.result.steps, "")
         if self._backward is not None:
             torch.autograd.backward = self._backward
             self._backward = None
@@ -143,10 +163,18 @@ class Watch:
 
     # -- what the run does -----------------------------------------------------------------
     def _on_backward(self, tensors: Any, *args: Any, **kwargs: Any) -> Any:
-        if not self._paused:
-            self.losses += [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
-            self.backward_site = _user_site(sys._getframe(1))
-        return self._backward(tensors, *args, **kwargs)
+        if self._paused:
+            return self._backward(tensors, *args, **kwargs)
+        roots = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
+        self.losses += roots
+        self.backward_site = _user_site(sys._getframe(1))
+        self.events.backwards += 1
+        for detector in self.detectors:
+            detector.backward(self, roots)
+        out = self._backward(tensors, *args, **kwargs)
+        for detector in self.detectors:
+            detector.backward_done(self)
+        return out
 
     def _on_scaler_step(self, scaler: Any, optimizer: torch.optim.Optimizer, *args: Any, **kwargs: Any) -> Any:
         """`scaler.step(optimizer)` in the user's loop: a step it skipped (the pre-hook never ran)
@@ -164,6 +192,8 @@ class Watch:
         """A module's forward begins (discovery): one not inside another is a model."""
         if self._paused or len(self._discovery.stack) != 1:  # type: ignore[union-attr]
             return
+        if self.opsites is not None and isinstance(module, torch._dynamo.eval_frame.OptimizedModule):
+            self.opsites.stop()  # dynamo would trace the mode, then compile again without it (opsites.py)
         if id(module) not in self.tops:
             self.tops[id(module)] = module
             self.names.refresh()
@@ -226,7 +256,14 @@ class Watch:
         if self.only and id(optimizer) not in self.only:
             return
         self.result.steps += 1
+        watched = self._watched(optimizer)
+        if watched.params is None:
+            watched.params = _trained(optimizer)
+        applied = CheckedStep(self, optimizer, watched, watched.params, [], None)
+        for detector in self.detectors:
+            detector.applied(applied)
         self.calls, self.losses, self.dropped = [], [], False
+        self._first_step_done()
         if self._discovering:  # the first step is done: hook only the models found
             self._discovering = False
             self._discovery.__exit__(None, None, None)  # type: ignore[union-attr]
@@ -266,8 +303,13 @@ class Watch:
             self.result.optimizers.append(label)
         return watched
 
+    def _first_step_done(self) -> None:
+        if self.opsites is not None:
+            self.opsites.stop()
+            self.opsites = None
+
     def _check(self, optimizer: torch.optim.Optimizer, watched: Watched, scaler: Any = None) -> None:
-        params = [p for group in optimizer.param_groups for p in group["params"] if p.requires_grad]
+        params = watched.params = _trained(optimizer)
         grads = [p.grad for p in params]
         precursors: Precursors = watched.precursors  # type: ignore[assignment]
         reading = read_step(self.losses, grads, precursors.moments.wanted(optimizer))
@@ -275,7 +317,7 @@ class Watch:
         self.result.checks += 1
         step = watched.steps
         names = self.names.parameters(params)
-        found: list[health.Found] = []
+        found: list[Found] = []
         decided = _ranks_deciding(reading, grads)
         self._bad_ranks = [abs(r) - 1 for r in decided]
         if decided and reading.finite:  # another rank's step is bad: every rank stops at this step
@@ -303,23 +345,34 @@ class Watch:
         found += precursors.judge(reading, names, params)
         if self.options.health_every and watched.checks % self.options.health_every == 0:
             found += health.sizes(params, reading, names, self.names.owners(), watched.reported)
-        for kind, parameters, detail, at in found:
-            self.result.findings.append(WatchFinding(at or step, kind, watched.label, parameters,
-                                                     module_of(parameters[0]) if parameters else None, detail))
+        checked = CheckedStep(self, optimizer, watched, params, names, reading)
+        found += self.pending
+        self.pending = []
+        for detector in self.detectors:
+            found += detector.check(checked)
+        self._report(found, step, watched.label)
         if self._log is not None:
             self._log.write(watched.label, step, reading, names, watched.loss_spikes.last_z,  # type: ignore[union-attr]
                             watched.grad_spikes.last_z, precursors.ratios)  # type: ignore[union-attr]
         if self.listener is not None:
             self.listener(watched.label, step, reading)
-        spiking = [f for f in found if f[0] in SPIKES]
+        spiking = [f for f in found if f.kind in SPIKES]
         if "spike" in self.options.stop_on and spiking:
-            kind, parameters, detail, _ = spiking[0]
+            kind, parameters, detail = spiking[0][:3]
             layer = detail.get("layer")
             self.result.stop = Stop(step, "spike", watched.label, parameters if layer is not None else [],
                                     layer, reading.loss)
-            self.result.notes.append(f"stopped on {FINDING_WORDS[kind]}" + (f" in {layer or 'the model'}" if layer is not None
+            self.result.notes.append(f"stopped on {WORDS[kind].sentence}" + (f" in {layer or 'the model'}" if layer is not None
                                                                      else "") + " (--stop-on spike)")
             raise WatchStop(self.result)
+
+    def _report(self, found: list[Found], step: int, label: str) -> None:
+        for f in found:
+            modules = f.modules if f.modules is not None else list(dict.fromkeys(
+                m for m in (module_of(p) for p in f.parameters) if m is not None))
+            self.result.findings.append(WatchFinding(
+                f.at or step, f.kind, label, f.parameters, modules[0] if modules else None, f.detail,
+                modules=modules, file=f.site[0] if f.site else None, line=f.site[1] if f.site else None))
 
     def _skipped(self, optimizer: torch.optim.Optimizer, watched: Watched, bad: list[str], names: list[str],
                  params: list[torch.Tensor], reading: StepReading, scaler: Any) -> None:
@@ -386,6 +439,10 @@ class Watch:
 
             save_bundle(self.options.save, self, optimizer, stop, self.script)
         raise WatchStop(self.result)
+
+
+def _trained(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+    return [p for group in optimizer.param_groups for p in group["params"] if p.requires_grad]
 
 
 def _ranks_deciding(reading: StepReading, grads: list[torch.Tensor | None]) -> list[int]:

@@ -12,15 +12,14 @@ from typing import TYPE_CHECKING
 
 from .memory import table
 
+from ...watcher.kinds import WORDS
+
 if TYPE_CHECKING:
-    from ...watcher.result import Stop, WatchResult
+    from ...watcher.result import Stop, WatchFinding, WatchResult
 
 _STOP_WORDS = {"nonfinite_loss": "the loss is not finite", "nonfinite_gradient": "a gradient is not finite",
                "scaler_skips": "GradScaler skipped step after step: the float16 gradients kept overflowing",
                "spike": "a spike (--stop-on spike)"}
-_FINDING_WORDS = {"loss_spike": "loss spike", "grad_spike": "gradient-norm spike",
-                  "layer_spike": "layer gradient-norm spike", "adam_ratio": "g² far above Adam's v", "no_gradient": "no gradient",
-                  "dead": "all-zero gradient (dead)", "vanishing": "vanishing", "exploding": "exploding"}
 
 
 def watch_lines(result: "WatchResult") -> list[str]:
@@ -31,13 +30,18 @@ def watch_lines(result: "WatchResult") -> list[str]:
     else:
         end = "finished" if result.finished else "ended"
         skipped = f", {result.skipped} skipped by GradScaler" if result.skipped else ""
+        findings = [f for f in result.findings if not f.warning]
+        warnings = len(result.findings) - len(findings)
         lines.append(f"{what}: {end}; {result.steps} optimizer step(s) applied{skipped}, {result.checks} checked, "
-                     f"{'no finding' if not result.findings else _count(len(result.findings), 'finding')}")
-    if result.findings:
-        lines += ["", "findings (each reported at the first step it was seen):"]
-        rows = [[str(f.step), _FINDING_WORDS.get(f.kind, f.kind), f.optimizer, f.module or "-", _names(f.parameters),
-                 _numbers(f.detail)] for f in result.findings]
-        lines += table(["step", "finding", "optimizer", "module", "parameters", "numbers"], rows, {0})
+                     f"{_count(len(findings), 'finding') if findings else 'no finding'}"
+                     + (f", {_count(warnings, 'warning')}" if warnings else ""))
+    for heading, chosen in (("findings (each reported at the first step it was seen):", False),
+                            ("warnings (worth a look; healthy runs show them too, so they do not fail the run):", True)):
+        shown = [f for f in result.findings if f.warning == chosen]
+        if shown:
+            lines += ["", heading]
+            for f in shown:
+                lines += _finding_lines(f)
     lines += [f"note: {note}" for note in result.notes]
     return lines
 
@@ -84,6 +88,67 @@ def _stop_lines(what: str, result: "WatchResult") -> list[str]:
             how += f"; {replay.why_not}"
         lines.append(how)
     return lines
+
+
+def _finding_lines(f: "WatchFinding") -> list[str]:
+    """One finding: the step, what, on what; the numbers from torch; the line; the fix."""
+    words = WORDS[f.kind]
+    on = _names(f.parameters) if f.parameters else _names(f.modules) if f.modules else ""
+    head = f"  step {f.step}  {words.label}" + (f" ({f.optimizer})" if f.optimizer else "") + (f": {on}" if on else "")
+    lines = [head]
+    evidence = _evidence(f)
+    if evidence:
+        lines.append(f"    {evidence}")
+    if f.file is not None:
+        code = f.code
+        lines.append(f"    {os.path.basename(f.file)}:{f.line}" + (f"  {code}" if code else ""))
+    if not words.warning:
+        lines.append(f"    fix: {words.fix}")
+    return lines
+
+
+def _evidence(f: "WatchFinding") -> str:
+    """The numbers behind a finding, in a sentence."""
+    d = f.detail
+    if f.kind == "carried_gradients":
+        if "times" not in d:
+            return f"backward added onto the gradients the previous step used, on {_count(d['parameters_carried'], 'parameter')}"
+        return (f"backward added onto the gradients the previous step used: the step's gradient norm is "
+                f"{d['times']:.3g}x what this step's backward gave ({d['step_grad_norm']:.4g} vs "
+                f"{d['backward_grad_norm']:.4g}), on {_count(d['parameters_carried'], 'parameter')}")
+    if f.kind == "no_optimizer":
+        outside = d.get("outside_parameters")
+        return (f"{_count(d['parameters_unheld'], 'parameter')} ({d['elements']:,} elements) get gradients and no "
+                f"optimizer holds them" + (f"; {outside} of them in no module's parameters() (a plain Python list?)"
+                                           if outside else ""))
+    if f.kind == "zeroed_before_step":
+        return (f"backward reached {_count(d['parameters_reached'], 'parameter')}; at step() their gradients were "
+                f"{d['gradients_at_step']}")
+    if f.kind == "activation_twice":
+        return (f"{d['activation']} output fed to {d['loss']}, which applies "
+                f"{'log_softmax' if d['activation'] == 'softmax' else 'a sigmoid'} itself"
+                + (f" (the loss at {os.path.basename(d['loss_line'])})" if d.get("loss_line") else ""))
+    if f.kind == "broadcast_target":
+        return (f"{d['loss']} of an output {_shape(d['output_shape'])} against a target {_shape(d['target_shape'])}: "
+                f"compared as {_shape(d['compared_shape'])}")
+    if f.kind == "eval_mode":
+        kinds = ", ".join(f"{n} {k}" for k, n in d["modules_in_eval"].items())
+        return f"{d['model']} is in eval mode with {kinds} module(s) acting as at inference"
+    if f.kind == "learning_rate":
+        rate = (f"the learning rate of group {d['group']} {d['how']}: {d['lr_peak']:.3g} at step {d['peak_step']}, "
+                f"{d['lr_now']:.3g} by step {d['since_step']}")
+        if d.get("scheduler"):
+            rate += (f"; {d['scheduler']} was stepped {d['scheduler_steps']} times in {d['optimizer_steps']} "
+                     "optimizer steps")
+        return rate
+    if f.kind == "loss_climbs":
+        return (f"the loss's median went from {d['from']:.4g} (steps {d['from_steps'][0]}-{d['from_steps'][1]}) to "
+                f"{d['to']:.4g} (steps {d['to_steps'][0]}-{d['to_steps'][1]}), {d['times']:.3g}x")
+    return _numbers(d)
+
+
+def _shape(shape: list[int]) -> str:
+    return "[" + ", ".join(map(str, shape)) + "]"
 
 
 def _names(names: list[str], limit: int = 4) -> str:

@@ -1,0 +1,90 @@
+"""Gradients carried over from the previous step: a loop without `zero_grad()`.
+
+backward adds into `.grad`. An optimizer step reads the `.grad` tensors; when the next backward
+adds onto those same tensors, untouched since that step (the same object, its version counter
+where the step left it: `zero_()` and `grad = None` both change that), the next step applies
+the old gradient again plus the new one, and the sum grows step after step.
+
+Each parameter's `.grad` is noted after its optimizer's step (the object and its `_version`);
+the next backward compares, and a tensor that was reset leaves the list, so a healthy loop pays
+one pass over the parameters per step and one at the first backward. A carry is a finding only
+when the optimizer then steps with it: a GAN's generator loss backpropagates through the
+discriminator onto gradients its step used, and the discriminator's own zero_grad() resets them
+before its next step.
+
+The evidence, measured once: the step's gradient norm against the norm of what this step's own
+backward passes added (the carried part is copied at the backward that found it, the only time
+a copy is made).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ..found import Found
+from . import CheckedStep, Detector
+
+if TYPE_CHECKING:
+    from ..session import Watch
+
+
+class CarriedGradients(Detector):
+    def __init__(self) -> None:
+        # id(optimizer) -> [param, grad, version, carried] for gradients its last step used, not reset since
+        self.tracked: dict[int, list[list[Any]]] = {}
+        self.before: dict[int, torch.Tensor] | None = None  # id(param) -> the carried gradient (the first carry)
+        self.site: tuple[str, int] | None = None
+        self.reported = False
+
+    def applied(self, step: CheckedStep) -> None:
+        if not self.reported:
+            self.tracked[id(step.optimizer)] = [[p, p.grad, p.grad._version, False] for p in step.params
+                                                if p.grad is not None]
+
+    def backward(self, run: "Watch", roots: list[torch.Tensor]) -> None:
+        for key, entries in list(self.tracked.items()):
+            kept = [e for e in entries if e[0].grad is e[1] and e[1]._version == e[2]]
+            for e in kept:
+                if not e[3] and self.before is None:
+                    self.site = run.backward_site
+                e[3] = True
+            if kept and self.before is None:
+                with torch.no_grad():
+                    self.before = {id(e[0]): e[1].detach().clone() for e in kept}
+            self.tracked[key] = kept
+
+    def backward_done(self, run: "Watch") -> None:
+        for entries in self.tracked.values():
+            for e in entries:
+                e[2] = e[1]._version
+
+    def check(self, step: CheckedStep) -> list[Found]:
+        entries = self.tracked.get(id(step.optimizer))
+        if self.reported or not entries:
+            return []
+        carried = {id(e[0]) for e in entries if e[3] and e[0].grad is e[1] and e[1]._version == e[2]}
+        if not carried:
+            return []
+        self.reported = True
+        self.tracked = {}
+        names = [name for p, name in zip(step.params, step.names) if id(p) in carried]
+        return [Found("carried_gradients", names, self._evidence(step, carried), site=self.site)]
+
+    def _evidence(self, step: CheckedStep, carried: set[int]) -> dict[str, Any]:
+        """‖step's gradient‖ and ‖what this step's backward added‖, over the carried parameters."""
+        total = own = 0.0
+        before = self.before or {}
+        with torch.no_grad():
+            for p in step.params:
+                if id(p) in carried and id(p) in before:
+                    total += float(torch.linalg.vector_norm(p.grad.float())) ** 2
+                    own += float(torch.linalg.vector_norm((p.grad - before[id(p)]).float())) ** 2
+        self.before = None
+        detail: dict[str, Any] = {"parameters_carried": len(carried)}
+        if before:
+            detail.update(step_grad_norm=math.sqrt(total), backward_grad_norm=math.sqrt(own),
+                          times=math.sqrt(total / own) if own > 0 else float("inf"))
+        return detail

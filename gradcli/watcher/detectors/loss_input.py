@@ -1,0 +1,118 @@
+"""What the loss is given, read from the first step's graph before its backward runs (every
+saved tensor still alive):
+
+- **an activation applied twice**: `cross_entropy` applies log_softmax to what it is given, and
+  `binary_cross_entropy_with_logits` a sigmoid; given probabilities (a softmax or sigmoid already
+  applied, with nothing but reshapes between), the loss has a floor above zero and the gradients
+  shrink. In the graph: NllLossBackward0 <- LogSoftmaxBackward0 <- SoftmaxBackward0, or
+  BinaryCrossEntropyWithLogitsBackward0 <- SigmoidBackward0. `log_softmax` -> `nll_loss` and
+  `log(softmax)` -> `nll_loss` put no LogSoftmaxBackward0 above the softmax and are fine.
+- **a loss that broadcasts its target**: `mse_loss` of an `[N, 1]` output against an `[N]` target
+  compares every output with every target (an `[N, N]` loss). In the graph: the loss's input
+  passes through ExpandBackward0, whose saved size is the output's, to the loss's saved size.
+
+The lines are the calls' own, noted while the first step ran (opsites.py).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ..found import Found
+from . import Detector
+
+if TYPE_CHECKING:
+    from ..session import Watch
+
+#: Nodes that only reshape (nothing between the two activations but these).
+_RESHAPES = frozenset({"ViewBackward0", "ReshapeAliasBackward0", "UnsafeViewBackward0", "SqueezeBackward0",
+                       "SqueezeBackward1", "UnsqueezeBackward0", "TransposeBackward0", "PermuteBackward0",
+                       "CloneBackward0", "ToCopyBackward0", "TBackward0", "SelectBackward0", "SliceBackward0"})
+#: loss node -> (the node of the activation it applies itself, the one it must not be given, the function)
+_APPLIES = {"NllLossBackward0": ("LogSoftmaxBackward0", "SoftmaxBackward0", "cross_entropy"),
+            "BinaryCrossEntropyWithLogitsBackward0": (None, "SigmoidBackward0", "binary_cross_entropy_with_logits")}
+#: Losses that broadcast their input against their target.
+_POINTWISE = frozenset({"MseLossBackward0", "L1LossBackward0", "SmoothL1LossBackward0", "HuberLossBackward0",
+                        "BinaryCrossEntropyBackward0", "BinaryCrossEntropyWithLogitsBackward0"})
+
+
+class LossInput(Detector):
+    def __init__(self) -> None:
+        self.done = False
+
+    def backward(self, run: "Watch", roots: list[torch.Tensor]) -> None:
+        if self.done:
+            return
+        self.done = True
+        from ...graph.nodes import grad_fn_nodes
+
+        sites = run.opsites.sites if run.opsites is not None else {}
+        for node in grad_fn_nodes(getattr(r, "grad_fn", None) for r in roots):
+            name = node.name()
+            if name in _APPLIES:
+                self._twice(run, node, name, sites)
+            if name in _POINTWISE:
+                self._broadcast(run, node, name, sites)
+
+    def _twice(self, run: "Watch", node: Any, name: str, sites: dict) -> None:
+        own, given, function = _APPLIES[name]
+        below = _input(node)
+        if own is not None:
+            if below is None or below.name() != own:
+                return
+            below = _input(below)
+        below = _through_reshapes(below)
+        if below is None or below.name() != given:
+            return
+        activation = "softmax" if given == "SoftmaxBackward0" else "sigmoid"
+        used, site = sites.get(below, (activation, None))
+        loss_call, loss_site = sites.get(node, (function, None))
+        run.pending.append(Found(
+            "activation_twice", [], {"activation": activation, "loss": _loss_name(loss_call, function),
+                                     "activation_line": _line(site), "loss_line": _line(loss_site)},
+            modules=_modules_of(run, activation) or None, site=site or loss_site))
+
+    def _broadcast(self, run: "Watch", node: Any, name: str, sites: dict) -> None:
+        expand = _input(node)
+        if expand is None or expand.name() != "ExpandBackward0":
+            return
+        try:
+            output = tuple(expand._saved_self_sym_sizes)
+            broadcast = tuple(node._saved_self.shape)
+            target = tuple(node._saved_target.shape)
+        except (AttributeError, RuntimeError):  # freed, or a torch that names them otherwise
+            return
+        if output == broadcast:
+            return
+        function, site = sites.get(node, (name.removesuffix("Backward0").lower(), None))
+        run.pending.append(Found("broadcast_target", [], {"loss": function, "output_shape": list(output),
+                                                          "target_shape": list(target), "compared_shape": list(broadcast)},
+                                 site=site))
+
+
+def _input(node: Any) -> Any:
+    edges = node.next_functions
+    return edges[0][0] if edges else None
+
+
+def _through_reshapes(node: Any) -> Any:
+    while node is not None and node.name() in _RESHAPES:
+        node = _input(node)
+    return node
+
+
+def _loss_name(called: str, function: str) -> str:
+    return called if called in ("cross_entropy", "binary_cross_entropy_with_logits") else function
+
+
+def _line(site: Any) -> str | None:
+    return f"{site[0]}:{site[1]}" if site else None
+
+
+def _modules_of(run: "Watch", activation: str) -> list[str]:
+    """The model's own Softmax / Sigmoid modules, if it has any (the usual way this bug is written)."""
+    kind = torch.nn.Softmax if activation == "softmax" else torch.nn.Sigmoid
+    names = run.names.modules
+    return [names.get(id(m), type(m).__name__) for top in run.tops.values() for m in top.modules() if isinstance(m, kind)]

@@ -1,0 +1,58 @@
+"""The loss climbs, with no nan: a trend over the run, reported once, with the steps it covers.
+
+The checked steps' losses are taken in windows of WINDOW; a window's median is robust to a
+spike (spikes.py reports those). The finding: a window's median above CLIMB (10) times the
+lowest window median before it, on CONFIRM windows in a row. Mini-batch noise moves a healthy
+run's window medians by a few times at most (tests/test_watch_healthy.py measures it); the
+forgotten zero_grad() of the tests climbs 2,800-fold. Judged only when one optimizer trains the
+run and every loss is positive: a GAN's two losses pull against each other, and a WGAN's critic
+loss is negative by design.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+from ..found import Found
+from . import CheckedStep, Detector
+
+WINDOW = 10
+CLIMB = 10.0
+CONFIRM = 2
+
+
+class LossTrend(Detector):
+    def __init__(self) -> None:
+        self.values: list[float] = []
+        self.first_step = 0
+        self.windows: list[tuple[float, int, int]] = []  # (median, first step, last step)
+        self.rising = 0
+        self.off = False
+
+    def check(self, step: CheckedStep) -> list[Found]:
+        loss = step.reading.loss if step.reading is not None else None
+        if self.off or loss is None:
+            return []
+        if not math.isfinite(loss) or loss <= 0 or len(step.run.watched) > 1:
+            self.off = loss is not None and loss <= 0 or len(step.run.watched) > 1
+            return []
+        if not self.values:
+            self.first_step = step.step
+        self.values.append(loss)
+        if len(self.values) < WINDOW:
+            return []
+        median = statistics.median(self.values)
+        self.windows.append((median, self.first_step, step.step))
+        self.values = []
+        best = min(self.windows[:-1], default=None)
+        if best is None or median <= CLIMB * best[0]:
+            self.rising = 0
+            return []
+        self.rising += 1
+        if self.rising < CONFIRM:
+            return []
+        self.off = True
+        return [Found("loss_climbs", [], {"from": best[0], "from_steps": [best[1], best[2]], "to": median,
+                                          "to_steps": [self.windows[-1][1], step.step], "times": median / best[0]},
+                      at=step.step, site=step.run.backward_site)]

@@ -1,0 +1,67 @@
+"""A gradient with no optimizer: parameters backward reaches that no optimizer holds.
+
+`optimizer = Adam(model.body.parameters())` leaves the head out: it gets gradients every step
+and never moves. Layers kept in a plain Python list are the same bug seen from the other side:
+`model.parameters()` never sees them, so the optimizer built from it does not hold them either.
+
+The parameters backward reaches are read from the first steps' graphs (their AccumulateGrad
+nodes: `nn.Parameter`s only, so an input that requires grad is not one), until every optimizer
+has stepped once (an optimizer comes back for its second check) or the run ends; then the
+verdict, against every optimizer the run built (events.py) or stepped. A parameter frozen with
+requires_grad_(False) is in no graph, so a frozen backbone is not a finding.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ..found import Found
+from . import CheckedStep, Detector, graph_leaves
+
+if TYPE_CHECKING:
+    from ..session import Watch
+
+
+class NoOptimizer(Detector):
+    def __init__(self) -> None:
+        self.reached: dict[int, torch.nn.Parameter] = {}
+        self.stepped: list[Any] = []  # weakrefs to the optimizers seen stepping
+        self.done = False
+
+    def backward(self, run: "Watch", roots: list[torch.Tensor]) -> None:
+        if not self.done:
+            for leaf in graph_leaves(roots):
+                if isinstance(leaf, torch.nn.Parameter) and leaf.requires_grad:
+                    self.reached.setdefault(id(leaf), leaf)
+
+    def check(self, step: CheckedStep) -> list[Found]:
+        if self.done:
+            return []
+        if not any(ref() is step.optimizer for ref in self.stepped):
+            self.stepped.append(weakref.ref(step.optimizer))
+        if step.watched.checks < 2:
+            return []
+        return self._verdict(step.run)
+
+    def end(self, run: "Watch") -> list[Found]:
+        return [] if self.done else self._verdict(run)
+
+    def _verdict(self, run: "Watch") -> list[Found]:
+        self.done = True
+        optimizers = run.events.live(run.events.optimizers) + [o for o in (r() for r in self.stepped) if o is not None]
+        held = {id(p) for o in optimizers for group in o.param_groups for p in group["params"]}
+        unheld = [p for key, p in self.reached.items() if key not in held]
+        self.reached = {}
+        if not unheld or not optimizers:
+            return []
+        names = run.names.parameters(unheld)
+        first = next((o for o in optimizers if run.events.site_of(run.events.optimizers, o) is not None), optimizers[0])
+        detail = {"parameters_unheld": len(unheld), "elements": sum(p.numel() for p in unheld),
+                  "optimizer": type(first).__name__}
+        outside = [n for n in names if n.startswith("param")]
+        if outside:
+            detail["outside_parameters"] = len(outside)  # in no module's parameters(): a plain Python list?
+        return [Found("no_optimizer", names, detail, site=run.events.site_of(run.events.optimizers, first))]

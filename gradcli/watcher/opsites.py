@@ -1,0 +1,58 @@
+"""The lines that made the first step's loss: which user line called softmax, sigmoid or a loss
+function, keyed by the backward node its result carries.
+
+A finding on the loss (detectors/loss_input.py) is read from the first step's graph, where a
+node knows its operation but not the line that called it. While the first step runs (until the
+first optimizer step is applied), a `TorchFunctionMode` sees every torch function the run calls;
+for the few named in WATCHED it notes the caller's user line against the result's `grad_fn`.
+Every other call passes straight through. After the first step the mode is gone: later steps
+pay nothing.
+
+XXX: a torch.compile'd model: dynamo would trace the mode into its graph and compile again once
+the mode is gone, so the mode steps aside when a compiled module is called (its ops are in one
+compiled node anyway).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+#: The functions whose calls are noted (by __name__: torch.softmax, F.softmax and Tensor.softmax alike).
+WATCHED = frozenset({
+    "softmax", "log_softmax", "sigmoid", "cross_entropy", "nll_loss", "binary_cross_entropy",
+    "binary_cross_entropy_with_logits", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
+})
+
+Site = tuple[str, int]
+
+
+class OpSites(TorchFunctionMode):
+    """`sites`: grad_fn node -> (function name, user line)."""
+
+    def __init__(self, user_site: Callable[[Any], Site | None]) -> None:
+        super().__init__()
+        self.user_site = user_site
+        self.sites: dict[Any, tuple[str, Site | None]] = {}
+        self.active = False
+
+    def start(self) -> "OpSites":
+        self.__enter__()
+        self.active = True
+        return self
+
+    def stop(self) -> None:
+        """Leave the mode stack (only if it is on top: another mode entered since is the user's)."""
+        if self.active and torch.overrides._get_current_function_mode() is self:
+            self.__exit__(None, None, None)
+            self.active = False
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        result = func(*args, **(kwargs or {}))
+        name = getattr(func, "__name__", "")
+        if name in WATCHED and isinstance(result, torch.Tensor) and result.grad_fn is not None:
+            self.sites.setdefault(result.grad_fn, (name, self.user_site(sys._getframe(1))))
+        return result
