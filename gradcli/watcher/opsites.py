@@ -16,6 +16,7 @@ compiled node anyway).
 from __future__ import annotations
 
 import sys
+import warnings
 from typing import Any, Callable
 
 import torch
@@ -31,12 +32,12 @@ Site = tuple[str, int]
 
 
 class OpSites(TorchFunctionMode):
-    """`sites`: grad_fn node -> (function name, user line)."""
+    """`sites`: grad_fn node -> (function name, user line, the shapes of its tensor arguments)."""
 
     def __init__(self, user_site: Callable[[Any], Site | None]) -> None:
         super().__init__()
         self.user_site = user_site
-        self.sites: dict[Any, tuple[str, Site | None]] = {}
+        self.sites: dict[Any, tuple[str, Site | None, list[list[int]]]] = {}
         self.active = False
 
     def start(self) -> "OpSites":
@@ -51,8 +52,27 @@ class OpSites(TorchFunctionMode):
             self.active = False
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        result = func(*args, **(kwargs or {}))
         name = getattr(func, "__name__", "")
-        if name in WATCHED and isinstance(result, torch.Tensor) and result.grad_fn is not None:
-            self.sites.setdefault(result.grad_fn, (name, self.user_site(sys._getframe(1))))
+        if name not in WATCHED:
+            return func(*args, **(kwargs or {}))
+        site = self.user_site(sys._getframe(1))
+        # torch's own warnings (mse_loss's "Using a target size ...") would name this frame as
+        # their line: they are caught and issued again from the user's frame (where torch's own
+        # would point, so Python's once-per-line filter sees one warning, not two)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = func(*args, **(kwargs or {}))
+        for w in caught:
+            warnings.warn(w.message, w.category, stacklevel=_depth_to(site) if site else 2)
+        if isinstance(result, torch.Tensor) and result.grad_fn is not None:
+            shapes = [list(a.shape) for a in args if isinstance(a, torch.Tensor)]
+            self.sites.setdefault(result.grad_fn, (name, site, shapes))
         return result
+
+
+def _depth_to(site: Site) -> int:
+    """warnings.warn's stacklevel that names the frame at `site` (from the caller of _depth_to)."""
+    frame, depth = sys._getframe(2), 2
+    while frame is not None and (frame.f_code.co_filename, frame.f_lineno) != site:
+        frame, depth = frame.f_back, depth + 1
+    return depth if frame is not None else 2

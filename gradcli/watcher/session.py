@@ -344,13 +344,13 @@ class Watch:
             found.append(health.spike_finding("grad_spike", grad_spike, reading, names))
         found += precursors.judge(reading, names, params)
         if self.options.health_every and watched.checks % self.options.health_every == 0:
-            found += health.sizes(params, reading, names, self.names.owners(), watched.reported)
+            found += health.sizes(params, reading, names, self.names.owners(params), watched.reported)
         checked = CheckedStep(self, optimizer, watched, params, names, reading)
         found += self.pending
         self.pending = []
         for detector in self.detectors:
             found += detector.check(checked)
-        self._report(found, step, watched.label)
+        self._report(_explained(found), step, watched.label)
         if self._log is not None:
             self._log.write(watched.label, step, reading, names, watched.loss_spikes.last_z,  # type: ignore[union-attr]
                             watched.grad_spikes.last_z, precursors.ratios)  # type: ignore[union-attr]
@@ -439,6 +439,16 @@ class Watch:
 
             save_bundle(self.options.save, self, optimizer, stop, self.script)
         raise WatchStop(self.result)
+
+
+def _explained(found: list[Found]) -> list[Found]:
+    """A gradient reset between backward and step is why the step saw none: not its own finding too."""
+    reset = {name for f in found if f.kind == "zeroed_before_step" for name in f.parameters}
+    if not reset:
+        return found
+    kept = [f._replace(parameters=[p for p in f.parameters if p not in reset]) if f.kind in ("no_gradient", "dead")
+            else f for f in found]
+    return [f for f in kept if f.parameters or f.kind not in ("no_gradient", "dead")]
 
 
 def _trained(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:

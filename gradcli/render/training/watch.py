@@ -119,7 +119,7 @@ def _evidence(f: "WatchFinding") -> str:
     if f.kind == "no_optimizer":
         outside = d.get("outside_parameters")
         return (f"{_count(d['parameters_unheld'], 'parameter')} ({d['elements']:,} elements) get gradients and no "
-                f"optimizer holds them" + (f"; {outside} of them in no module's parameters() (a plain Python list?)"
+                f"optimizer holds them" + (f"; {outside} of them in no module's parameters(): kept in a plain Python list, which model.parameters() does not see"
                                            if outside else ""))
     if f.kind == "zeroed_before_step":
         return (f"backward reached {_count(d['parameters_reached'], 'parameter')}; at step() their gradients were "
@@ -129,14 +129,19 @@ def _evidence(f: "WatchFinding") -> str:
                 f"{'log_softmax' if d['activation'] == 'softmax' else 'a sigmoid'} itself"
                 + (f" (the loss at {os.path.basename(d['loss_line'])})" if d.get("loss_line") else ""))
     if f.kind == "broadcast_target":
-        return (f"{d['loss']} of an output {_shape(d['output_shape'])} against a target {_shape(d['target_shape'])}: "
-                f"compared as {_shape(d['compared_shape'])}")
+        target = f" against a target {_shape(d['target_shape'])}" if d.get("target_shape") else ""
+        return (f"{d['loss']} of an output {_shape(d['output_shape'])}{target}: broadcast to "
+                f"{_shape(d['compared_shape'])}, every output compared with every target")
     if f.kind == "eval_mode":
         kinds = ", ".join(f"{n} {k}" for k, n in d["modules_in_eval"].items())
         return f"{d['model']} is in eval mode with {kinds} module(s) acting as at inference"
     if f.kind == "learning_rate":
-        rate = (f"the learning rate of group {d['group']} {d['how']}: {d['lr_peak']:.3g} at step {d['peak_step']}, "
-                f"{d['lr_now']:.3g} by step {d['since_step']}")
+        if d["how"] == "collapsed":
+            rate = (f"the learning rate of group {d['group']} fell below 1e-6 of its peak at step {d['since_step']} "
+                    f"({d['lr_peak']:.3g} at step {d['peak_step']}, {d['lr_now']:.3g} at step {d['checked_step']})")
+        else:
+            rate = (f"the learning rate of group {d['group']} rose past 1000 times its base at step "
+                    f"{d['since_step']} ({d['lr_first']:.3g} at first, {d['lr_now']:.3g} now)")
         if d.get("scheduler"):
             rate += (f"; {d['scheduler']} was stepped {d['scheduler_steps']} times in {d['optimizer_steps']} "
                      "optimizer steps")

@@ -62,7 +62,8 @@ class LearningRate(Detector):
                rate: float, since: int) -> list[Found]:
         self.reported.add(id(step.optimizer))
         detail: dict[str, Any] = {"how": how, "group": index, "lr_first": first, "lr_peak": peak,
-                                  "peak_step": peak_step, "lr_now": rate, "since_step": since}
+                                  "peak_step": peak_step, "lr_now": rate, "since_step": since,
+                                  "checked_step": step.step}
         events = step.run.events
         scheduler = next((s for s in events.live(events.schedulers) if getattr(s, "optimizer", None) is step.optimizer),
                          None)

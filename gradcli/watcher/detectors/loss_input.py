@@ -67,8 +67,8 @@ class LossInput(Detector):
         if below is None or below.name() != given:
             return
         activation = "softmax" if given == "SoftmaxBackward0" else "sigmoid"
-        used, site = sites.get(below, (activation, None))
-        loss_call, loss_site = sites.get(node, (function, None))
+        used, site, _ = sites.get(below, (activation, None, []))
+        loss_call, loss_site, _ = sites.get(node, (function, None, []))
         run.pending.append(Found(
             "activation_twice", [], {"activation": activation, "loss": _loss_name(loss_call, function),
                                      "activation_line": _line(site), "loss_line": _line(loss_site)},
@@ -79,16 +79,17 @@ class LossInput(Detector):
         if expand is None or expand.name() != "ExpandBackward0":
             return
         try:
-            output = tuple(expand._saved_self_sym_sizes)
-            broadcast = tuple(node._saved_self.shape)
-            target = tuple(node._saved_target.shape)
+            output = list(expand._saved_self_sym_sizes)
+            broadcast = list(node._saved_self.shape)
         except (AttributeError, RuntimeError):  # freed, or a torch that names them otherwise
             return
         if output == broadcast:
             return
-        function, site = sites.get(node, (name.removesuffix("Backward0").lower(), None))
-        run.pending.append(Found("broadcast_target", [], {"loss": function, "output_shape": list(output),
-                                                          "target_shape": list(target), "compared_shape": list(broadcast)},
+        function, site, shapes = sites.get(node, (name.removesuffix("Backward0").lower(), None, []))
+        # the target's own shape is the loss call's second argument's (the graph holds it expanded)
+        target = shapes[1] if len(shapes) > 1 and shapes[0] == output else None
+        run.pending.append(Found("broadcast_target", [], {"loss": function, "output_shape": output,
+                                                          "target_shape": target, "compared_shape": broadcast},
                                  site=site))
 
 

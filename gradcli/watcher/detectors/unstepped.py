@@ -57,11 +57,11 @@ class NoOptimizer(Detector):
         self.reached = {}
         if not unheld or not optimizers:
             return []
-        names = run.names.parameters(unheld)
+        names = sorted(run.names.parameters(unheld))
         first = next((o for o in optimizers if run.events.site_of(run.events.optimizers, o) is not None), optimizers[0])
         detail = {"parameters_unheld": len(unheld), "elements": sum(p.numel() for p in unheld),
                   "optimizer": type(first).__name__}
-        outside = [n for n in names if n.startswith("param")]
+        outside = run.names.outside(unheld)
         if outside:
-            detail["outside_parameters"] = len(outside)  # in no module's parameters(): a plain Python list?
+            detail["outside_parameters"] = len(outside)  # in no module's parameters(): a plain Python list
         return [Found("no_optimizer", names, detail, site=run.events.site_of(run.events.optimizers, first))]
