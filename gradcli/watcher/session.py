@@ -67,6 +67,7 @@ class Watched:
     checks: int = 0
     skips: int = 0  # a GradScaler's skipped steps in a row (callbacks.py)
     params: list[torch.Tensor] | None = None  # its parameters that require grad, as the last check read them
+    spiking: set[str] = field(default_factory=set)  # the spike kinds flagged at the last check
 
 
 class Watch:
@@ -338,10 +339,12 @@ class Watch:
             watched.recent = [*watched.recent[-(DIVERGING - 1):], (step, reading.loss)]
         loss_spike = watched.loss_spikes.add(reading.loss)  # type: ignore[union-attr]
         grad_spike = watched.grad_spikes.add(reading.grad_norm)  # type: ignore[union-attr]
-        if loss_spike is not None:
-            found.append(health.spike_finding("loss_spike", loss_spike))
+        spikes = [health.spike_finding("loss_spike", loss_spike)] if loss_spike is not None else []
         if grad_spike is not None:
-            found.append(health.spike_finding("grad_spike", grad_spike, reading, names))
+            spikes.append(health.spike_finding("grad_spike", grad_spike, reading, names))
+        # a spike is reported when it starts: the checks it goes on for are one warning, as a layer's are
+        found += [f for f in spikes if f.kind not in watched.spiking]
+        watched.spiking = {f.kind for f in spikes}
         found += precursors.judge(reading, names, params)
         if self.options.health_every and watched.checks % self.options.health_every == 0:
             found += health.sizes(params, reading, names, self.names.owners(params), watched.reported)

@@ -133,7 +133,10 @@ def _evidence(f: "WatchFinding") -> str:
         return (f"{d['loss']} of an output {_shape(d['output_shape'])}{target}: broadcast to "
                 f"{_shape(d['compared_shape'])}, every output compared with every target")
     if f.kind == "eval_mode":
-        kinds = ", ".join(f"{n} {k}" for k, n in d["modules_in_eval"].items())
+        counts: dict[str, int] = {}
+        for cls in d["modules_in_eval"]:
+            counts[cls] = counts.get(cls, 0) + 1
+        kinds = ", ".join(f"{n} {cls}" for cls, n in counts.items())
         return f"{d['model']} is in eval mode with {kinds} module(s) acting as at inference"
     if f.kind == "learning_rate":
         if d["how"] == "collapsed":

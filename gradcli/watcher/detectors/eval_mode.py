@@ -49,11 +49,9 @@ class EvalMode(Detector):
             if not inert:
                 continue
             self.reported.add(id(model))
-            kinds: dict[str, int] = {}
-            for _, m in inert:
-                kinds[type(m).__name__] = kinds.get(type(m).__name__, 0) + 1
             _, site = step.run.events.modes.get(id(model), (False, None))
-            found.append(Found("eval_mode", [], {"model": type(model).__name__, "modules_in_eval": kinds},
+            found.append(Found("eval_mode", [], {"model": type(model).__name__,
+                                                "modules_in_eval": [type(m).__name__ for _, m in inert]},
                                modules=[name for name, _ in inert], site=site))
         return found
 

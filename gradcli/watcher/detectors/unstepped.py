@@ -60,7 +60,7 @@ class NoOptimizer(Detector):
         names = sorted(run.names.parameters(unheld))
         first = next((o for o in optimizers if run.events.site_of(run.events.optimizers, o) is not None), optimizers[0])
         detail = {"parameters_unheld": len(unheld), "elements": sum(p.numel() for p in unheld),
-                  "optimizer": type(first).__name__}
+                  "optimizer_class": type(first).__name__}
         outside = run.names.outside(unheld)
         if outside:
             detail["outside_parameters"] = len(outside)  # in no module's parameters(): a plain Python list
