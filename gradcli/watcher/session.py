@@ -334,7 +334,6 @@ class Watch:
                 self._stop(optimizer, watched, [names[i] for i in bad], names, params, reading)
             found.append(health.overflowing_norms(reading, names, watched.reported))
         watched.skips = 0
-        found += health.every_step(reading, names, watched.reported, watched.zeros, step)
         if reading.loss is not None:
             watched.recent = [*watched.recent[-(DIVERGING - 1):], (step, reading.loss)]
         loss_spike = watched.loss_spikes.add(reading.loss)  # type: ignore[union-attr]
@@ -346,8 +345,6 @@ class Watch:
         found += [f for f in spikes if f.kind not in watched.spiking]
         watched.spiking = {f.kind for f in spikes}
         found += precursors.judge(reading, names, params)
-        if self.options.health_every and watched.checks % self.options.health_every == 0:
-            found += health.sizes(params, reading, names, self.names.owners(params), watched.reported)
         checked = CheckedStep(self, optimizer, watched, params, names, reading)
         found += self.pending
         self.pending = []

@@ -71,6 +71,7 @@ class Detector:
 def detectors() -> list[Detector]:
     """A fresh set for one run, in the order their findings are reported."""
     from .carried import CarriedGradients
+    from .gradients import GradientHealth
     from .eval_mode import EvalMode
     from .learning_rate import LearningRate
     from .loss_input import LossInput
@@ -78,7 +79,7 @@ def detectors() -> list[Detector]:
     from .unstepped import NoOptimizer
     from .zeroed import ZeroedBeforeStep
 
-    return [CarriedGradients(), ZeroedBeforeStep(), NoOptimizer(), LossInput(), EvalMode(), LearningRate(),
+    return [GradientHealth(), CarriedGradients(), ZeroedBeforeStep(), NoOptimizer(), LossInput(), EvalMode(), LearningRate(),
             LossTrend()]
 
 
