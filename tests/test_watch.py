@@ -287,9 +287,18 @@ def test_lbfgs_step_with_a_closure_is_checked():
 
 def test_the_hooks_are_gone_after_the_block():
     backward = torch.autograd.backward
+    from torch.optim import lr_scheduler
+
+    wrapped = [(torch.optim.Optimizer, "__init__"), (torch.optim.Optimizer, "zero_grad"), (torch.nn.Module, "zero_grad"),
+               (torch.nn.Module, "train"), (lr_scheduler.LRScheduler, "__init__"), (torch.amp.GradScaler, "step")]
+    own = [owner.__dict__[name] for owner, name in wrapped]
+    modes = torch.overrides._get_current_function_mode_stack()
     with gradcli.watch():
         assert torch.autograd.backward is not backward
+        assert all(owner.__dict__[name] is not o for (owner, name), o in zip(wrapped, own))
     assert torch.autograd.backward is backward
+    assert all(owner.__dict__[name] is o for (owner, name), o in zip(wrapped, own))
+    assert torch.overrides._get_current_function_mode_stack() == modes  # the first step's recorder is gone
     from torch.nn.modules import module as nn_module
     from torch.optim import optimizer as optim_module
 
