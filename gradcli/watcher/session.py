@@ -197,6 +197,8 @@ class Watch:
             self.opsites.stop()  # dynamo would trace the mode, then compile again without it (opsites.py)
         if id(module) not in self.tops:
             self.tops[id(module)] = module
+            if self.names.root is None:  # a LightningModule's training_step calling self.head: named from it
+                self.names.root = _calling_owner(sys._getframe(1), module)
             self.names.refresh()
         self._enter(path, module, args)
 
@@ -439,6 +441,17 @@ class Watch:
 
             save_bundle(self.options.save, self, optimizer, stop, self.script)
         raise WatchStop(self.result)
+
+
+def _calling_owner(frame: Any, module: torch.nn.Module) -> torch.nn.Module | None:
+    """The module whose own method (the user's code: `self.head(x)` in a training_step) called
+    `module`, when `module` is one of its submodules: the model its names belong to."""
+    while frame is not None and not _is_user(frame.f_code.co_filename):
+        frame = frame.f_back
+    owner = frame.f_locals.get("self") if frame is not None else None
+    if isinstance(owner, torch.nn.Module) and owner is not module and any(m is module for m in owner.modules()):
+        return owner
+    return None
 
 
 def _explained(found: list[Found]) -> list[Found]:
