@@ -336,3 +336,57 @@ def test_a_scheduler_stepped_per_batch(tmp_path):
     stepped = truth["globals"]["sched"].last_epoch
     assert stepped == len(rates)
     assert f.detail["scheduler_steps"] == stepped - (len(rates) - f.detail["checked_step"] + 1)
+
+
+# Ported from a public report (discuss.pytorch.org/t/cross-entropy-loss-is-not-decreasing/43814):
+# a 10-class image classifier whose forward ends in softmax, trained with nn.CrossEntropyLoss;
+# "the loss stays at 2.30". Synthetic data of MNIST's shapes (1x28x28, 10 classes). And its cousin,
+# nn.Softmax with nn.NLLLoss (the log missing), with the twin nn.LogSoftmax + nn.NLLLoss.
+REPORTED = """\
+import torch
+from torch import nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+images = torch.randn(256, 1, 28, 28)
+targets = torch.randint(0, 10, (256,))
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 8, 5)
+        self.fc = nn.Linear(8 * 12 * 12, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv(x)), 2)
+        return {last}(self.fc(x.flatten(1)), dim=1)
+
+
+net = Net()
+criterion = {criterion}
+opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+for step in range(40):
+    i = torch.randint(0, 256, (32,))
+    opt.zero_grad()
+    loss = criterion(net(images[i]), targets[i])
+    loss.backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize("last, criterion, kind", [
+    ("F.softmax", "nn.CrossEntropyLoss()", "activation_twice"),
+    ("F.softmax", "nn.NLLLoss()", "probabilities_to_nll"),
+    ("F.log_softmax", "nn.NLLLoss()", None)])
+def test_the_reported_softmax_classifier(tmp_path, last, criterion, kind):
+    path = write(tmp_path, "reported", REPORTED.format(last=last, criterion=criterion))
+    losses = _losses(path)
+    if kind == "activation_twice":  # torch: cross-entropy of probabilities never goes below log(1 + 9/e)
+        assert min(losses) > math.log(1 + 9 / math.e)
+    result = watched(path)
+    if kind is None:
+        assert result.ok and result.findings == [], result.findings
+        return
+    f = only(result, kind)
+    assert f.step == 1 and f.line == line_of(path, f"return {last}(")
+    assert f.detail["loss_line"] == f"{path}:{line_of(path, 'loss = criterion(')}"

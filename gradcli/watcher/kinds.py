@@ -13,7 +13,8 @@ FindingKind = Literal[
     # the gradients' health (health.py) and the spikes (spikes.py, precursors.py)
     "loss_spike", "grad_spike", "layer_spike", "adam_ratio", "no_gradient", "dead", "vanishing", "exploding",
     # the silent training bugs (detectors/)
-    "carried_gradients", "no_optimizer", "zeroed_before_step", "activation_twice", "broadcast_target",
+    "carried_gradients", "no_optimizer", "zeroed_before_step", "activation_twice", "probabilities_to_nll",
+    "broadcast_target",
     "eval_mode", "learning_rate", "loss_climbs",
 ]
 
@@ -54,6 +55,9 @@ WORDS: dict[str, Words] = {
     "activation_twice": Words(
         "activation applied twice", "the loss applies softmax or sigmoid to outputs that already went through it",
         "give the loss the logits (drop the softmax/sigmoid before it), or use nll_loss on log_softmax"),
+    "probabilities_to_nll": Words(
+        "softmax into nll_loss", "nll_loss is given probabilities (softmax) where it takes log-probabilities",
+        "use log_softmax before nll_loss (nn.LogSoftmax with nn.NLLLoss), or cross_entropy on the logits"),
     "broadcast_target": Words(
         "loss broadcasts its target", "the loss broadcast its input against a target of another shape",
         "make the target's shape the output's (target.view_as(output), or output.squeeze(-1))"),

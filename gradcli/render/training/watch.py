@@ -128,6 +128,9 @@ def _evidence(f: "WatchFinding") -> str:
         return (f"{d['activation']} output fed to {d['loss']}, which applies "
                 f"{'log_softmax' if d['activation'] == 'softmax' else 'a sigmoid'} itself"
                 + (f" (the loss at {os.path.basename(d['loss_line'])})" if d.get("loss_line") else ""))
+    if f.kind == "probabilities_to_nll":
+        return ("softmax output (probabilities) fed to nll_loss, which takes log-probabilities"
+                + (f" (the loss at {os.path.basename(d['loss_line'])})" if d.get("loss_line") else ""))
     if f.kind == "broadcast_target":
         target = f" against a target {_shape(d['target_shape'])}" if d.get("target_shape") else ""
         return (f"{d['loss']} of an output {_shape(d['output_shape'])}{target}: broadcast to "

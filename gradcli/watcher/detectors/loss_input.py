@@ -7,6 +7,9 @@ saved tensor still alive):
   shrink. In the graph: NllLossBackward0 <- LogSoftmaxBackward0 <- SoftmaxBackward0, or
   BinaryCrossEntropyWithLogitsBackward0 <- SigmoidBackward0. `log_softmax` -> `nll_loss` and
   `log(softmax)` -> `nll_loss` put no LogSoftmaxBackward0 above the softmax and are fine.
+- **probabilities given to nll_loss**: `nll_loss` takes log-probabilities; a softmax straight
+  into it (NllLossBackward0 <- SoftmaxBackward0: `nn.Softmax` with `nn.NLLLoss`) is missing its
+  log, and its loss is not a likelihood at all.
 - **a loss that broadcasts its target**: `mse_loss` of an `[N, 1]` output against an `[N]` target
   compares every output with every target (an `[N, N]` loss). In the graph: the loss's input
   passes through ExpandBackward0, whose saved size is the output's, to the loss's saved size.
@@ -59,6 +62,15 @@ class LossInput(Detector):
     def _twice(self, run: "Watch", node: Any, name: str, sites: dict) -> None:
         own, given, function = _APPLIES[name]
         below = _input(node)
+        if name == "NllLossBackward0" and _through_reshapes(below) is not None \
+                and _through_reshapes(below).name() == "SoftmaxBackward0":  # nll_loss(softmax(z)): the log is missing
+            softmax = _through_reshapes(below)
+            _, site, _ = sites.get(softmax, ("softmax", None, []))
+            _, loss_site, _ = sites.get(node, ("nll_loss", None, []))
+            run.pending.append(Found("probabilities_to_nll", [], {"loss": "nll_loss", "activation_line": _line(site),
+                                                                  "loss_line": _line(loss_site)},
+                                     modules=_modules_of(run, "softmax") or None, site=site or loss_site))
+            return
         if own is not None:
             if below is None or below.name() != own:
                 return
