@@ -390,3 +390,18 @@ def test_the_reported_softmax_classifier(tmp_path, last, criterion, kind):
     f = only(result, kind)
     assert f.step == 1 and f.line == line_of(path, f"return {last}(")
     assert f.detail["loss_line"] == f"{path}:{line_of(path, 'loss = criterion(')}"
+
+
+def test_a_loss_that_never_falls_is_a_warning(tmp_path):
+    """A learning rate 1e5 times too small: torch's own losses do not fall below 0.9 of where
+    they started; the twin (the usual rate) does, and is clean."""
+    script = HEADER + MLP + "opt = torch.optim.SGD(net.parameters(), lr={lr}, momentum=0.9)\n" + LOOP.format(steps=110)
+    path = write(tmp_path, "flat", script.format(lr="1e-6"))
+    losses = _losses(path)
+    first = statistics.median(losses[:10])
+    assert min(statistics.median(losses[i:i + 10]) for i in range(0, 110, 10)) >= 0.9 * first
+    result = watched(path)
+    f = only(result, "loss_flat")
+    assert f.warning and f.detail["from"] == pytest.approx(first, rel=1e-6)
+    twin = watched(write(tmp_path, "twin", script.format(lr="0.05")))
+    assert twin.ok and twin.findings == [], twin.findings

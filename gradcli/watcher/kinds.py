@@ -15,7 +15,7 @@ FindingKind = Literal[
     # the silent training bugs (detectors/)
     "carried_gradients", "no_optimizer", "zeroed_before_step", "activation_twice", "probabilities_to_nll",
     "broadcast_target",
-    "eval_mode", "learning_rate", "loss_climbs",
+    "eval_mode", "learning_rate", "loss_climbs", "loss_flat",
 ]
 
 
@@ -69,6 +69,9 @@ WORDS: dict[str, Words] = {
         "step the scheduler as it was built for (per epoch, not per batch), or build it for the run's steps"),
     "loss_climbs": Words("loss climbs", "the loss climbed over the run, without nan",
                          "look at the other findings; else a lower learning rate"),
+    "loss_flat": Words("loss never falls", "the loss has not fallen since the run began",
+                       "look at the other findings; else a larger learning rate, or what cuts the model from its loss",
+                       warning=True),
 }
 
 

@@ -155,6 +155,9 @@ def _evidence(f: "WatchFinding") -> str:
     if f.kind == "loss_climbs":
         return (f"the loss's median went from {d['from']:.4g} (steps {d['from_steps'][0]}-{d['from_steps'][1]}) to "
                 f"{d['to']:.4g} (steps {d['to_steps'][0]}-{d['to_steps'][1]}), {d['times']:.3g}x")
+    if f.kind == "loss_flat":
+        return (f"the loss's lowest median, {d['to']:.4g} (steps {d['to_steps'][0]}-{d['to_steps'][1]}), is "
+                f"{d['times']:.3g}x its first, {d['from']:.4g} (steps {d['from_steps'][0]}-{d['from_steps'][1]})")
     return _numbers(d)
 
 
