@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import UsageError
+from ..graph.nodes import is_accumulate, visits
 from .diagnose import CodeExplainer
 from .base import BuildSettings, Computation, LeafSource, Origin
 from .inputs import bind_inputs
@@ -156,21 +157,24 @@ def tag_loss(root: Any, loss: str, forward: Sequence[Any] = ()) -> None:
 
     lines = loss.splitlines()
     made_by_forward = {id(node) for node in forward if node is not None}
-    stack: list[tuple[Any, Origin | None]] = [(root, None)]
-    while stack:
-        node, parent = stack.pop()
+
+    def the_loss(node: Any) -> bool:  # not forward's own node (tagged by the recorder, or not), nor a leaf
+        return ORIGIN_KEY not in node.metadata and not is_accumulate(node) and id(node) not in made_by_forward
+
+    parents: dict[int, Origin | None] = {}  # a node without a span of its own: its caller's
+    for node, edges in visits(root, enter=the_loss):
         metadata = node.metadata
-        if ORIGIN_KEY in metadata or hasattr(node, "variable") or id(node) in made_by_forward:
-            continue  # forward's own node (tagged by the recorder, or not), or a leaf
         span = metadata.get(SPAN_KEY)
         if span is not None:
             code = lines[span.line - 1].strip() if 0 < span.line <= len(lines) else None
             origin = Origin(span=span, file="--loss", line=span.line, code=code)
         else:
-            origin = parent
+            origin = parents.get(id(node))
         if origin is not None:
             metadata[ORIGIN_KEY] = origin
-        stack.extend((fn, origin) for fn, _ in node.next_functions if fn is not None)
+        for fn, _ in edges:
+            if fn is not None:
+                parents.setdefault(id(fn), origin)
 
 
 class _CodeOrigins:
