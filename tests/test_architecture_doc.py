@@ -1,6 +1,7 @@
-"""docs/ARCHITECTURE.md's table of commands cannot rot: every command gradcli has is in it, and
-every folder, cli file and renderer it names exists, each renderer reached by the text format's
-method for the result named beside it."""
+"""docs/ARCHITECTURE.md's tables cannot rot: every command gradcli has is in the table of
+commands, and every folder, cli file and renderer it names exists, each renderer reached by the
+text format's method for the result named beside it; the table of floors names every floor of
+tests/test_layers.py, module for module, low to high."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ PACKAGE = ROOT / "gradcli"
 DOC = ROOT / "docs" / "ARCHITECTURE.md"
 
 
-def rows() -> list[list[str]]:
-    section = DOC.read_text(encoding="utf-8").split("## Where each command lives")[1].split("\n## ")[0]
+def rows(heading: str = "## Where each command lives") -> list[list[str]]:
+    section = DOC.read_text(encoding="utf-8").split(heading)[1].split("\n## ")[0]
     table = [line for line in section.splitlines() if line.startswith("| ")][2:]  # past the header and rule
     return [[cell.strip() for cell in line.strip("|").split(" | ")] for line in table]
 
@@ -47,3 +48,27 @@ def test_each_result_in_the_table_is_rendered_through_the_renderer_named_beside_
             method = getattr(TextFormat, f"_render_{result}")
             source = inspect.getsource(method)
             assert any(re.search(rf"from \.(training\.)?{stem} import", source) for stem in renderers), (result, renderers)
+
+
+def floor_rows() -> list[list[str]]:
+    """Each row of the floors table as the dotted modules it names (`verify/__init__.py` and
+    `gradcli/__init__.py` are their packages); words in parentheses are not names."""
+    named = []
+    for row in rows("## The floors"):
+        cell = re.sub(r"\([^)]*\)", "", row[1])
+        modules = []
+        for name in _names(cell):
+            dotted = name.removesuffix("/").removesuffix(".py").replace("/", ".").removesuffix(".__init__")
+            modules.append(dotted if dotted == "gradcli" or dotted.startswith("gradcli.") else f"gradcli.{dotted}")
+        named.append(modules)
+    return named
+
+
+def test_the_floors_table_names_every_floor_in_order():
+    from test_layers import FLOORS, floor_of
+
+    table = floor_rows()
+    assert sorted(m for row in table for m in row) == sorted(p for floor in FLOORS for p in floor)
+    levels = [sorted({floor_of(m) for m in row}) for row in table]
+    flat = [level for row in levels for level in row]
+    assert flat == list(range(len(FLOORS))), levels  # every floor once, low to high

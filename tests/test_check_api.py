@@ -113,3 +113,25 @@ def test_every_result_shows_its_report_as_the_last_line_of_a_notebook_cell():
         shown = result._repr_html_()
         assert shown.startswith("<pre>") and shown.endswith("</pre>")
         assert html.unescape(shown[len("<pre>"):-len("</pre>")]) == str(result)
+
+
+def test_var_is_parsed_once_at_the_boundary_and_read_as_parsed(monkeypatch):
+    """--var's texts (and the Python API's dict) are parsed once, by check itself; the
+    refusals, the notes, the points and the fixes' rerun all read the parsed values."""
+    from gradcli.interpret import var_spec
+
+    parsed: list[str] = []
+    real = var_spec._parse_spec
+    monkeypatch.setattr(var_spec, "_parse_spec", lambda name, text: parsed.append(name) or real(name, text))
+    # a wrong gradient (so the fixes rerun check) with an integer list (so the note is written)
+    result = library_check("log(1+exp(x)) + y", {"x": "linspace(-1000, 1000, 3)", "y": "[1, 2, 3]"}, seed=1)
+    assert not result.ok and any("the integers written ([1, 2, 3])" in note for note in result.notes)
+    assert sorted(parsed) == ["x", "y"]
+
+
+def test_the_python_dicts_names_are_names_not_text_to_split():
+    # {"x=1": "2"} was joined into "x=1=2" and read as x with the value "1=2"
+    with pytest.raises(gradcli.GradcliError, match="'x=1' is not a valid variable name"):
+        library_check("x*x", {"x=1": "2"})
+    same_values = library_check("x*x", {"x": "linspace(-1, 1, 5)"}, seed=3), library_check("x*x", ["x=linspace(-1, 1, 5)"], seed=3)
+    assert same(same_values[0].as_dict(), same_values[1].as_dict())

@@ -23,6 +23,7 @@ from torch import nn
 
 from gradcli.distributed.launch import RankError, start_ranks
 from gradcli.distributed.result import CauseKind
+from gradcli.targets.spec import ModelSpec
 from gradcli.distributed.run import compare_distributed, make_setup
 from gradcli.distributed.setup import Fix
 
@@ -160,7 +161,7 @@ def ranks():
 
 
 def _compare(ranks, name: str, reduce: str, wrap: str, loss: str | None = None, **options):
-    setup = make_setup(f"{MODELS}:{name}", [_var()], loss=loss or f"out.pow(2).{reduce}()", seed=SEED, wrap=wrap,
+    setup = make_setup(ModelSpec.of(f"{MODELS}:{name}", [_var()], loss=loss or f"out.pow(2).{reduce}()", seed=SEED), wrap=wrap,
                        world=WORLD, **options)
     return compare_distributed(setup, ranks=ranks)
 
@@ -259,10 +260,10 @@ def test_a_bfloat16_model_under_ddp_agrees_at_its_own_rounding(ranks, tmp_path, 
     shards = [torch.autograd.grad(model(x[r::WORLD]).pow(2).mean(), list(model.parameters())) for r in range(WORLD)]
     reduced = dict(zip(single, (torch.stack(gs).mean(0) for gs in zip(*shards))))
     assert max(_rel(reduced[n], single[n]) for n in single) > 1e-3, "the premise: beyond float32's tolerance"
-    setup = make_setup(f"{path}:{name}", [_var()], loss="out.pow(2).mean()", seed=SEED, wrap="ddp", world=WORLD)
+    setup = make_setup(ModelSpec.of(f"{path}:{name}", [_var()], loss="out.pow(2).mean()", seed=SEED), wrap="ddp", world=WORLD)
     result = compare_distributed(setup, ranks=ranks)
     assert result.ok, result.problems
-    setup = make_setup(f"{path}:{name}", [_var()], loss="out.pow(2).sum()", seed=SEED, wrap="ddp", world=WORLD)
+    setup = make_setup(ModelSpec.of(f"{path}:{name}", [_var()], loss="out.pow(2).sum()", seed=SEED), wrap="ddp", world=WORLD)
     (cause,) = compare_distributed(setup, ranks=ranks).causes
     assert cause.kind is CauseKind.SUM_LOSS
 
@@ -376,7 +377,7 @@ def test_fsdp2_shards_a_model_with_tied_weights(ranks):
 
 
 def test_a_rank_that_raises_ends_the_group_with_its_error():
-    setup = make_setup(f"{MODELS}:RankOneFails", ["x=randn(16, 8)"], loss="out.pow(2).mean()", seed=SEED, world=WORLD)
+    setup = make_setup(ModelSpec.of(f"{MODELS}:RankOneFails", ["x=randn(16, 8)"], loss="out.pow(2).mean()", seed=SEED), world=WORLD)
     with pytest.raises(RankError) as caught:
         compare_distributed(setup, timeout=120)
     err = caught.value
@@ -397,7 +398,7 @@ def test_grads_ddp_flags_the_parameters_whose_ranks_disagree(ranks, truth):
 
     per_rank, single = truth[("AuxHead", "mean", "ddp")]
     torch_unsynced = {n for n in single if single[n] is not None and _rel(per_rank[0][0][n], per_rank[1][0][n]) > 1e-6}
-    setup = make_setup(f"{MODELS}:AuxHead", [_var()], loss="out.pow(2).mean()", seed=SEED, world=WORLD)
+    setup = make_setup(ModelSpec.of(f"{MODELS}:AuxHead", [_var()], loss="out.pow(2).mean()", seed=SEED), world=WORLD)
     result = grads_distributed(setup, ranks=ranks)
     assert not result.ok
     assert {p.subject for p in result.problems if p.kind == "unsynchronised"} == torch_unsynced
@@ -416,7 +417,7 @@ def test_the_results_follow_the_protocol(ranks, cli):
     from test_outcome import follows_the_protocol
 
     def setup(name):
-        return make_setup(f"{MODELS}:{name}", [_var()], loss="out.pow(2).mean()", seed=SEED, world=WORLD)
+        return make_setup(ModelSpec.of(f"{MODELS}:{name}", [_var()], loss="out.pow(2).mean()", seed=SEED), world=WORLD)
 
     follows_the_protocol(compare_distributed(setup("MLP"), ranks=ranks), passes=True)
     follows_the_protocol(compare_distributed(setup("WithBatchNorm"), ranks=ranks), passes=False)  # per-rank statistics

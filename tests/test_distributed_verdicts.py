@@ -21,6 +21,7 @@ from gradcli.distributed.judge import judge
 from gradcli.distributed.reference import Reference
 from gradcli.distributed.result import CauseKind, Comparison, DistributedResult
 from gradcli.distributed.setup import Fix, Setup
+from gradcli.targets.spec import ModelSpec
 from gradcli.distributed.step import StepEffect
 from gradcli.distributed.worker import RankRun
 from gradcli.words import problem_sentences, short_number
@@ -103,7 +104,7 @@ def test_a_mean_loss_reduced_by_the_mean_agrees_and_suspects_nothing():
     assert run.clean and not run.differing and not run.unsynced
     for row in run.rows:
         assert row.spread == 0.0 and row.scale == pytest.approx(1.0, rel=1e-5)
-    assert suspects(run, Setup("t.py:MLP")) == []
+    assert suspects(run, Setup(ModelSpec("t.py:MLP"))) == []
 
 
 def test_a_sum_loss_is_the_reference_over_n_and_only_that_cause_is_suspected():
@@ -117,13 +118,13 @@ def test_a_sum_loss_is_the_reference_over_n_and_only_that_cause_is_suspected():
     run = judge(ref, runs)
     assert {r.name for r in run.differing} == set(ref.gradients) and not run.unsynced
     assert [r.scale for r in run.rows] == pytest.approx(list(truth.values()), rel=1e-9)
-    (cause,) = suspects(run, Setup("t.py:MLP"))
+    (cause,) = suspects(run, Setup(ModelSpec("t.py:MLP")))
     assert cause.kind is CauseKind.SUM_LOSS and cause.fix is Fix.SCALE_LOSS and cause.subjects == list(ref.gradients)
     assert cause.evidence["expected_ratio"] == 1 / WORLD
     assert cause.evidence["ratios"] == pytest.approx(truth, rel=1e-9)
     assert cause.evidence["max_residual"] <= 1e-4
     # accumulate 2 is not the cause here: the ratio is 1/N, not K
-    assert [c.kind for c in suspects(run, Setup("t.py:MLP", accumulate=2))] == [CauseKind.SUM_LOSS]
+    assert [c.kind for c in suspects(run, Setup(ModelSpec("t.py:MLP"), accumulate=2))] == [CauseKind.SUM_LOSS]
 
 
 def test_accumulating_mean_losses_is_k_times_the_reference():
@@ -134,11 +135,11 @@ def test_accumulating_mean_losses_is_k_times_the_reference():
     assert all(rel(got[n], 2 * g) < 1e-5 for n, g in ref.gradients.items()), "the premise: K micro-means add up"
     run = judge(ref, runs)
     assert len(run.differing) == len(ref.gradients)
-    (cause,) = suspects(run, Setup("t.py:MLP", accumulate=2))
+    (cause,) = suspects(run, Setup(ModelSpec("t.py:MLP"), accumulate=2))
     assert cause.kind is CauseKind.ACCUMULATION and cause.fix is Fix.DIVIDE_BY_STEPS and cause.subjects == list(ref.gradients)
     assert cause.evidence["steps"] == 2 and cause.evidence["expected_ratio"] == 2.0
     # without --accumulate the same gradients point at nothing: 2 is not 1/N
-    assert suspects(run, Setup("t.py:MLP")) == []
+    assert suspects(run, Setup(ModelSpec("t.py:MLP"))) == []
 
 
 def test_batchnorm_per_shard_differs_and_names_the_layer():
@@ -153,13 +154,13 @@ def test_batchnorm_per_shard_differs_and_names_the_layer():
     run = judge(ref, runs)
     assert {r.name for r in run.differing} == off
     worst = max(rel(got[n], ref.gradients[n]) for n in off)
-    (cause,) = suspects(run, Setup("t.py:MLP"))
+    (cause,) = suspects(run, Setup(ModelSpec("t.py:MLP")))
     assert cause.kind is CauseKind.BATCHNORM and cause.subjects == ["norm"] and cause.fix is Fix.SYNC_BATCHNORM
     assert cause.evidence["differing"] == [r.name for r in run.rows if r.name in off]
     assert cause.evidence["max_rel_err"] == pytest.approx(worst, rel=1e-6)
     # the same gradients without a BatchNorm named suspect nothing (not a scale either)
     no_norm = judge(ref, all_reduced(model, x, mean_loss))
-    assert suspects(no_norm, Setup("t.py:MLP")) == []
+    assert suspects(no_norm, Setup(ModelSpec("t.py:MLP"))) == []
 
 
 def test_ranks_that_hold_different_gradients_are_unsynchronised():
@@ -183,14 +184,14 @@ def test_initial_weights_that_differ_are_suspected_only_when_the_gradients_diffe
     model, x = made()
     ref = reference(model, x, mean_loss)
     agreeing = judge(ref, [rank(r, grads_of(model, x, mean_loss)[0], init_digest=str(r)) for r in range(WORLD)])
-    assert agreeing.clean and suspects(agreeing, Setup("t.py:MLP")) == []  # DDP broadcasts rank 0's
+    assert agreeing.clean and suspects(agreeing, Setup(ModelSpec("t.py:MLP"))) == []  # DDP broadcasts rank 0's
     torch.manual_seed(1)
     other = MLP()
     runs = [rank(0, grads_of(model, x, mean_loss)[0], init_digest="a"),
             rank(1, grads_of(other, x, mean_loss)[0], init_digest="b")]
     run = judge(ref, runs)
     assert run.unsynced
-    (cause,) = suspects(run, Setup("t.py:MLP"))
+    (cause,) = suspects(run, Setup(ModelSpec("t.py:MLP")))
     assert cause.kind is CauseKind.INITIAL_WEIGHTS and cause.evidence == {"fingerprints": ["a", "b"]} and cause.subjects == []
 
 
@@ -227,7 +228,7 @@ def test_a_parameter_unused_on_one_rank_only_would_hang():
     runs = [rank(r, nothing, no_grad=names, skipped="unused-on-some-ranks") for r, names in enumerate(no_grad)]
     run = judge(ref, runs)
     assert not run.clean
-    (cause,) = suspects(run, Setup("t.py:Gated"))
+    (cause,) = suspects(run, Setup(ModelSpec("t.py:Gated")))
     assert cause.kind is CauseKind.UNUSED and cause.fix is Fix.FIND_UNUSED
     assert cause.subjects == ["aux.bias", "aux.weight"]
     assert cause.evidence["no_grad_by_rank"] == {"1": ["aux.weight", "aux.bias"]}
@@ -247,11 +248,11 @@ def test_a_parameter_no_rank_uses_is_no_grad_and_agrees():
         row = next(r for r in run.rows if r.name == name)
         assert row.no_grad and row.agrees and row.spread is None and row.scale is None
         assert row.per_rank[0].flags == [Flag.MISSING] and row.numel == dict(model.named_parameters())[name].numel()
-    assert run.clean and suspects(run, Setup("t.py:Gated")) == []
+    assert run.clean and suspects(run, Setup(ModelSpec("t.py:Gated"))) == []
     # the same parameter unused everywhere, with DDP's error on its next forward: suspected
     said = "Expected to have finished reduction in the prior iteration before starting a new one."
     erred = judge(ref, all_reduced_without(model, x, ["aux.weight", "aux.bias"], ddp_error=said + "\nmore"))
-    (cause,) = suspects(erred, Setup("t.py:Gated"))
+    (cause,) = suspects(erred, Setup(ModelSpec("t.py:Gated")))
     assert cause.kind is CauseKind.UNUSED and cause.evidence["ddp_error"] == said
     assert cause.evidence["unused_on_every_rank"] == ["aux.bias", "aux.weight"] and cause.evidence["would_hang"] is False
     result = DistributedResult("t", "t", "Gated", 0, "ddp", WORLD, "gloo", 8, ref.loss, erred)
@@ -343,7 +344,7 @@ def test_clipping_each_shard_by_its_own_norm_is_found_with_the_maximum(scale):
     runs = [rank(r, gathered, step=clipped[r][1]) for r in range(WORLD)]
     run = judge(ref, runs)
     assert run.differing
-    causes = suspects(run, Setup("t.py:MLP", wrap="fsdp", clip=limit), ref.step)
+    causes = suspects(run, Setup(ModelSpec("t.py:MLP"), wrap="fsdp", clip=limit), ref.step)
     (cause,) = [c for c in causes if c.kind is CauseKind.CLIP_ON_SHARDS]
     assert cause.fix is Fix.CLIP_WHOLE and cause.subjects == list(whole)
     assert cause.evidence == {"max_norm": pytest.approx(limit, rel=1e-5), "factors": [c[1].factor for c in clipped],
@@ -351,7 +352,7 @@ def test_clipping_each_shard_by_its_own_norm_is_found_with_the_maximum(scale):
                               "whole_norm": ref_step.norm_before}
     # clipped by the whole gradient on every rank (the fix), nothing differs to explain
     fixed = judge(ref, [rank(r, ref_after, step=ref_step) for r in range(WORLD)])
-    assert suspects(fixed, Setup("t.py:MLP", wrap="fsdp", clip=limit), ref.step) == []
+    assert suspects(fixed, Setup(ModelSpec("t.py:MLP"), wrap="fsdp", clip=limit), ref.step) == []
 
 
 def test_a_cause_is_proven_by_the_rerun_that_agrees_and_together_when_none_alone_does():
@@ -360,15 +361,15 @@ def test_a_cause_is_proven_by_the_rerun_that_agrees_and_together_when_none_alone
     wrong = judge(ref, all_reduced(model, x, sum_loss))
     right = judge(reference(model, x, mean_loss), all_reduced(model, x, mean_loss))
     assert right.clean and not wrong.clean
-    causes = suspects(wrong, Setup("t.py:MLP"))
+    causes = suspects(wrong, Setup(ModelSpec("t.py:MLP")))
     prove(causes, lambda fixing: right)
     assert causes[0].proven is True and causes[0].after == right.summary()
-    causes = suspects(wrong, Setup("t.py:MLP"))
+    causes = suspects(wrong, Setup(ModelSpec("t.py:MLP")))
     prove(causes, lambda fixing: wrong)
     assert causes[0].proven is False and causes[0].after["differing"] == [r.name for r in wrong.differing]
     # two causes, neither alone enough: both are rerun together and proven together
     two = suspects(Comparison(wrong.rows, wrong.norms, wrong.losses, wrong.no_grad, init_digests=["a", "b"]),
-                   Setup("t.py:MLP"))
+                   Setup(ModelSpec("t.py:MLP")))
     assert [c.kind for c in two] == [CauseKind.INITIAL_WEIGHTS, CauseKind.SUM_LOSS]
     prove(two, lambda fixing: right if len(fixing) == 2 else wrong)
     assert all(c.proven for c in two)
@@ -405,9 +406,9 @@ def test_half_the_reference_plus_something_else_is_not_a_sum_loss_alone():
         assert scale == pytest.approx(1 / WORLD, rel=1e-5), "the premise: the scale is 1/N"
     run = judge(ref, [rank(r, off) for r in range(WORLD)])
     assert len(run.differing) == len(ref.gradients)
-    assert suspects(run, Setup("t.py:MLP")) == []
+    assert suspects(run, Setup(ModelSpec("t.py:MLP"))) == []
     near = {n: g * (1 / WORLD) * (1 + 2e-4) for n, g in ref.gradients.items()}
-    assert suspects(judge(ref, [rank(r, near) for r in range(WORLD)]), Setup("t.py:MLP")) == []
+    assert suspects(judge(ref, [rank(r, near) for r in range(WORLD)]), Setup(ModelSpec("t.py:MLP"))) == []
 
 
 def test_a_scale_just_off_one_is_not_accumulation_of_one_step():
@@ -417,7 +418,7 @@ def test_a_scale_just_off_one_is_not_accumulation_of_one_step():
     ref = reference(model, x, mean_loss)
     run = judge(ref, [rank(r, {n: g * 1.00005 for n, g in ref.gradients.items()}) for r in range(WORLD)])
     assert run.differing
-    assert suspects(run, Setup("t.py:MLP", accumulate=1)) == []
+    assert suspects(run, Setup(ModelSpec("t.py:MLP"), accumulate=1)) == []
 
 
 def test_the_document_holds_torchs_norms_losses_and_every_parameter():
@@ -497,7 +498,7 @@ def test_clipping_the_whole_gradient_of_a_sum_loss_is_not_blamed_on_the_shards(s
     reduced = {n: g / WORLD for n, g in whole_ref.items()}
     _, runs = _fsdp_ranks(reduced, limit, by_shard=False)
     run = judge(ref, runs)
-    kinds = [c.kind for c in suspects(run, Setup("t.py:MLP", wrap="fsdp", clip=limit), ref.step)]
+    kinds = [c.kind for c in suspects(run, Setup(ModelSpec("t.py:MLP"), wrap="fsdp", clip=limit), ref.step)]
     assert CauseKind.CLIP_ON_SHARDS not in kinds
 
 
@@ -515,12 +516,12 @@ def test_a_shard_under_the_maximum_is_left_alone_when_clipping_by_shards():
     factors = [r.step.factor for r in runs]
     assert sorted(f < 1 for f in factors) == [False, True] and max(factors) == 1.0, "the premise"
     run = judge(ref, runs)
-    (cause,) = [c for c in suspects(run, Setup("t.py:MLP", wrap="fsdp", clip=limit), ref.step)
+    (cause,) = [c for c in suspects(run, Setup(ModelSpec("t.py:MLP"), wrap="fsdp", clip=limit), ref.step)
                 if c.kind is CauseKind.CLIP_ON_SHARDS]
     assert cause.evidence["max_norm"] == pytest.approx(limit, rel=1e-5)
     # a shard over the maximum left alone is not clipping by shards
     runs[factors.index(1.0)].step = StepEffect(1.0, 0.0, 2 * limit)
-    assert CauseKind.CLIP_ON_SHARDS not in [c.kind for c in suspects(judge(ref, runs), Setup("t.py:MLP", wrap="fsdp", clip=limit), ref.step)]
+    assert CauseKind.CLIP_ON_SHARDS not in [c.kind for c in suspects(judge(ref, runs), Setup(ModelSpec("t.py:MLP"), wrap="fsdp", clip=limit), ref.step)]
 
 
 def test_one_rank_under_torchrun_is_the_one_process_with_no_spread():
@@ -650,7 +651,7 @@ def test_batchnorms_worst_error_is_torchs_over_the_gradients_both_sides_have():
     assert "body.fc1.weight" in off and worst < 0.9, "the premise"
     run = judge(ref, runs)
     assert {r.name for r in run.differing} == off | {"aux.weight", "aux.bias"}
-    (cause,) = suspects(run, Setup("t.py:BatchGated"))
+    (cause,) = suspects(run, Setup(ModelSpec("t.py:BatchGated")))
     assert cause.kind is CauseKind.BATCHNORM
     assert cause.evidence["max_rel_err"] == pytest.approx(worst, rel=1e-6)
 
@@ -660,7 +661,7 @@ def test_a_sum_loss_on_a_model_of_one_parameter():
     model, x = nn.Linear(6, 3, bias=False), torch.randn(8, 6)
     ref = reference(model, x, sum_loss)
     run = judge(ref, all_reduced(model, x, sum_loss))
-    (cause,) = suspects(run, Setup("t.py:Linear"))
+    (cause,) = suspects(run, Setup(ModelSpec("t.py:Linear")))
     assert cause.kind is CauseKind.SUM_LOSS and cause.subjects == ["weight"]
     got = run.rows[0]
     assert got.scale == pytest.approx(1 / WORLD, rel=1e-5)
@@ -677,7 +678,7 @@ def test_one_cause_not_proven_is_rerun_once():
         asked.append([c.kind for c in fixing])
         return wrong
 
-    causes = suspects(wrong, Setup("t.py:MLP"))
+    causes = suspects(wrong, Setup(ModelSpec("t.py:MLP")))
     prove(causes, rerun)
     assert asked == [[CauseKind.SUM_LOSS]] and causes[0].proven is False
     asked.clear()
@@ -696,7 +697,7 @@ def test_shards_under_the_maximum_whose_whole_is_over_it_are_clipping_on_shards(
     _, runs = _fsdp_ranks(whole, limit, by_shard=True)
     assert [r.step.factor for r in runs] == [1.0, 1.0] and ref.step.factor < 0.95, "the premise"
     run = judge(ref, runs)
-    (cause,) = [c for c in suspects(run, Setup("t.py:MLP", wrap="fsdp", clip=limit), ref.step)
+    (cause,) = [c for c in suspects(run, Setup(ModelSpec("t.py:MLP"), wrap="fsdp", clip=limit), ref.step)
                 if c.kind is CauseKind.CLIP_ON_SHARDS]
     assert cause.evidence["max_norm"] == pytest.approx(limit, rel=1e-5)
     assert cause.evidence["shard_norms"] == pytest.approx(norms, rel=1e-6)
@@ -717,7 +718,7 @@ def test_a_sum_loss_under_the_maximum_on_the_ranks_is_not_clipping_on_shards():
     assert [r.step.factor for r in runs] == [1.0, 1.0] and ref.step.factor < 0.9 and limit < 1, "the premise"
     run = judge(ref, runs)
     assert run.differing
-    assert CauseKind.CLIP_ON_SHARDS not in [c.kind for c in suspects(run, Setup("t.py:MLP", wrap="fsdp", clip=limit), ref.step)]
+    assert CauseKind.CLIP_ON_SHARDS not in [c.kind for c in suspects(run, Setup(ModelSpec("t.py:MLP"), wrap="fsdp", clip=limit), ref.step)]
 
 
 @pytest.mark.parametrize("scale", [1.0, 1e-3])
@@ -735,7 +736,7 @@ def test_ddp_clips_the_whole_gradient_on_every_rank_so_never_on_shards(scale):
     assert ref.step.factor == 1.0 and step.factor < 0.9, "the premise"
     run = judge(ref, [rank(r, after, step=step) for r in range(WORLD)])
     assert run.differing
-    assert CauseKind.CLIP_ON_SHARDS not in [c.kind for c in suspects(run, Setup("t.py:MLP", accumulate=2, clip=limit), ref.step)]
+    assert CauseKind.CLIP_ON_SHARDS not in [c.kind for c in suspects(run, Setup(ModelSpec("t.py:MLP"), accumulate=2, clip=limit), ref.step)]
 
 
 def test_accumulation_clipped_on_shards_with_one_process_under_the_maximum():
@@ -751,7 +752,7 @@ def test_accumulation_clipped_on_shards_with_one_process_under_the_maximum():
     _, runs = _fsdp_ranks(reduced, limit, by_shard=True)
     assert ref.step.factor == 1.0 and all(r.step.factor < 0.99 for r in runs), "the premise"
     run = judge(ref, runs)
-    setup = Setup("t.py:MLP", wrap="fsdp", accumulate=2, clip=limit)
+    setup = Setup(ModelSpec("t.py:MLP"), wrap="fsdp", accumulate=2, clip=limit)
     (cause,) = [c for c in suspects(run, setup, ref.step) if c.kind is CauseKind.CLIP_ON_SHARDS]
     assert cause.evidence["max_norm"] == pytest.approx(limit, rel=1e-5) and cause.evidence["reference_factor"] == 1.0
 
@@ -769,7 +770,7 @@ def test_clipping_on_shards_at_a_maximum_on_the_edge(where):
     factors = [r.step.factor for r in runs]
     assert 1 - 1e-5 < max(factors) < 1 if where == "the smaller shard's norm" else max(factors) <= 1e-3, "the premise"
     run = judge(ref, runs)
-    (cause,) = [c for c in suspects(run, Setup("t.py:MLP", wrap="fsdp", clip=limit), ref.step)
+    (cause,) = [c for c in suspects(run, Setup(ModelSpec("t.py:MLP"), wrap="fsdp", clip=limit), ref.step)
                 if c.kind is CauseKind.CLIP_ON_SHARDS]
     assert cause.evidence["max_norm"] == pytest.approx(limit, rel=1e-5)
     assert cause.evidence["factors"] == factors
@@ -810,7 +811,7 @@ def test_a_rank_whose_step_was_no_single_factor_is_not_clipping_on_shards():
     gathered = {n: torch.cat([a[n] for a in after]) for n in whole}
     run = judge(ref, [rank(r, gathered, step=steps[r]) for r in range(world)])
     assert run.differing
-    setup = Setup("t.py:MLP", wrap="fsdp", world=world, clip=limit)
+    setup = Setup(ModelSpec("t.py:MLP"), wrap="fsdp", world=world, clip=limit)
     assert CauseKind.CLIP_ON_SHARDS not in [c.kind for c in suspects(run, setup, ref.step)]
 
 
@@ -828,7 +829,7 @@ def test_ddp_ranks_out_of_sync_clip_each_their_whole_gradient_not_shards():
     assert abs(clipped[0][1].factor - clipped[1][1].factor) > 1e-3, "the premise: the ranks' norms differ"
     run = judge(ref, [rank(r, a, step=step) for r, (a, step) in enumerate(clipped)])
     assert run.unsynced
-    assert CauseKind.CLIP_ON_SHARDS not in [c.kind for c in suspects(run, Setup("t.py:MLP", clip=limit), ref.step)]
+    assert CauseKind.CLIP_ON_SHARDS not in [c.kind for c in suspects(run, Setup(ModelSpec("t.py:MLP"), clip=limit), ref.step)]
 
 
 def test_a_bfloat16_model_is_judged_at_its_own_rounding_and_a_sum_loss_still_differs():
@@ -847,7 +848,7 @@ def test_a_bfloat16_model_is_judged_at_its_own_rounding_and_a_sum_loss_still_dif
     summed = judge(reference(model, x, sum_loss, dtype=torch.bfloat16), all_reduced(model, x, sum_loss, dtype=torch.bfloat16))
     assert {row.name for row in summed.differing} == set(ref.gradients)
     assert all(row.scale == pytest.approx(1 / WORLD, rel=2e-2) for row in summed.rows)
-    (cause,) = suspects(summed, Setup("t.py:MLP"))  # 1/N up to bfloat16's rounding, not float32's
+    (cause,) = suspects(summed, Setup(ModelSpec("t.py:MLP")))  # 1/N up to bfloat16's rounding, not float32's
     assert cause.kind is CauseKind.SUM_LOSS
 
 
@@ -873,5 +874,5 @@ def test_a_bfloat16_batchnorm_per_shard_still_differs_beyond_its_own_rounding():
     assert err > 10 * ref.noise["norm.weight"], "the premise: beyond ten times its own rounding"
     run = judge(ref, runs)
     assert "norm.weight" in {r.name for r in run.differing}
-    (cause,) = suspects(run, Setup("t.py:MLP"))
+    (cause,) = suspects(run, Setup(ModelSpec("t.py:MLP")))
     assert cause.kind is CauseKind.BATCHNORM and cause.subjects == ["norm"]

@@ -8,8 +8,9 @@ them together, the demos' content, the pictures, the renderers, the public API a
 The library never imports typer, rich, the CLI, the renderers or the plots, and only
 gradcli/cli/ prints.
 
-An import under `if TYPE_CHECKING:` does not run, so it names a type without making a floor
-depend on another; it is not counted.
+An import under `if TYPE_CHECKING:` does not run, but the name it gives a type is still a
+dependency on the floor that defines it: it counts as an import back up like any other (a
+type both floors need moves down, as targets/base.py's PassError did).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("gradcli.language",),
     ("gradcli.interpret", "gradcli.pipeline"),
     ("gradcli.exact",),
+    ("gradcli.graph.nodes",),  # the one walk of grad_fn: the recorder tags nodes with it
     ("gradcli.targets",),
     ("gradcli.graph",),
     # each command's own work; verify/'s rooms in the order they build on each other
@@ -127,13 +129,14 @@ def prints(path: Path) -> list[int]:
 
 
 def upward(path: Path, root: Path = PACKAGE) -> list[str]:
-    """The imports of `path` that run and reach a floor above its own (a module on no floor
-    has no floor to stay on: that is reported too)."""
+    """The imports of `path` that reach a floor above its own, type-only ones included (a
+    name for a type is a dependency on the floor that defines it; a module on no floor has no
+    floor to stay on: that is reported too)."""
     own = floor_of(module_name(path, root))
     if own is None:
         return [f"{module_name(path, root)} is on no floor"]
     found = []
-    for name in imported(path, runtime_only=True, root=root):
+    for name in imported(path, root=root):
         if not name.startswith("gradcli."):
             continue
         floor = floor_of(name)
@@ -150,8 +153,10 @@ def test_the_scan_sees_what_it_should(tmp_path):
     sample = tmp_path / "sample.py"
     sample.write_text("import sys\nprint(1)\nsys.stdout.write('x')\nsys.stderr.write('y')\nlog.write('z')\n")
     assert prints(sample) == [2, 3, 4]
-    typed = PACKAGE / "targets" / "diagnose.py"
-    assert "gradcli.graph.explain" in imported(typed) and "gradcli.graph.explain" not in imported(typed, runtime_only=True)
+    typed = tmp_path / "typed.py"
+    typed.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from gradcli.graph.explain import PassError\n")
+    assert "gradcli.graph.explain" in imported(typed, root=tmp_path)
+    assert "gradcli.graph.explain" not in imported(typed, runtime_only=True, root=tmp_path)
     assert floor_of("gradcli.exact.symbolic") < floor_of("gradcli.chain.rule") < floor_of("gradcli.render.text")
     assert floor_of("gradcli.verify.function.check") > floor_of("gradcli.verify.expression.result")
 
@@ -168,7 +173,7 @@ def test_every_module_has_a_floor():
 def test_the_floors_test_fails_on_a_module_on_no_floor_or_importing_upward(tmp_path):
     # A planted package in the shape of gradcli/: a new folder nobody gave a floor, a module of
     # the exact derivative reaching up into the renderers (at run time, and only for its type,
-    # which does not count), and one importing down as it should. The checks above must see
+    # which counts too), and one importing down as it should. The checks above must see
     # the first two, or they would pass on anything.
     root = tmp_path / "gradcli"
     files = {
@@ -189,7 +194,7 @@ def test_the_floors_test_fails_on_a_module_on_no_floor_or_importing_upward(tmp_p
         f"gradcli.render.text (floor {floor_of('gradcli.render')} > {floor_of('gradcli.exact')})",
         f"gradcli.render.text.TextFormat (floor {floor_of('gradcli.render')} > {floor_of('gradcli.exact')})",
     ]
-    assert upward(root / "exact" / "typed.py", root) == []
+    assert upward(root / "exact" / "typed.py", root) == upward(root / "exact" / "planted.py", root)
     assert upward(root / "exact" / "fine.py", root) == []
     assert floor_of("gradcli") is not None  # the package's own __init__ keeps its floor
 
@@ -224,12 +229,26 @@ def test_no_ring_of_modules_imports_itself():
     assert rings == []
 
 
+def room(name: str) -> str | None:
+    """The room of module `name`: its folder (`gradcli.graph`), or the part of a folder that
+    FLOORS puts on a floor of its own (`gradcli.graph.nodes`, below the targets that use it)."""
+    parts = name.split(".")
+    if len(parts) < 3 or parts[0] != "gradcli" or not (PACKAGE / parts[1]).is_dir():
+        return None
+    own = max((p for floor in FLOORS for p in floor if name == p or name.startswith(p + ".")), key=len, default="")
+    return own if own.count(".") >= 2 else ".".join(parts[:2])
+
+
 def test_no_two_folders_import_each_other():
     # Same-floor folders may use each other one way; both ways is a cycle waiting to grow.
-    folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-    uses = {f: {n.split(".")[1] for p in modules(f) for n in imported(p, runtime_only=True)
-                if n.startswith("gradcli.") and n.split(".")[1] in folders and n.split(".")[1] != f} for f in folders}
+    uses: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        here = room(module_name(path))
+        if here is not None:
+            uses.setdefault(here, set()).update(
+                there for n in imported(path, runtime_only=True) if (there := room(n)) not in (None, here))
     assert sorted((a, b) for a in uses for b in uses[a] if a < b and a in uses.get(b, set())) == []
+    assert room("gradcli.graph.nodes") == "gradcli.graph.nodes" and room("gradcli.graph.walk.Graph") == "gradcli.graph"
 
 
 @pytest.mark.parametrize("path", modules(*LIBRARY), ids=lambda p: str(p.relative_to(PACKAGE)))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..graph.nodes import inputs_of, is_accumulate, walk
 from .backward_ops import BACKWARD_OPS, UNUSED
 from . import numbers, proof
 from .forms import formula
@@ -62,7 +63,7 @@ class _Writer:
         self.symbol_of = {k: v.item() for k, v in symbol_of.items()}
         self.definitions = dict(definitions)
         self.env = dict(env)
-        self.order = _post_order(gradient.grad_fn)
+        self.order = list(walk(gradient.grad_fn, order="post"))  # each node after its inputs
         self.ids = {id(fn): ids.get(id(fn), "?") for fn in self.order}
         self.values: dict[int, Any] = {}  # id(fn) -> its output's symbol
         self.constants: list[Definition] = []
@@ -79,7 +80,7 @@ class _Writer:
         written: dict[int, tuple[Any, list[Any], Any]] = {}
         self.unknown: list[Any] = []
         for fn in self.order:
-            if not fn.next_functions and hasattr(fn, "variable"):  # AccumulateGrad: a variable
+            if is_accumulate(fn):  # AccumulateGrad: a variable
                 if id(fn.variable) not in self.leaf_of:
                     raise _Unwritten("the graph reaches a tensor that is not a variable")
                 self.values[id(fn)] = self.leaf_of[id(fn.variable)]
@@ -87,7 +88,7 @@ class _Writer:
             row = BACKWARD_OPS.get(fn.name())
             if row is None:
                 raise _Unwritten(f"{fn.name()} has no row in chain/backward_ops.py")
-            inputs = [None if nxt is None else self.values[id(nxt)] for nxt, _ in fn.next_functions]
+            inputs = [None if nxt is None else self.values[id(nxt)] for nxt in inputs_of(fn)]
             if len(inputs) != len(row.saved):
                 raise _Unwritten(f"{fn.name()} has {len(inputs)} inputs, its row {len(row.saved)}")
             filled = [x if x is not None else self._saved(fn, row.saved[i]) for i, x in enumerate(inputs)]
@@ -153,7 +154,7 @@ class _Writer:
         kept = [(self.gradient.grad_fn, self.gradient.detach())]
         for fn in self.order:
             row = BACKWARD_OPS.get(fn.name())
-            for index, (nxt, _) in enumerate(fn.next_functions):
+            for index, nxt in enumerate(inputs_of(fn)):
                 if row is None or nxt is None or index >= len(row.saved) or row.saved[index] in (None, UNUSED):
                     continue
                 saved = getattr(fn, row.saved[index], None)
@@ -225,7 +226,7 @@ class _Writer:
             )
             dummies = [sp.Symbol(f"a{i}", real=True) for i in range(len(inputs))]
             generic = BACKWARD_OPS[fn.name()].meaning(sp, dummies, fn)
-            for index, (nxt, _) in enumerate(fn.next_functions):
+            for index, nxt in enumerate(inputs_of(fn)):
                 if nxt is None or id(nxt) not in self.values:
                     continue
                 local = sp.diff(generic, dummies[index]).xreplace(dict(zip(dummies, inputs)))
@@ -244,7 +245,7 @@ class _Writer:
                     Numbers(numbers.plain(flow_value), torch_edge, numbers.compare(flow_value, torch_edge, self.tolerance)),
                     local_value,
                 ))
-                bucket = leaf_terms if not nxt.next_functions and hasattr(nxt, "variable") else arriving
+                bucket = leaf_terms if is_accumulate(nxt) else arriving
                 bucket.setdefault(target, []).append((flowing, flow_value))
             nodes.append(node)
         leaves = [self._leaf(of, name, leaf_terms, firsts, seconds) for name in self.variables]
@@ -313,26 +314,6 @@ class _Writer:
                                   rtol=1e-7, atol=1e-10, equal_nan=True):
                 return False, proof.RANDOM_POINTS
         return True, proof.RANDOM_POINTS
-
-
-def _post_order(root: Any) -> list[Any]:
-    """Every node reachable from `root`, each after all of its inputs (iterative: deep graphs)."""
-    order: list[Any] = []
-    done: set[int] = set()
-    stack: list[tuple[Any, bool]] = [(root, False)]
-    while stack:
-        fn, expanded = stack.pop()
-        if expanded:
-            order.append(fn)
-            continue
-        if id(fn) in done:
-            continue
-        done.add(id(fn))
-        stack.append((fn, True))
-        for nxt, _ in fn.next_functions:
-            if nxt is not None and id(nxt) not in done:
-                stack.append((nxt, False))
-    return order
 
 
 def _hooked_backward(gradient: Any, order: list[Any], variables: list[Any]) -> tuple[dict[int, Any], dict[str, Any]]:

@@ -105,7 +105,13 @@ VarOption = Annotated[
     ),
 ]
 SeedOption = Annotated[Optional[int], typer.Option("--seed", help=f"Seed for {constructors.random_names()} (printed when not given).")]
-DtypeOption = Annotated[str, typer.Option("--dtype", help="float64 (default), float32, float16 or bfloat16.")]
+DtypeOption = Annotated[Optional[str], typer.Option(
+    "--dtype", metavar="DTYPE",
+    help="float64, float32, float16 or bfloat16: an expression's values (default float64); a model and its inputs, "
+    "converted (default: the model's own); with compare, the candidate's weights and inputs (bfloat16 or float16).")]
+PlotOption = Annotated[Optional[str], typer.Option(
+    "--plot", metavar="PATH",
+    help="Also draw the command's picture (below) to PATH: .png, .svg or .pdf (needs matplotlib: pip install 'gradcli[plot]').")]
 DeviceOption = Annotated[str, typer.Option("--device", help="Torch device, e.g. cpu (default) or cuda.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout, nothing else.")]
 # The model block: how grads, memory, compare (and trace, check-function on a model) name the
@@ -130,3 +136,22 @@ LibraryOption = Annotated[
     Optional[List[Path]],
     typer.Option("--library", metavar="DIR", help="Another folder of *.toml library functions (also $GRADCLI_LIBRARY). Repeatable."),
 ]
+
+
+def model_spec(target: str, var: Any = None, init: Any = None, loss: Any = None, loss_init: Any = None,
+               seed: int | None = None, device: str = "cpu", dtype: str | None = None, library: Any = None) -> Any:
+    """The model options as the one record every model-level command hands the library
+    (targets/spec.py), built here, once, from what the command line said."""
+    from ..targets.spec import ModelSpec
+
+    return ModelSpec.of(target, var, init=init, loss=loss, loss_init=loss_init, seed=seed, device=device, dtype=dtype,
+                        library_dirs=library)
+
+
+def checked_plot(plot: str | None) -> None:
+    """A wrong --plot suffix or missing matplotlib is a usage error before any work."""
+    if plot is not None:
+        from ..plot.mpl import picture_format, require_matplotlib
+
+        picture_format(plot)
+        require_matplotlib()

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, List, Optional
+from typing import Annotated, Optional
 
 import typer
 
 from ..errors import UsageError
-from .app import (DeviceOption, InitOption, JsonOption, LibraryOption, LossInitOption, LossOption, SeedOption, TargetArgument,
-                  VarOption, app, reports_errors)
+from .app import (DeviceOption, DtypeOption, InitOption, JsonOption, LibraryOption, LossInitOption, LossOption, PlotOption,
+                  SeedOption, TargetArgument, VarOption, app, checked_plot, model_spec, reports_errors)
 from .distributed import (AccumulateOption, BeforeStepOption, ClipOption, DdpOption, DistributedOptions, FsdpOption,
                           TimeoutOption, compare_ranks, wanted)
 
@@ -26,7 +26,7 @@ def compare_command(
     mode: Annotated[Optional[str], typer.Option("--mode", help="torch.compile's mode: default, reduce-overhead, max-autotune, max-autotune-no-cudagraphs.")] = None,
     amp: Annotated[Optional[str], typer.Option("--amp", metavar="DTYPE", help="The candidate runs under torch.autocast in bfloat16 or float16 (weights stay float32).")] = None,
     scaler: Annotated[bool, typer.Option("--scaler", help="With --amp float16: GradScaler's own loop (skip and back off on overflow); the scale it settles on is shown.")] = False,
-    dtype: Annotated[Optional[str], typer.Option("--dtype", metavar="DTYPE", help="The candidate's weights and inputs cast to bfloat16 or float16.")] = None,
+    dtype: DtypeOption = None,
     reference: Annotated[str, typer.Option("--reference", metavar="DTYPE", help="The reference's precision: float32 (default) or float64.")] = "float32",
     ddp: DdpOption = None,
     fsdp: FsdpOption = None,
@@ -34,7 +34,7 @@ def compare_command(
     accumulate: AccumulateOption = 1,
     clip_grad_norm: ClipOption = None,
     before_step: BeforeStepOption = None,
-    plot: Annotated[Optional[str], typer.Option("--plot", metavar="PATH", help="Draw the relative error per layer (log scale) with its tolerance band to PATH: .png, .svg or .pdf (needs matplotlib).")] = None,
+    plot: PlotOption = None,
     json: JsonOption = False,
     seed: SeedOption = None,
     device: DeviceOption = "cpu",
@@ -52,6 +52,7 @@ def compare_command(
     reruns. With --ddp N or --fsdp N the candidate is the model on N processes (gloo on CPU),
 each on its shard of the batch, against one process on the whole batch, rank by rank.
 Exit status 0 all agree, 1 a parameter differs, 2 bad input (or a rank that raised).
+    --plot draws the relative error per layer (log scale) with its tolerance band.
 
     Examples:
 
@@ -75,8 +76,9 @@ Exit status 0 all agree, 1 a parameter differs, 2 bad input (or a rank that rais
                              hint="compare the setup and the distribution in two runs")
         if loss_init:
             raise UsageError("--loss-init does not reach the ranks yet: give --ddp/--fsdp a --loss expression")
-        options = DistributedOptions(target, var or (), init or (), loss, seed, json, ddp, fsdp, device, library or (), timeout,
-                                     accumulate, clip_grad_norm, before_step)
+        # --dtype is the candidate's here (a compare option), never the model's
+        options = DistributedOptions(model_spec(target, var, init, loss, loss_init, seed, device, None, library), json, ddp, fsdp,
+                                     timeout, accumulate, clip_grad_norm, before_step)
         raise typer.Exit(compare_ranks(options))
     alone = [name for name, on in (("--accumulate", accumulate != 1), ("--clip-grad-norm", clip_grad_norm is not None),
                                    ("--before-step", before_step is not None)) if on]
@@ -86,15 +88,11 @@ Exit status 0 all agree, 1 a parameter differs, 2 bad input (or a rank that rais
     if device != "cpu":
         raise UsageError("compare without --ddp/--fsdp runs on the CPU", hint="--device chooses the ranks' device with --ddp N")
     setup = Setup(compile=compile, backend=backend, mode=mode, amp=amp, scaler=scaler, dtype=dtype, reference=reference)  # type: ignore[arg-type]
-    if plot is not None:
-        from ..plot.mpl import picture_format, require_matplotlib
-
-        picture_format(plot)  # a wrong suffix or missing matplotlib is a usage error before any work
-        require_matplotlib()
+    checked_plot(plot)
+    spec = model_spec(target, var, init, loss, loss_init, seed, device, None, library)  # --dtype: the candidate's
     with user_prints_aside(json):
         setup.check_machine()  # before the user's module is imported and built
-        result = on_model(compare_of, target, var or (), purpose=PURPOSE, loss=loss, loss_init=loss_init or (),
-                          init=init or (), seed=seed, library_dirs=library or (), setup=setup)
+        result = on_model(compare_of, spec, purpose=PURPOSE, setup=setup)
     if plot is not None:
         from ..plot.compare import save_compare
 

@@ -14,7 +14,7 @@ from typer.core import TyperGroup
 
 from ..demos import NAMES
 from ..errors import GradcliError, UsageError
-from .app import EXIT_USAGE, JsonOption, app, reports_errors
+from .app import EXIT_USAGE, JsonOption, PlotOption, app, reports_errors
 
 BETA_LIMIT = 20.0  # beyond it σ(βx) saturates at the sample points and checks say little
 
@@ -59,10 +59,11 @@ def demo_list(ctx: typer.Context) -> None:
 def swish_command(
     beta: Annotated[float, typer.Option("--beta", help="The β of x·σ(βx).")] = 1.0,
     buggy: Annotated[bool, typer.Option("--buggy", help="Also run the classic mistakes through the checks that catch them (exit 1).")] = False,
-    plot: Annotated[Optional[str], typer.Option("--plot", metavar="PATH", help="Also draw Swish and its derivative for several β to PATH (.png, .svg or .pdf; needs matplotlib: pip install 'gradcli[plot]').")] = None,
+    plot: PlotOption = None,
     json: JsonOption = False,
 ) -> None:
     """Swish x·σ(βx) as a custom autograd.Function, checked against sympy, autograd and gradcheck.
+    --plot draws Swish and its derivative for several β.
 
     Example:  gradcli demo swish --plot swish.png
     """

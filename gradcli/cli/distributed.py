@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Optional, Sequence
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -22,18 +22,13 @@ TimeoutOption = Annotated[float, typer.Option("--timeout", metavar="SECONDS", he
 
 @dataclass
 class DistributedOptions:
-    """What the command line said about a distributed run."""
+    """What the command line said about a distributed run: the model options' one record
+    (cli/app.py's `model_spec`) and the ranks' own options."""
 
-    target: str
-    var: Sequence[str] = ()
-    init: Sequence[str] = ()
-    loss: str | None = None
-    seed: int | None = None
+    model: Any  # targets/spec.py's ModelSpec
     json: bool = False
     ddp: int | None = None
     fsdp: int | None = None
-    device: str = "cpu"
-    library: Sequence[Any] = ()
     timeout: float = 600.0
     accumulate: int = 1
     clip: float | None = None
@@ -64,9 +59,8 @@ def _setup(options: DistributedOptions) -> Any:
 
     if options.timeout <= 0:
         raise UsageError(f"--timeout must be a positive number of seconds, not {options.timeout:g}")
-    return make_setup(options.target, options.var, loss=options.loss, init=options.init, seed=options.seed,
-                      library_dirs=[str(d) for d in options.library], wrap=options.wrap, world=options.world,  # type: ignore[arg-type]
-                      device=options.device, accumulate=options.accumulate, clip=options.clip, before_step=options.before_step)
+    return make_setup(options.model, wrap=options.wrap, world=options.world,  # type: ignore[arg-type]
+                      accumulate=options.accumulate, clip=options.clip, before_step=options.before_step)
 
 
 def compare_ranks(options: DistributedOptions) -> int:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, List, Optional
+from typing import Annotated, Optional
 
 import typer
 
 from ..errors import UsageError
 from ..health.thresholds import Thresholds
-from .app import (DeviceOption, InitOption, JsonOption, LibraryOption, LossInitOption, LossOption, SeedOption, TargetArgument,
-                  VarOption, app, reports_errors)
+from .app import (DeviceOption, DtypeOption, InitOption, JsonOption, LibraryOption, LossInitOption, LossOption, PlotOption,
+                  SeedOption, TargetArgument, VarOption, app, checked_plot, model_spec, reports_errors)
 from .distributed import DdpOption, DistributedOptions, TimeoutOption, grads_ranks
 
 
@@ -24,14 +24,14 @@ def grads_command(
     depth: Annotated[Optional[int], typer.Option("--depth", metavar="N", help="Summarise every module deeper than N in one row (default: every module its own group).")] = None,
     steps: Annotated[int, typer.Option("--steps", metavar="N", help="Also run N plain SGD steps on the same batch, on a copy of the model, and show each gradient norm across them.")] = 0,
     lr: Annotated[Optional[float], typer.Option("--lr", metavar="LR", help="The learning rate of --steps (default 0.01).")] = None,
-    plot: Annotated[Optional[str], typer.Option("--plot", metavar="PATH", help="Draw mean and max |grad| per layer (log scale) to PATH: .png, .svg or .pdf (needs matplotlib).")] = None,
+    plot: PlotOption = None,
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 on ZERO, VANISHING and EXPLODING too, not only on NO GRAD and NONFINITE.")] = False,
     vanish: Annotated[float, typer.Option("--vanish", metavar="X", help="VANISHING below this ‖grad‖/‖param‖.")] = Thresholds.vanish,
     explode: Annotated[float, typer.Option("--explode", metavar="X", help="EXPLODING above this ‖grad‖/‖param‖.")] = Thresholds.explode,
     spread: Annotated[float, typer.Option("--spread", metavar="F", help="Also flag a ratio more than F times below or above the model's median.")] = Thresholds.spread,
     json: JsonOption = False,
     seed: SeedOption = None,
-    dtype: Annotated[Optional[str], typer.Option("--dtype", help="Convert model and inputs: float32, float64, ... (default: the model's own).")] = None,
+    dtype: DtypeOption = None,
     device: DeviceOption = "cpu",
     library: LibraryOption = None,
     ddp: DdpOption = None,
@@ -45,6 +45,7 @@ def grads_command(
     when a parameter that should learn gets no gradient (NO GRAD) or a nan/inf one
     (NONFINITE), and with --strict also on ZERO, VANISHING or EXPLODING; 0 otherwise; 2 for
     bad input. Frozen parameters (requires_grad=False) are listed apart and never fail.
+    --plot draws mean and max |grad| per layer (log scale).
 
     Examples:
 
@@ -62,23 +63,18 @@ def grads_command(
         raise UsageError("--lr is the learning rate of --steps: give --steps N with it")
     if depth is not None and depth < 0:
         raise UsageError("--depth must be 0 or more")
-    if plot is not None:
-        from ..plot.mpl import picture_format, require_matplotlib
-
-        picture_format(plot)  # a wrong suffix or missing matplotlib is a usage error before any work
-        require_matplotlib()
+    checked_plot(plot)
+    spec = model_spec(target, var, init, loss, loss_init, seed, device, dtype, library)
     if ddp is not None:
         if steps or plot is not None or dtype is not None:
             raise UsageError("--ddp judges one step's reduced gradients: leave out --steps, --plot and --dtype with it")
         if loss_init:  # it was dropped without a word before
             raise UsageError("--loss-init does not reach the ranks yet: give --ddp a --loss expression")
-        options = DistributedOptions(target, var or (), init or (), loss, seed, json, ddp, None, device, library or (), timeout,
-                                     grads=dict(vanish=vanish, explode=explode, spread=spread, strict=strict, depth=depth))
+        options = DistributedOptions(spec, json, ddp, None, timeout, grads=dict(vanish=vanish, explode=explode, spread=spread, strict=strict, depth=depth))
         raise typer.Exit(grads_ranks(options))
     with user_prints_aside(json):
         result = on_model(
-            grads_of, target, var or (), purpose=PURPOSE, loss=loss, loss_init=loss_init or (), init=init or (), seed=seed, dtype=dtype, device=device,
-            library_dirs=library or (), steps=steps, lr=0.01 if lr is None else lr, vanish=vanish, explode=explode, spread=spread, strict=strict, depth=depth,
+            grads_of, spec, purpose=PURPOSE, steps=steps, lr=0.01 if lr is None else lr, vanish=vanish, explode=explode, spread=spread, strict=strict, depth=depth,
         )
     if plot is not None:
         from ..plot.grads import save_grads

@@ -3,13 +3,13 @@ would pay."""
 
 from __future__ import annotations
 
-from typing import Annotated, List, Optional
+from typing import Annotated, Optional
 
 import typer
 
 from ..errors import UsageError
-from .app import (DeviceOption, InitOption, JsonOption, LibraryOption, LossInitOption, LossOption, SeedOption, TargetArgument,
-                  VarOption, app, reports_errors)
+from .app import (DeviceOption, DtypeOption, InitOption, JsonOption, LibraryOption, LossInitOption, LossOption, PlotOption,
+                  SeedOption, TargetArgument, VarOption, app, checked_plot, model_spec, reports_errors)
 
 
 @app.command("memory")
@@ -25,10 +25,10 @@ def memory_command(
     checkpoint: Annotated[int, typer.Option("--checkpoint", metavar="N", help="Prove checkpoint advice on the best N modules by rerunning with torch.utils.checkpoint (0: none).")] = 3,
     create_graph: Annotated[bool, typer.Option("--create-graph/--no-create-graph", help="Also run backward with create_graph=True and count what it saves (one more forward and backward).")] = True,
     top: Annotated[int, typer.Option("--top", metavar="N", help="List the N largest saved tensors in the text (the JSON has every one).")] = 12,
-    plot: Annotated[Optional[str], typer.Option("--plot", metavar="PATH", help="Draw saved bytes by module, in forward order, to PATH: .png, .svg or .pdf (needs matplotlib).")] = None,
+    plot: PlotOption = None,
     json: JsonOption = False,
     seed: SeedOption = None,
-    dtype: Annotated[Optional[str], typer.Option("--dtype", help="Convert model and inputs: float32, float64, ... (default: the model's own).")] = None,
+    dtype: DtypeOption = None,
     device: DeviceOption = "cpu",
     library: LibraryOption = None,
 ) -> None:
@@ -40,7 +40,8 @@ def memory_command(
     weights and .grad are not touched); then one with create_graph=True, and for the best
     --checkpoint modules a rerun with torch.utils.checkpoint, measured again, with the
     gradients compared bit for bit. Exit status 1 when backward raises or a checkpoint
-    changes the gradients; 0 otherwise; 2 for bad input.
+    changes the gradients; 0 otherwise; 2 for bad input. --plot draws saved bytes by module,
+    in forward order.
 
     Examples:
 
@@ -59,15 +60,11 @@ def memory_command(
         raise UsageError("--checkpoint must be 0 or more")
     if top < 0:
         raise UsageError("--top must be 0 or more")
-    if plot is not None:
-        from ..plot.mpl import picture_format, require_matplotlib
-
-        picture_format(plot)  # a wrong suffix or missing matplotlib is a usage error before any work
-        require_matplotlib()
+    checked_plot(plot)
+    spec = model_spec(target, var, init, loss, loss_init, seed, device, dtype, library)
     with user_prints_aside(json):
         result = on_model(
-            memory_of, target, var or (), purpose=PURPOSE, tag_loss=True, loss=loss, loss_init=loss_init or (), init=init or (), seed=seed, dtype=dtype, device=device,
-            library_dirs=library or (), depth=depth, amp=amp, checkpoint=checkpoint, create_graph=create_graph,
+            memory_of, spec, purpose=PURPOSE, tag_loss=True, depth=depth, amp=amp, checkpoint=checkpoint, create_graph=create_graph,
         )
     if plot is not None:
         from ..plot.memory import save_memory

@@ -10,6 +10,7 @@ import typer
 from ..errors import UsageError
 from .app import (
     DeviceOption,
+    DtypeOption,
     InitOption,
     JsonOption,
     LibraryOption,
@@ -50,7 +51,7 @@ def trace_command(
     dot: Annotated[Optional[str], typer.Option("--dot", metavar="PATH", help="Write the graph as Graphviz DOT to PATH ('-' prints it instead of the report); a .svg, .png or .pdf PATH is drawn by Graphviz's dot.")] = None,
     max_nodes: Annotated[int, typer.Option("--max-nodes", metavar="N", help="Draw at most N nodes in the tree (the rest are counted; --json and --dot are complete).")] = 50,
     seed: SeedOption = None,
-    dtype: Annotated[Optional[str], typer.Option("--dtype", help="float64 (default for expressions), float32, float16 or bfloat16; code keeps the model's own dtype unless given.")] = None,
+    dtype: DtypeOption = None,
     device: DeviceOption = "cpu",
     library: LibraryOption = None,
 ) -> None:

@@ -10,7 +10,7 @@ from typing import Annotated, List, Optional
 import typer
 
 from ..errors import UsageError
-from .app import app, reports_errors
+from .app import PlotOption, app, reports_errors
 
 
 @app.command(
@@ -33,7 +33,7 @@ def watch_command(
     save: Annotated[Optional[Path], typer.Option("--save", metavar="DIR", help="Write the stopped step's replay bundle (weights, optimizer state, inputs, random state) to DIR.")] = None,
     json_path: Annotated[Optional[Path], typer.Option("--json", metavar="PATH", help="Write the result as JSON to PATH (docs/json.md, watch).")] = None,
     log: Annotated[Optional[Path], typer.Option("--log", "--step-log", metavar="PATH", help="Write one JSON line per checked step to PATH: loss, gradient norm, per-layer norms, spike statistic. Under torchrun write --step-log: torchrun reads --log as an abbreviation of its own --log-dir.")] = None,
-    plot: Annotated[Optional[str], typer.Option("--plot", metavar="PATH", help="Draw the log (loss, gradient norm, per-layer heat map, flagged steps) to PATH: .png, .svg or .pdf.")] = None,
+    plot: PlotOption = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No status line on stderr.")] = False,
 ) -> None:
     """Run a training script exactly as `python SCRIPT ARGS` would, and check every
@@ -45,6 +45,7 @@ def watch_command(
     gradcli's options come before the script; everything after it is the script's own.
     Exit status: 0 the script finished and nothing was found, 1 a stop or a finding, 2 the
     script could not be run, or raised an exception of its own (shown as its traceback).
+    --plot draws the log (loss, gradient norm, per-layer heat map, flagged steps).
 
     Examples:
 

@@ -10,7 +10,7 @@ VANISHING/EXPLODING verdicts are taken again on them.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from ..health.result import GradsResult
@@ -25,6 +25,7 @@ from .launch import TIMEOUT, Ranks, start_ranks
 from .reference import reference
 from .result import Comparison
 from .setup import Setup
+from .target import one_process
 from .worker import job
 
 #: Findings that depend on the gradient's size, taken again on the reduced numbers.
@@ -79,10 +80,9 @@ def grads_distributed(setup: Setup, *, timeout: float = TIMEOUT, ranks: Ranks | 
     with contextlib.ExitStack() as stack:
         if ranks is None:
             ranks = stack.enter_context(start_ranks(setup.world, setup.backend, timeout))
-        setup = replace(setup, seed=ranks.agree(setup.seed))  # under torchrun each rank drew its own
+        setup = setup.agreed(ranks.agree(setup.seed))
         # While the ranks import torch: grads' own run and the reference, on one process.
-        health = on_model(grads_of, setup.target, setup.variables, purpose=PURPOSE, loss=setup.loss, init=setup.init,
-                          seed=setup.seed, library_dirs=setup.library_dirs, **options)
+        health = on_model(grads_of, one_process(setup), purpose=PURPOSE, **options)
         ref = reference(setup, setup.world)
         runs = ranks.run(job(setup))
     run = judge(ref, runs)

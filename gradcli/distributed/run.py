@@ -12,6 +12,7 @@ import torch
 
 from ..errors import UsageError
 from ..targets.load import load_object
+from ..targets.spec import ModelSpec
 from .causes import prove, suspects
 from .judge import judge
 from .launch import TIMEOUT, Ranks, start_ranks
@@ -25,11 +26,10 @@ from .worker import job
 MAX_SPAWNED = 16
 
 
-def make_setup(target: str, variables: Sequence[str] = (), *, loss: str | None = None, init: Sequence[str] = (),
-               seed: int | None = None, library_dirs: Sequence[str] = (), wrap: Wrap = "ddp", world: int = 2,
-               device: str = "cpu", accumulate: int = 1, clip: float | None = None,
+def make_setup(model: ModelSpec, *, wrap: Wrap = "ddp", world: int = 2, accumulate: int = 1, clip: float | None = None,
                before_step: str | None = None) -> Setup:
     """The run's plain description, checked before any rank starts."""
+    device = model.device
     from .launch import under_torchrun
 
     if world < 2 and not under_torchrun():
@@ -50,10 +50,9 @@ def make_setup(target: str, variables: Sequence[str] = (), *, loss: str | None =
         raise UsageError(f"--clip-grad-norm {clip:g}: the maximum norm is a positive number")
     if before_step is not None:
         load_object(before_step)  # a missing file or name is an error before any rank starts
-    if seed is None:
-        seed = int(torch.randint(0, 2**31 - 1, ()).item())
-    return Setup(target, tuple(variables), loss, tuple(init), seed, tuple(str(d) for d in library_dirs), wrap, world, device,
-                 accumulate, clip, before_step)
+    if model.seed is None:
+        model = replace(model, seed=int(torch.randint(0, 2**31 - 1, ()).item()))
+    return Setup(model, wrap, world, accumulate, clip, before_step)
 
 
 def compare_distributed(setup: Setup, *, timeout: float = TIMEOUT, ranks: Ranks | None = None) -> DistributedResult:
@@ -62,7 +61,7 @@ def compare_distributed(setup: Setup, *, timeout: float = TIMEOUT, ranks: Ranks 
     with contextlib.ExitStack() as stack:
         if ranks is None:
             ranks = stack.enter_context(start_ranks(setup.world, setup.backend, timeout))
-        setup = replace(setup, seed=ranks.agree(setup.seed))  # under torchrun each rank drew its own
+        setup = setup.agreed(ranks.agree(setup.seed))
         # While the ranks import torch: the one-process run (bad input is refused here, and
         # the ranks it started are torn down on the way out).
         ref = reference(setup, setup.world)

@@ -1,11 +1,14 @@
 """What one distributed run is, as plain data: it crosses process boundaries (pickled to every
-spawned rank), so it holds texts and numbers, never a model or a tensor."""
+spawned rank), so it holds texts and numbers, never a model or a tensor: the model options'
+one record (targets/spec.py's ModelSpec) and how the ranks run it."""
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, replace
 from typing import Literal
+
+from ..targets.spec import ModelSpec
 
 Wrap = Literal["ddp", "fsdp"]
 
@@ -23,17 +26,12 @@ class Fix(str, enum.Enum):
 
 @dataclass(frozen=True)
 class Setup:
-    """The user's target and how it runs on the ranks."""
+    """The user's target (its model options, seeded: every rank draws the same weights) and
+    how it runs on the ranks."""
 
-    target: str
-    variables: tuple[str, ...] = ()
-    loss: str | None = None
-    init: tuple[str, ...] = ()
-    seed: int = 0
-    library_dirs: tuple[str, ...] = ()
+    model: ModelSpec
     wrap: Wrap = "ddp"
     world: int = 2
-    device: str = "cpu"
     accumulate: int = 1  # micro-steps per optimizer step: all but the last under no_sync
     clip: float | None = None  # clip_grad_norm_(model.parameters(), clip) after backward
     before_step: str | None = None  # the user's FILE:NAME called as NAME(model) after backward
@@ -41,6 +39,19 @@ class Setup:
 
     def with_fixes(self, *fixes: Fix) -> "Setup":
         return replace(self, fixes=self.fixes | frozenset(fixes))
+
+    def agreed(self, seed: int) -> "Setup":
+        """The setup with the seed every rank agreed on (under torchrun each drew its own)."""
+        return replace(self, model=replace(self.model, seed=seed))
+
+    @property
+    def seed(self) -> int:
+        assert self.model.seed is not None, "make_setup draws the seed"
+        return self.model.seed
+
+    @property
+    def device(self) -> str:
+        return self.model.device
 
     @property
     def backend(self) -> str:

@@ -11,13 +11,14 @@ DataLoader over that sampler hands them out.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import torch
 
 from ..errors import UsageError
 from ..targets.model import model_run, scalar_loss
+from ..targets.spec import ModelSpec
 from .setup import Setup
 
 
@@ -48,8 +49,7 @@ class Built:
 def build(setup: Setup, rank: int | None = None, world: int = 1) -> Built:
     """`setup`'s target made on this process; `rank` None: the whole batch in one step (the
     reference), else the rank's shard in `setup.accumulate` micro-batches."""
-    with model_run(setup.target, setup.variables, purpose="--ddp and --fsdp run a model with parameters on each rank",
-                   loss=setup.loss, init=setup.init, seed=setup.seed, library_dirs=setup.library_dirs) as run:
+    with model_run(one_process(setup), purpose="--ddp and --fsdp run a model with parameters on each rank") as run:
         pass  # made under the seed; each rank's shard is cut from the same whole batch below
     batch = batch_size(run.tensors, world, setup.accumulate)
     steps = 1 if rank is None else setup.accumulate
@@ -58,6 +58,12 @@ def build(setup: Setup, rank: int | None = None, world: int = 1) -> Built:
         part = {name: _micro(_shard(t, rank, world), step, steps) for name, t in run.tensors.items()}
         micro.append(_step(run, part, steps))
     return Built(run.model, micro, run.where, run.found, batch)
+
+
+def one_process(setup: Setup) -> ModelSpec:
+    """The model options as one process makes the model: on the CPU, where the seed draws the
+    same weights and batch for every rank and the reference (a rank moves its copy after)."""
+    return replace(setup.model, device="cpu")
 
 
 def _step(run: Any, part: dict[str, torch.Tensor], steps: int) -> Micro:

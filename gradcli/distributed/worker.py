@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from ..graph.nodes import walk
 from ..targets.load import users_code
 from . import syncbn
 from .setup import Fix, Setup
@@ -144,18 +145,7 @@ def _loss(wrapped: Any, step: Micro, setup: Setup, world: int) -> torch.Tensor:
 
 def _unreached(loss: torch.Tensor, model: torch.nn.Module) -> list[str]:
     """The trainable parameters the loss's autograd graph does not reach (no gradient here)."""
-    reached: set[int] = set()
-    seen: set[int] = set()
-    stack = [loss.grad_fn] if loss.grad_fn is not None else []
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        variable = getattr(node, "variable", None)
-        if variable is not None:
-            reached.add(id(variable))
-        stack.extend(n for n, _ in node.next_functions if n is not None)
+    reached = {id(node.variable) for node in walk(loss.grad_fn) if hasattr(node, "variable")}
     return [n for n, p in model.named_parameters() if p.requires_grad and id(p) not in reached]
 
 

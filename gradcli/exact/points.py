@@ -10,13 +10,13 @@ order, so that a report's ranges ("x from 709.8 to 1000") read as intervals.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 import torch
 
 from .. import limits
 from ..errors import LimitError, VariableError
-from ..interpret.variables import check_range, parse_var
+from ..interpret.variables import VarSpec, check_range
 
 if TYPE_CHECKING:
     from ..language.library import LibraryFunction
@@ -29,12 +29,11 @@ DRAW_RANGE = (-5.0, 5.0)
 SPECIAL = (0.0, 1.0, -1.0, 0.5, -0.5, 10.0, -10.0, 100.0, -100.0, 1000.0, -1000.0)
 
 
-def refuse_unusable(options: Sequence[str], dtype: torch.dtype) -> None:
+def refuse_unusable(specs: Iterable[VarSpec], dtype: torch.dtype) -> None:
     """Refuse --var values a check cannot use. Checks build their points in float64 and round
     them to `dtype`, where a value beyond its range would become inf without a word; and a
     --var with no elements leaves nothing to compare (gradcheck would pass vacuously)."""
-    for option in options:
-        spec = parse_var(option)
+    for spec in specs:
         check_range(spec, dtype)
         if spec.numel == 0:
             raise VariableError(

@@ -20,8 +20,8 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from ..graph.walk import saved_names
-from ..targets.record import flat_values
+from ..graph.nodes import inputs_of, is_accumulate, reachable, saved_names, walk
+from ..targets.flatten import tensors_in
 from .kinds import storage_of
 
 
@@ -80,8 +80,8 @@ class SavedCounter:
         if grad_fn is not None:  # autocast's copy of a weight is saved as itself or a view (w.t())
             base_fn = tensor._base.grad_fn if tensor._is_view() and tensor._base is not None else grad_fn
             if base_fn is not None and type(base_fn).__name__ == "ToCopyBackward0":
-                source = base_fn.next_functions[0][0]
-                cast_of = id(source.variable) if source is not None and hasattr(source, "variable") else None
+                source = inputs_of(base_fn)[0]
+                cast_of = id(source.variable) if source is not None and is_accumulate(source) else None
         self.packed.append(Packed(index, where, size, tuple(tensor.shape), str(tensor.dtype).removeprefix("torch."), cast_of,
                                   self._sequence_nr() - 1))
         # A tensor with a node would hold that node, which may be the very node saving it (a
@@ -140,22 +140,15 @@ class SavedCounter:
         by_node: dict[int, list[int]] = {}
         for packed in self.packed:
             by_node.setdefault(packed.node, []).append(packed.index)
-        seen: set[int] = set()
-        stack = [root]
-        while stack:
-            node = stack.pop()
-            if id(node) in seen:
-                continue
-            seen.add(id(node))
+        for node in walk(root):
             indices = self._read(node) if id(node) in loss else by_node.get(node._sequence_nr())
             if indices:
                 yield node, indices
-            stack.extend(fn for fn, _ in node.next_functions if fn is not None)
 
     def _read(self, node: Any) -> list[int]:
         """The saves of `node`, read back: ours by their box, others noted as if packed now."""
         indices = []
-        for name in _saved_names(type(node)):
+        for name in saved_names(type(node), functions=True):
             try:
                 self._unpacked.clear()
                 values = getattr(node, name)
@@ -175,22 +168,5 @@ class SavedCounter:
 
 def loss_nodes(value: Any, output: Any) -> set[int]:
     """The nodes the loss made from forward's output (ids): those between the two."""
-    stop = {id(t.grad_fn) for t in flat_values(output) if hasattr(t, "grad_fn") and t.grad_fn is not None}
-    found: set[int] = set()
-    stack = [value.grad_fn]
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in found or id(node) in stop or hasattr(node, "variable"):
-            continue
-        found.add(id(node))
-        stack.extend(fn for fn, _ in node.next_functions)
-    return found
-
-
-def _saved_names(cls: type) -> tuple[str, ...]:
-    """The attributes of a node type that unpack saved values (`_saved_self`, ...; a custom
-    Function's `saved_tensors`)."""
-    names = saved_names(cls)
-    if hasattr(cls, "_forward_cls"):  # a custom autograd.Function's node is its ctx
-        names += ("saved_tensors",)
-    return names
+    stop = {id(t.grad_fn) for t in tensors_in(output) if t.grad_fn is not None}
+    return reachable(value.grad_fn, enter=lambda node: id(node) not in stop and not is_accumulate(node))

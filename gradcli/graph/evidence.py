@@ -18,6 +18,7 @@ from typing import Any, Callable
 import torch
 
 from ..targets.record import watching
+from .nodes import inputs_of, is_accumulate, reachable, walk
 
 #: grad_fn.metadata key under which the torch builder stores a node's source span.
 SPAN_KEY = "gradcli_span"
@@ -72,16 +73,18 @@ class Evidence:
         # One pass over the edges, not one per leaf: a model's thousands of parameters times
         # its thousands of nodes made this the slowest step of trace --flow (7 s of 11).
         users_of: dict[int, list[tuple[NodeEvidence, int]]] = {}
+        accumulates: dict[int, Any] = {}
         for node in self.nodes:
-            for index, (next_node, _) in enumerate(node.node.next_functions):
+            for index, next_node in enumerate(inputs_of(node.node)):
                 variable = getattr(next_node, "variable", None) if next_node is not None else None
                 if variable is not None:
                     users_of.setdefault(id(variable), []).append((node, index))
+                    accumulates.setdefault(id(variable), next_node)
         found = []
         for name, leaf in self.leaves.items():
             users = users_of.get(id(leaf), [])
             if users:
-                accumulate = users[0][0].node.next_functions[users[0][1]][0]
+                accumulate = accumulates[id(leaf)]
                 found.append(NodeEvidence(accumulate, "AccumulateGrad", name, None, leaf.detach(), [],
                                           arriving=self.gradients.get(name), consumers=users, result_id=id(leaf)))
         return found
@@ -90,16 +93,8 @@ class Evidence:
         return {id(e.node): e for e in self.nodes}
 
     def upstream(self, node: Any) -> set[int]:
-        """ids of `node` and every node it depends on (along next_functions)."""
-        seen: set[int] = set()
-        stack = [node]
-        while stack:
-            current = stack.pop()
-            if current is None or id(current) in seen:
-                continue
-            seen.add(id(current))
-            stack.extend(next_node for next_node, _ in current.next_functions)
-        return seen
+        """ids of `node` and every node it depends on (along its edges)."""
+        return reachable(node)
 
 
 class CallLog:
@@ -165,7 +160,7 @@ def gather_recorded(recorder: "CallLog", output: Any, leaves: dict[str, torch.Te
         nodes.append(evidence)
     nodes = _with_inner_nodes(nodes, known)
     for evidence in nodes:
-        for index, (next_node, _) in enumerate(evidence.node.next_functions):
+        for index, next_node in enumerate(inputs_of(evidence.node)):
             if next_node is not None and id(next_node) in known:
                 known[id(next_node)].consumers.append((evidence, index))
     handles = []
@@ -189,19 +184,19 @@ def _with_inner_nodes(nodes: list[NodeEvidence], known: dict[int, NodeEvidence])
     """`nodes` with the nodes a recorded call made inside itself (`1/x` is a reciprocal, then a
     multiplication) placed just before it: their gradients are recorded, their values are not."""
     ordered: list[NodeEvidence] = []
+
+    def inner_node(node: Any) -> bool:  # not recorded, and not a leaf's
+        return id(node) not in known and not is_accumulate(node)
+
     for evidence in nodes:
         inner: list[NodeEvidence] = []
-        stack = [next_node for next_node, _ in evidence.node.next_functions]
-        while stack:
-            node = stack.pop()
-            if node is None or id(node) in known or not hasattr(node, "next_functions") or node.name().endswith("AccumulateGrad"):
-                continue
-            made = NodeEvidence(node, node.name(), node.name().removesuffix("Backward0").lower(),
+        for node in walk(inputs_of(evidence.node), enter=inner_node, order="post"):
+            name = node.name()
+            made = NodeEvidence(node, name, name.removesuffix("Backward0").lower(),
                                 node.metadata.get(SPAN_KEY) or evidence.span, None, [])
             known[id(node)] = made
             inner.append(made)
-            stack.extend(next_node for next_node, _ in node.next_functions)
-        ordered += [*reversed(inner), evidence]
+        ordered += [*inner, evidence]  # each after its inputs: the order the call made them
     return ordered
 
 

@@ -11,16 +11,9 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..targets.base import PassError  # defined below the graph: a target's explainer returns one too
 
-@dataclass
-class PassError:
-    """An exception from torch during one pass, with what it means and how to avoid it."""
 
-    type: str
-    message: str
-    explanation: str
-    fix: str | None = None
-    details: dict | None = None  # code targets: the tensor and lines involved (see targets/diagnose.py)
 
 
 # (substring of torch's message, explanation, the flag that fixes it)

@@ -1,13 +1,8 @@
-"""Walk the autograd graph that torch built: each node once, as plain data.
+"""The autograd graph that torch built, read into plain data: each node once.
 
-The graph behind `output.grad_fn` is a DAG: `h = x; h = h*h + h` repeated 40 times has ~120
-nodes but 2^40 paths from the output to `x`. The walk is iterative (a 20,000-operation chain
-is 20,000 deep, far past Python's recursion limit) and visits each node once, keyed by the
-Python object torch hands back for it (torch returns the same object for a node as long as
-one is alive, and the walk keeps every node alive), so it costs time linear in nodes+edges.
-
-Nodes are listed in depth-first pre-order from the output, children in `next_functions`
-order: the order in which a tree drawing meets them first.
+nodes.py's walk visits each node once (the graph is a DAG with far more paths than nodes), so
+this costs time linear in nodes+edges. Nodes are listed in its depth-first pre-order from the
+output, children in `next_functions` order: the order in which a tree drawing meets them first.
 """
 
 from __future__ import annotations
@@ -18,11 +13,8 @@ from typing import Any, Iterable, Mapping
 from ..errors import Span
 from ..targets.base import Origin, OriginOf
 from ..targets.expression import expression_origin
+from .nodes import ACCUMULATE_GRAD, saved_names, visits
 from .values import plain_scalar, summary
-
-#: What torch calls the node that writes a leaf's .grad.
-ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
-_SAVED_PREFIX = "_saved_"
 #: In torch's message when a saved tensor was modified in place after it was saved.
 _INPLACE = "modified by an inplace operation"
 
@@ -78,21 +70,10 @@ def walk_graph(
     labels = labels or {}
     if root is None:
         return Graph(None, [])
-    # Depth-first pre-order with an explicit stack; a node is expanded the first time it is
-    # popped, so each node's edges are read from torch exactly once (and kept for _describe).
+    # Each node's edges are read from torch once, by the walk, and kept for the reader.
     # `order` keeps every node object alive, which keeps its id() (and torch's object for
-    # it) stable during the walk.
-    order: list[tuple[Any, tuple[tuple[Any, int], ...]]] = []
-    expanded: set[int] = set()
-    stack = [root]
-    while stack:
-        grad_fn = stack.pop()
-        if id(grad_fn) in expanded:
-            continue
-        expanded.add(id(grad_fn))
-        edges = grad_fn.next_functions
-        order.append((grad_fn, edges))
-        stack.extend(fn for fn, _ in reversed(edges) if fn is not None and id(fn) not in expanded)
+    # it) stable while the nodes are read.
+    order = list(visits(root))
     ids = {id(fn): f"{prefix}{i}" for i, (fn, _) in enumerate(order)}
     reader = _NodeReader(ids, leaf_names, labels, origin_of=origin_of)
     nodes = [reader.node(fn, edges) for fn, edges in order]
@@ -102,17 +83,6 @@ def walk_graph(
             node.same_as = known_ids.get(id(fn))
     objects = {node.id: fn for node, (fn, _) in zip(nodes, order)}
     return Graph(ids[id(root)], nodes, objects)
-
-
-_SAVED_NAMES: dict[type, tuple[str, ...]] = {}
-
-
-def saved_names(kind: type) -> tuple[str, ...]:
-    """A node type's `_saved_*` attributes (`_saved_self`, `_saved_result`, ...)."""
-    # dir() is the slowest step of the walk; every node of one class has the same attributes.
-    if kind not in _SAVED_NAMES:
-        _SAVED_NAMES[kind] = tuple(a for a in dir(kind) if a.startswith(_SAVED_PREFIX))
-    return _SAVED_NAMES[kind]
 
 
 def saved_values(

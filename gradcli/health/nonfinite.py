@@ -16,7 +16,9 @@ from typing import Any, Callable
 
 import torch
 
+from ..graph.nodes import reachable, walk
 from ..targets.base import Origin
+from ..targets.flatten import tensors_in
 from ..targets.record import ForwardRecorder, origin_of
 from .result import NonfiniteOrigin
 
@@ -54,7 +56,7 @@ def find_origin(
         origin.backward_source = _source(tagged)
         # A node forward did not make is the loss's (a loss function's own nodes carry its
         # lines too, so the tag alone no longer tells).
-        made_by_forward = {id(n) for t in _tensors(out) if t.grad_fn is not None for n in _nodes(t.grad_fn)}
+        made_by_forward = reachable([t.grad_fn for t in tensors_in(out)])
         origin.backward_in_loss = id(node) not in made_by_forward
     return origin
 
@@ -73,7 +75,7 @@ def first_nonfinite_node(root: torch.Tensor, params: list[torch.Tensor]) -> Any:
 
         return hook
 
-    handles = [node.register_hook(hook_for(node)) for node in _nodes(root.grad_fn)]
+    handles = [node.register_hook(hook_for(node)) for node in walk(root.grad_fn)]
     try:
         torch.autograd.grad(root, params, allow_unused=True)
     except RuntimeError:
@@ -82,25 +84,6 @@ def first_nonfinite_node(root: torch.Tensor, params: list[torch.Tensor]) -> Any:
         for handle in handles:
             handle.remove()
     return first[0] if first else None
-
-
-def _tensors(value: Any, depth: int = 4) -> list[torch.Tensor]:
-    """The tensors of a model's output: itself, or inside tuples, lists, dicts, dataclasses."""
-    import dataclasses
-
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if depth <= 0:
-        return []
-    if isinstance(value, dict):
-        items = list(value.values())
-    elif isinstance(value, (tuple, list)):
-        items = list(value)
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        items = [getattr(value, f.name) for f in dataclasses.fields(value)]
-    else:
-        return []
-    return [t for item in items for t in _tensors(item, depth - 1)]
 
 
 def _tried_fixes(call: Callable[[], Any], loss_fn: Callable[[Any], Any], params: list[torch.Tensor],
@@ -126,17 +109,3 @@ def _source(origin: Origin | None) -> Origin | None:
     if origin is None or origin.file is None or origin.line is None:
         return None
     return replace(origin, code=origin.code or "")
-
-
-def _nodes(root: Any) -> list[Any]:
-    seen = {root}
-    order = [root]
-    pending = [root]
-    while pending:
-        node = pending.pop()
-        for child, _ in node.next_functions:
-            if child is not None and child not in seen:
-                seen.add(child)
-                order.append(child)
-                pending.append(child)
-    return order

@@ -20,6 +20,7 @@ from typing import Any, Literal
 import numpy
 import torch
 from ..targets.base import Origin
+from ..targets.flatten import tensors_in
 from ..targets.modules import ModuleHooks, ModuleRun
 from ..targets.record import user_line, watching
 
@@ -107,7 +108,7 @@ class ForwardObserver:
         """After `func` ran: first uses of parameters, cuts, stuck activations."""
         record = self.record
         record.operations += 1
-        inputs = _tensors((args, kwargs))
+        inputs = tensors_in((args, kwargs))
         if not inputs:
             return
         index = record.operations
@@ -116,7 +117,7 @@ class ForwardObserver:
             name = self._names.get(id(tensor))
             if name is not None and name not in record.first_use:
                 if computes is None:
-                    computes = isinstance(out, torch.Tensor) or bool(_tensors(out))
+                    computes = isinstance(out, torch.Tensor) or bool(tensors_in(out))
                 if computes:
                     record.first_use[name] = index
         name = _op_name(func)
@@ -177,7 +178,7 @@ def _cut_kind(name: str, out: Any) -> CutKind | None:
         return "item"
     if isinstance(out, numpy.ndarray):
         return "numpy"
-    outputs = _tensors(out)
+    outputs = tensors_in(out)
     if not outputs or any(t.requires_grad for t in outputs):
         return None  # no tensor out (a shape, a dtype), or the gradient goes on
     if not torch.is_grad_enabled():
@@ -189,18 +190,3 @@ def _cut_kind(name: str, out: Any) -> CutKind | None:
     if not any(t.is_floating_point() or t.is_complex() for t in outputs):
         return "integer"
     return "other"
-
-
-def _tensors(value: Any) -> list[torch.Tensor]:
-    """The tensors in nested tuples, lists and dicts of arguments or results."""
-    found: list[torch.Tensor] = []
-    pending = [value]
-    while pending:
-        item = pending.pop()
-        if isinstance(item, torch.Tensor):
-            found.append(item)
-        elif isinstance(item, (tuple, list)):
-            pending.extend(item)
-        elif isinstance(item, dict):
-            pending.extend(item.values())
-    return found

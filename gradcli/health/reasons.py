@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from ..graph.nodes import walk
 from .observe import Activation, Cut, ForwardRecord
 from .result import Finding, ParamHealth
 
@@ -62,26 +63,14 @@ def _first_cuts(wanted: set[str], cuts: list[Cut], ids: dict[int, str]) -> dict[
 
 def _parameters_behind(roots: Iterable[Any], ids: dict[int, str], wanted: set[str]) -> set[str]:
     """The wanted parameters reachable from `roots` (graph nodes or parameter names)."""
-    found: set[str] = set()
-    seen: set[Any] = set()
-    pending = []
-    for root in roots:
-        if isinstance(root, str):
-            if root in wanted:
-                found.add(root)
-        else:
-            pending.append(root)
-    while pending and len(found) < len(wanted):
-        node = pending.pop()
-        if node in seen:
-            continue
-        seen.add(node)
+    roots = list(roots)
+    found = {root for root in roots if isinstance(root, str) and root in wanted}
+    for node in walk([root for root in roots if not isinstance(root, str)]):
+        if len(found) == len(wanted):
+            break
         variable = getattr(node, "variable", None)
-        if variable is not None:
-            name = ids.get(id(variable))
-            if name in wanted:
-                found.add(name)
-        pending.extend(child for child, _ in node.next_functions if child is not None)
+        if variable is not None and ids.get(id(variable)) in wanted:
+            found.add(ids[id(variable)])
     return found
 
 

@@ -17,7 +17,7 @@ import ast
 import math
 import warnings
 from dataclasses import dataclass
-from typing import Any, Literal, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
 from .. import limits
 from ..errors import GradcliError, LimitError, Span, VariableError
@@ -60,15 +60,30 @@ class VarSpec:
         return self.constructor is not None and self.constructor.random
 
 
-def parse_vars(options: Sequence[str]) -> dict[str, VarSpec]:
-    """Several --var options by name; a name given twice is refused."""
+#: Variable values as given: --var's `NAME=SPEC` texts, or the Python API's {name: SPEC} (a
+#: value already parsed, a VarSpec, passes through: what was read once is not read again).
+VarInput = Mapping[str, "str | VarSpec"] | Sequence["str | VarSpec"]
+
+
+def read_vars(var: VarInput) -> dict[str, VarSpec]:
+    """The variables' values by name, parsed once, at the boundary: from the command line's
+    `NAME=SPEC` texts or the Python API's dict. A name given twice is refused."""
+    if isinstance(var, Mapping):
+        given = [value if isinstance(value, VarSpec) else parse_spec(_checked_name(str(name)), str(value).strip())
+                 for name, value in var.items()]
+    else:
+        given = [option if isinstance(option, VarSpec) else parse_var(option) for option in var]
     specs: dict[str, VarSpec] = {}
-    for option in options:
-        spec = parse_var(option)
+    for spec in given:
         if spec.name in specs:
             raise VariableError(f"--var {spec.name} is given twice")
         specs[spec.name] = spec
     return specs
+
+
+def parse_vars(options: Sequence[str]) -> dict[str, VarSpec]:
+    """Several --var options by name; a name given twice is refused."""
+    return read_vars(options)
 
 
 def parse_var(option: str) -> VarSpec:
@@ -79,9 +94,13 @@ def parse_var(option: str) -> VarSpec:
         raise VariableError(
             f"--var '{option}' is not NAME=SPEC", hint="e.g. --var x=1.5 or --var 'x=randn(3,3)'"
         )
+    return parse_spec(_checked_name(name), text)
+
+
+def _checked_name(name: str) -> str:
     if not name.isidentifier() or name.startswith("__") or name in ("pi", "e"):
         raise VariableError(f"--var: '{name}' is not a valid variable name")
-    return parse_spec(name, text)
+    return name
 
 
 def parse_spec(name: str, text: str) -> VarSpec:

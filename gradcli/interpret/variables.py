@@ -17,7 +17,7 @@ from .. import limits
 from ..errors import LimitError, Span, VariableError
 from ..options import checked_seed
 from .constructors import Values
-from .var_spec import VarSpec, parse_spec, parse_vars
+from .var_spec import VarInput, VarSpec, parse_spec, parse_vars, read_vars  # parse_vars, read_vars: read from here
 from .var_spec import parse_var as parse_var  # re-exported: importers read it from here
 
 if TYPE_CHECKING:
@@ -92,21 +92,21 @@ class Leaves:
 
 def make_leaves(
     variables: Sequence[str],
-    options: Sequence[str],
+    var: VarInput,
     *,
     dtype: str = "float64",
     device: str = "cpu",
     seed: int | None = None,
     default: Any = None,
 ) -> Leaves:
-    """Leaf tensors for a program's `variables` from `--var` options: float leaves require
-    grad, integer data (randint) does not.
+    """Leaf tensors for a program's `variables` from `--var` values (parsed already, or
+    parsed here): float leaves require grad, integer data (randint) does not.
 
     `default(name, index)` gives the spec text for a variable without --var (by default the
     DEFAULT_SCALARS in order). Without `seed`, random values draw a fresh seed, reported in
     the result so that `--seed` can repeat the run.
     """
-    specs = parse_vars(options)
+    specs = read_vars(var)
     unused = [name for name in specs if name not in variables]
     if unused:
         raise VariableError(

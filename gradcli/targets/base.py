@@ -19,6 +19,19 @@ from ..errors import Span
 TargetKind = Literal["expression", "module", "function"]
 
 
+@dataclass
+class PassError:
+    """An exception from torch during one pass, with what it means and how to avoid it
+    (graph/explain.py explains torch's message; a code target's explainer, targets/diagnose.py,
+    adds the tensor and the lines involved)."""
+
+    type: str
+    message: str
+    explanation: str
+    fix: str | None = None
+    details: dict | None = None  # code targets: the tensor and lines involved (see targets/diagnose.py)
+
+
 @dataclass(frozen=True, slots=True)
 class Origin:
     """Where an autograd node was created: an expression's span, or user code.
@@ -67,7 +80,7 @@ class Computation:
     # Expressions refuse an output that is not a differentiable scalar before any pass; code
     # lets backward raise, and `explain` says why (the graph was cut, no --loss given).
     strict_output: bool = True
-    explain: Callable[[Any, Any], Any] | None = None  # (PassError, Graph) -> PassError
+    explain: Callable[[PassError, Any], PassError] | None = None  # (the error, the walked Graph) -> explained
     details: dict[str, Any] = field(default_factory=dict)  # kind-specific facts for renderers
     keep_alive: list[Any] = field(default_factory=list, repr=False)  # the model, hooks' data
 

@@ -1,7 +1,9 @@
 """The user's own code as a Target: an nn.Module (class, factory or instance) or a function.
 
-`CodeTarget.build` makes the model (`--init KEY=VALUE`, Python literals read with
-`ast.literal_eval`), binds forward's (or the function's) parameters to `--var` values or to
+`CodeTarget.build` makes the model from the one record of the model options (spec.py's
+ModelSpec, with trace's --seed, --dtype and --device), as the model commands do
+(construct.py's `made`: `--init KEY=VALUE`, Python literals read with `ast.literal_eval`;
+model.py's `seeded`), binds forward's (or the function's) parameters to `--var` values or to
 values given from Python, runs the call under the `ForwardRecorder`, and reduces the output
 with `--loss` when one is given. The leaves are the module's parameters, named by their path
 (`encoder.layers.0.linear1.weight`), and the tensor inputs: data unless `--wrt` names them
@@ -10,53 +12,44 @@ with `--loss` when one is given. The leaves are the module's parameters, named b
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 from ..errors import UsageError
+from ..graph.nodes import is_accumulate, visits
 from .diagnose import CodeExplainer
 from .base import BuildSettings, Computation, LeafSource, Origin
 from .inputs import bind_inputs
-from .construct import call_user, describe, parse_init, resolve
+from .construct import describe, made, seeded
 from .load import load_object, users_code
 from .loss import as_loss
 from .outputs import name_outputs, reduce_output
 from .record import ORIGIN_KEY, ForwardRecorder, Recording, origin_of
+from .spec import ModelSpec
 
 
 @dataclass(frozen=True)
 class CodeTarget:
-    """`path.py:NAME`, `package.module:NAME`, or the object itself (from the Python API)."""
+    """`path.py:NAME`, `package.module:NAME` (`spec.target`), or the object itself (from the
+    Python API, with its input values)."""
 
-    obj: Any = None  # the object; None: load `where`
-    where: str = ""
-    variables: Sequence[str] = ()  # --var texts
+    spec: ModelSpec = ModelSpec("")  # TARGET, --var, --init, --loss, --loss-init, --library
+    obj: Any = None  # the object; None: load `spec.target`
     values: Sequence[Any] = ()  # positional inputs given from Python
     named_values: dict[str, Any] = field(default_factory=dict)
-    init: Sequence[str] = ()  # --init KEY=VALUE texts
-    loss: Any = None  # --loss: an expression, FILE:NAME, a callable (targets/loss.py)
-    library_dirs: Sequence[str | Path] = ()
-    loss_init: Sequence[str] = ()  # --loss-init KEY=VALUE texts
 
     def build(self, settings: BuildSettings) -> Computation:
-        import torch
-
-        obj, where = (self.obj, self.where or describe(self.obj)) if self.obj is not None else load_object(self.where)
-        loss = as_loss(self.loss, self.loss_init, self.library_dirs)
-        seed = settings.seed if settings.seed is not None else int(torch.randint(0, 2**31 - 1, ()).item())
+        # trace's --seed, --dtype and --device hold for an expression too: they come as settings
+        spec = replace(self.spec, seed=settings.seed, dtype=settings.dtype, device=settings.device)
+        obj, where = (self.obj, spec.target or describe(self.obj)) if self.obj is not None else load_object(spec.target)
+        loss = as_loss(spec.loss, spec.loss_init, spec.library_dirs)
         # The seed also drives the model's initialisation and forward's randomness (dropout),
         # on a copy of torch's RNG state, so --seed repeats the whole run.
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            callee = resolve(obj, where, parse_init(self.init))
+        with seeded(spec.seed) as seed:
+            callee = made(obj, where, spec.init, dtype=spec.dtype, device=spec.device)
             model = callee.model
-            if model is not None and settings.dtype is not None:
-                from ..interpret.variables import resolve_dtype
-
-                model.to(resolve_dtype(settings.dtype))
             inputs = bind_inputs(
-                callee.signature_of, where, self.variables, self.values, self.named_values,
+                callee.signature_of, where, spec.var, self.values, self.named_values,
                 dtype=_input_dtype(model, settings), device=settings.device, seed=seed,
                 wrt=settings.wrt, data_inputs=model is not None, loss_names=loss.names() if loss else (),
                 probe=callee.run if model is not None else None,
@@ -156,21 +149,24 @@ def tag_loss(root: Any, loss: str, forward: Sequence[Any] = ()) -> None:
 
     lines = loss.splitlines()
     made_by_forward = {id(node) for node in forward if node is not None}
-    stack: list[tuple[Any, Origin | None]] = [(root, None)]
-    while stack:
-        node, parent = stack.pop()
+
+    def the_loss(node: Any) -> bool:  # not forward's own node (tagged by the recorder, or not), nor a leaf
+        return ORIGIN_KEY not in node.metadata and not is_accumulate(node) and id(node) not in made_by_forward
+
+    parents: dict[int, Origin | None] = {}  # a node without a span of its own: its caller's
+    for node, edges in visits(root, enter=the_loss):
         metadata = node.metadata
-        if ORIGIN_KEY in metadata or hasattr(node, "variable") or id(node) in made_by_forward:
-            continue  # forward's own node (tagged by the recorder, or not), or a leaf
         span = metadata.get(SPAN_KEY)
         if span is not None:
             code = lines[span.line - 1].strip() if 0 < span.line <= len(lines) else None
             origin = Origin(span=span, file="--loss", line=span.line, code=code)
         else:
-            origin = parent
+            origin = parents.get(id(node))
         if origin is not None:
             metadata[ORIGIN_KEY] = origin
-        stack.extend((fn, origin) for fn, _ in node.next_functions if fn is not None)
+        for fn, _ in edges:
+            if fn is not None:
+                parents.setdefault(id(fn), origin)
 
 
 class _CodeOrigins:

@@ -9,9 +9,10 @@ and `--loss` with `--loss-init`) makes it here, so what a NAME may be is decided
 from __future__ import annotations
 
 import ast
+import contextlib
 import inspect
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from ..errors import UsageError
 from .load import user_error
@@ -58,6 +59,35 @@ def resolve(obj: Any, where: str, init: dict[str, Any]) -> Callee:
             )
         return Callee(made, made, f"model factory {getattr(obj, '__name__', where)}, called as {_call_text(getattr(obj, '__name__', 'NAME'), init)} -> {type(made).__name__}", made.forward)
     return Callee(obj, None, f"function {getattr(obj, '__name__', where)}, called with the inputs", obj)
+
+
+@contextlib.contextmanager
+def seeded(seed: int | None) -> Iterator[int]:
+    """One seeded copy of torch's RNG state (`seed`, or one drawn): the initialisation, the
+    random inputs and forward's own randomness (dropout) inside it repeat with `--seed`."""
+    import torch
+
+    if seed is None:
+        seed = int(torch.randint(0, 2**31 - 1, ()).item())
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield seed
+
+
+def made(obj: Any, where: str, init: Sequence[str], *, dtype: str | None = None, device: str = "cpu") -> Callee:
+    """THE making of a model from the model options: `obj` resolved with `--init` (its texts
+    read here), its model converted to `--dtype` (None keeps its own) and moved to `--device`.
+    Run it inside the seeded block (targets/model.py's `seeded`), so the weights repeat."""
+    callee = resolve(obj, where, parse_init(init))
+    if callee.model is not None and dtype is not None:
+        from ..interpret.variables import resolve_dtype
+
+        callee.model.to(resolve_dtype(dtype))
+    if callee.model is not None and device != "cpu":
+        from ..interpret.variables import resolve_device
+
+        callee.model.to(resolve_device(device))
+    return callee
 
 
 def parse_init(options: Sequence[str]) -> dict[str, Any]:

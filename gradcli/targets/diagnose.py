@@ -15,13 +15,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .base import Origin
+from .base import Origin, PassError
 from .record import Recording
-
-if TYPE_CHECKING:  # the type only: graph/ is a floor above targets/
-    from ..graph.explain import PassError
 
 _INPLACE = re.compile(
     r"\[torch\.(?:\w+\.)?(?P<type>\w+) \[(?P<shape>[\d, ]*)\]\], which is (?:output (?P<index>\d+) of (?P<node>\w+)|a leaf \w+)"

@@ -1,9 +1,10 @@
 """The user's model as the model commands take it: grads, compare, memory and the distributed runs.
 
-From the command line (`model_run`): TARGET loaded, constructed with `--init` under one seed,
-converted to `--dtype`/`--device`, fed its `--var` inputs by forward's signature, and its output
-reduced by `--loss` (an expression, `losses.py:NAME`, or an `nn.Module` loss with `--loss-init`:
-targets/loss.py). From Python (`python_loss`): the values forward's signature names go to
+From the command line (`model_run`, on the one ModelSpec record of the model options: spec.py):
+TARGET loaded, constructed with `--init` under one seed (`made`, which trace's CodeTarget uses
+too), converted to `--dtype`/`--device`, fed its `--var` inputs by forward's signature, and its
+output reduced by `--loss` (an expression, `losses.py:NAME`, or an `nn.Module` loss with
+`--loss-init`: targets/loss.py). From Python (`python_loss`): the values forward's signature names go to
 forward, the rest to the loss. Each command then runs the model its own way; what a TARGET may
 be, and how the run is seeded and fed, is decided here once.
 """
@@ -13,18 +14,18 @@ from __future__ import annotations
 import contextlib
 import inspect
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 import torch
 
 from ..errors import UsageError
 from .code import tag_loss
-from .construct import parse_init, resolve
+from .construct import made, seeded
 from .inputs import bind_inputs
 from .load import load_object, users_code
 from .loss import Loss, as_loss
 from .outputs import name_outputs, reduce_output
+from .spec import ModelSpec
 
 LossFn = Callable[[Any], Any]
 
@@ -63,22 +64,7 @@ class ModelRun:
 Result = TypeVar("Result")
 
 
-def on_model(
-    judge: Callable[..., Result],
-    where: str,
-    variables: Sequence[str] = (),
-    *,
-    purpose: str,
-    loss: Any = None,
-    loss_init: Sequence[str] = (),
-    init: Sequence[str] = (),
-    seed: int | None = None,
-    dtype: str | None = None,
-    device: str = "cpu",
-    library_dirs: Sequence[str | Path] = (),
-    tag_loss: bool = False,
-    **options: Any,
-) -> Result:
+def on_model(judge: Callable[..., Result], spec: ModelSpec, *, purpose: str, tag_loss: bool = False, **options: Any) -> Result:
     """THE model run of the model-level commands (grads, memory, compare, the ranks' own one-
     process run): TARGET loaded and made (--init), fed (--var), its loss (--loss, --loss-init),
     all inside one seeded run (--seed) on --device, then `judge(model, args, kwargs, loss_fn,
@@ -88,8 +74,7 @@ def on_model(
     A new model-level command is its `judge` (grads_of, memory_of, compare_of) and a `purpose`
     that ends the refusal of a target that is no model ("grads judges a model's parameters").
     """
-    with model_run(where, variables, purpose=purpose, loss=loss, init=init, loss_init=loss_init, seed=seed,
-                   dtype=dtype, device=device, library_dirs=library_dirs) as run:
+    with model_run(spec, purpose=purpose) as run:
         with users_code(run.where):
             result = judge(run.model, run.args, run.kwargs, run.tagged_loss_of if tag_loss else run.loss_of, **options)
     result.target, result.found, result.seed = run.where, run.found, run.seed  # type: ignore[attr-defined]
@@ -97,19 +82,7 @@ def on_model(
 
 
 @contextlib.contextmanager
-def model_run(
-    where: str,
-    variables: Sequence[str] = (),
-    *,
-    purpose: str,
-    loss: Any = None,
-    init: Sequence[str] = (),
-    loss_init: Sequence[str] = (),
-    seed: int | None = None,
-    dtype: str | None = None,
-    device: str = "cpu",
-    library_dirs: Sequence[str | Path] = (),
-) -> Iterator[ModelRun]:
+def model_run(spec: ModelSpec, *, purpose: str) -> Iterator[ModelRun]:
     """TARGET made and fed, inside one seeded copy of torch's RNG state.
 
     The seed drives the initialisation, the random inputs and forward's own randomness
@@ -117,13 +90,10 @@ def model_run(
     run. `purpose` ends the refusal of a target that is no model with parameters ("grads judges
     a model's parameters").
     """
-    obj, where = load_object(where)
-    made = as_loss(loss, loss_init, library_dirs)
-    if seed is None:
-        seed = int(torch.randint(0, 2**31 - 1, ()).item())
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        callee = resolve(obj, where, parse_init(init))
+    obj, where = load_object(spec.target)
+    loss = as_loss(spec.loss, spec.loss_init, spec.library_dirs)
+    with seeded(spec.seed) as seed:
+        callee = made(obj, where, spec.init, dtype=spec.dtype, device=spec.device)
         model = callee.model
         if model is None:
             raise UsageError(f"{where} is {callee.found}: {purpose}",
@@ -131,19 +101,11 @@ def model_run(
         if next(model.parameters(), None) is None:  # "OK: all 0 parameters ..." would pass CI on nothing
             raise UsageError(f"{where} is {callee.found}, which has no parameters: {purpose}",
                              hint="name the model that holds the layers (trace follows the gradient of any callable)")
-        if dtype is not None:
-            from ..interpret.variables import resolve_dtype
-
-            model.to(resolve_dtype(dtype))
-        if device != "cpu":
-            from ..interpret.variables import resolve_device
-
-            model.to(resolve_device(device))
         inputs = bind_inputs(
-            callee.signature_of, where, variables, (), {}, dtype=dtype or model_dtype(model),
-            device=device, seed=seed, data_inputs=True, loss_names=made.names() if made else (), probe=callee.run,
+            callee.signature_of, where, spec.var, (), {}, dtype=spec.dtype or model_dtype(model),
+            device=spec.device, seed=seed, data_inputs=True, loss_names=loss.names() if loss else (), probe=callee.run,
         )
-        yield ModelRun(model, tuple(inputs.args), inputs.kwargs, inputs.tensors, made, where,
+        yield ModelRun(model, tuple(inputs.args), inputs.kwargs, inputs.tensors, loss, where,
                        inputs.described(callee.found), seed)
 
 

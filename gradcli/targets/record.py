@@ -26,7 +26,9 @@ from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..graph.nodes import inputs_of, is_accumulate, walk
 from .base import Origin
+from .flatten import leaves
 from .load import is_user_file
 from .modules import ModuleHooks, ModuleRun
 
@@ -135,7 +137,7 @@ class ForwardRecorder:
         """After `func` ran: tag the nodes it made; note cuts, in-place calls, non-finite output."""
         tensor_type = self._tensor
         # Most calls return one tensor; property reads (x.shape) return no tensor at all.
-        tensors = [result] if isinstance(result, tensor_type) else [t for t in flat_values(result) if isinstance(t, tensor_type)]
+        tensors = [result] if isinstance(result, tensor_type) else [t for t in leaves(result) if isinstance(t, tensor_type)]
         name = getattr(func, "__name__", "")
         if not tensors and before is None and name not in _TO_PYTHON:
             return
@@ -149,7 +151,7 @@ class ForwardRecorder:
             origin = origin or self.origin()
             self.recording.inplace.append(Event(name, origin, before))
         if (tensors or name in _TO_PYTHON) and not any(t.requires_grad for t in tensors):
-            if any(isinstance(a, self._tensor) and a.requires_grad for a in flat_values(args)):
+            if any(isinstance(a, self._tensor) and a.requires_grad for a in leaves(args)):
                 if getattr(func, "__self__", None) is self._data or not name.startswith("__") or name in _TO_PYTHON:
                     self._cut(func, name, tensors, result, origin)
         if self.watch_nonfinite and self.recording.first_nan is None:
@@ -220,31 +222,21 @@ _TO_PYTHON = frozenset({"item", "tolist", "numpy", "__float__", "__int__", "__in
 
 
 def _tag(grad_fn: Any, origin: Origin) -> None:
-    """Tag grad_fn and the untagged nodes behind it that the same call made."""
-    stack = [grad_fn]
-    while stack:
-        node = stack.pop()
-        metadata = node.metadata
-        if ORIGIN_KEY in metadata:
-            continue
-        metadata[ORIGIN_KEY] = origin
-        stack.extend(
-            fn for fn, _ in node.next_functions
-            if fn is not None and not hasattr(fn, "variable") and ORIGIN_KEY not in fn.metadata
-        )
+    """Tag grad_fn (untagged) and the untagged nodes behind it that the same call made."""
+    grad_fn.metadata[ORIGIN_KEY] = origin
+    # Most calls make one node, whose inputs are tagged already or leaves: walk only when not.
+    made = [fn for fn in inputs_of(grad_fn) if fn is not None and _untagged(fn)]
+    if made:
+        for node in walk(made, enter=_untagged):
+            node.metadata[ORIGIN_KEY] = origin
 
 
-def flat_values(value: Any) -> list[Any]:
-    """The leaves of nested tuples, lists and dicts (arguments or results), in order."""
-    if isinstance(value, (tuple, list)):
-        return [item for part in value for item in flat_values(part)]
-    if isinstance(value, dict):
-        return [item for part in value.values() for item in flat_values(part)]
-    return [value]
+def _untagged(node: Any) -> bool:
+    return not is_accumulate(node) and ORIGIN_KEY not in node.metadata
 
 
 def _shapes(value: Any) -> list[list[int]]:
-    return [list(t.shape) for t in flat_values(value) if hasattr(t, "shape") and hasattr(t, "grad_fn")]
+    return [list(t.shape) for t in leaves(value) if hasattr(t, "shape") and hasattr(t, "grad_fn")]
 
 
 class Listener(Protocol):

@@ -9,6 +9,7 @@ from ..errors import UsageError
 from .code import CodeTarget
 from .expression import ExpressionTarget
 from .load import is_code_target
+from .spec import ModelSpec
 
 
 def as_target(
@@ -26,14 +27,12 @@ def as_target(
         if not all(isinstance(text, str) for text in texts):
             raise UsageError("a target given as text takes its inputs as --var texts ('x=randn(3)')")
         if is_code_target(target):
-            return CodeTarget(where=target.strip(), variables=texts, init=tuple(init), loss=loss, library_dirs=library_dirs,
-                              loss_init=tuple(loss_init))
+            return CodeTarget(ModelSpec.of(target.strip(), texts, init=init, loss=loss, loss_init=loss_init,
+                                           library_dirs=library_dirs))
         if loss is not None or init or loss_init:
             raise UsageError("--loss, --loss-init and --init apply to code (model.py:NAME), not to an expression")
         return ExpressionTarget(target, texts, library_dirs)
     if callable(target):
-        return CodeTarget(
-            obj=target, values=tuple(inputs), named_values=dict(named), init=tuple(init), loss=loss,
-            library_dirs=library_dirs, loss_init=tuple(loss_init),
-        )
+        return CodeTarget(ModelSpec.of("", init=init, loss=loss, loss_init=loss_init, library_dirs=library_dirs),
+                          obj=target, values=tuple(inputs), named_values=dict(named))
     raise UsageError(f"cannot trace a {type(target).__name__}", hint="give an expression, model.py:NAME, an nn.Module or a function")

@@ -7,6 +7,8 @@ from typing import Any
 
 import torch
 
+from ..targets.flatten import tensors_in as output_tensors  # the one flattener of a model's output
+
 
 @dataclass
 class Call:
@@ -19,21 +21,6 @@ class Call:
     site: tuple[str, int] | None  # the user's line that called the model
     grads: list[torch.Tensor | None] = field(default_factory=list)  # arrived at each output in backward
     autocast: list[tuple[str, torch.dtype]] = field(default_factory=list)  # (device, dtype) in force at the call
-
-
-def output_tensors(value: Any, depth: int = 3) -> list[torch.Tensor]:
-    """The tensors of a model's output: itself, or inside tuples, lists, dicts (a ModelOutput)."""
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if depth <= 0:
-        return []
-    if isinstance(value, dict):
-        items: list[Any] = list(value.values())
-    elif isinstance(value, (tuple, list)):
-        items = list(value)
-    else:
-        return []
-    return [t for item in items for t in output_tensors(item, depth - 1)]
 
 
 def detached(value: Any) -> Any:

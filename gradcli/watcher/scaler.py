@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from ..health.nonfinite import _nodes
+from ..graph.nodes import walk
 from .calls import detached, output_tensors
 from .replay import _buffers_restored
 
@@ -49,7 +49,7 @@ def fitting_scale(calls: list[Any], params: list[torch.Tensor], scale: float) ->
                 if g is not None and g.numel():
                     largest[0] = max(largest[0], float(g.detach().abs().max()))
 
-        handles = [node.register_hook(seen) for node in _nodes(root.grad_fn)]
+        handles = [node.register_hook(seen) for node in walk(root.grad_fn)]
         try:
             torch.autograd.grad(root, [p for p in params if p.requires_grad], allow_unused=True)
         finally:

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from ...graph.evidence import NodeEvidence
+from ...graph.nodes import inputs_of
 from .node_view import NodeView, fmt
 
 
@@ -67,7 +68,7 @@ class NodeSearch(NodeView):
         -1000 beside 0): on whole tensors one such element is enough, where producer_of_zero
         asks for most points."""
         known = self.evidence.by_node()
-        for next_node, _ in node.node.next_functions:
+        for next_node in inputs_of(node.node):
             made = known.get(id(next_node)) if next_node is not None else None
             out = self.at(made.output) if made is not None else None
             if out is None or not bool((out == 0).any()):

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from ...graph.evidence import NodeEvidence
+from ...graph.nodes import inputs_of, is_accumulate
 from .cause import Cause
 from .node_search import NodeSearch
 from .node_view import fmt
@@ -71,8 +72,7 @@ class NodeReasoning(NodeSearch):
             cond = self.at(node.inputs[0])
             if cond is None:
                 continue
-            branches = node.node.next_functions
-            for position, (branch, _) in enumerate(branches[:2]):
+            for position, branch in enumerate(inputs_of(node.node)[:2]):
                 if branch is None or id(origin.node) not in self.evidence.upstream(branch):
                     continue
                 unselected = ~cond.bool() if position == 0 else cond.bool()
@@ -151,9 +151,9 @@ class NodeReasoning(NodeSearch):
         """The same where the gradients meet at a leaf (a variable or a parameter)."""
         meeting: dict[int, list[tuple[NodeEvidence, torch.Tensor]]] = {}
         for node in self.evidence.nodes:
-            for index, (next_node, _) in enumerate(node.node.next_functions):
+            for index, next_node in enumerate(inputs_of(node.node)):
                 part = self.at(node.leaving[index]) if index < len(node.leaving) else None
-                if next_node is not None and hasattr(next_node, "variable") and part is not None:
+                if next_node is not None and is_accumulate(next_node) and part is not None:
                     meeting.setdefault(id(next_node), []).append((node, part))
         for parts in meeting.values():
             if len(parts) < 2 or any(bool(torch.isnan(p).any()) for _, p in parts):

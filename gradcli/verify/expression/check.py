@@ -25,7 +25,7 @@ from typing import Any, Mapping, Sequence
 
 from ... import limits
 from ..._deep import run_deep
-from ...interpret.variables import resolve_device, resolve_dtype
+from ...interpret.variables import VarInput, VarSpec, read_vars, resolve_device, resolve_dtype
 from ...errors import LimitError, UsageError
 from ...language.expansion import expanded_nodes
 from ...options import checked_seed, checked_tolerance
@@ -43,7 +43,7 @@ from .result import CheckResult
 
 def check(
     expression: str,
-    var: Mapping[str, str] | Sequence[str] = (),
+    var: VarInput = (),
     *,
     points: int | None = None,
     order: int = 1,
@@ -60,7 +60,8 @@ def check(
     JSON document's `as_dict()`). `gradcli.check` returns it as an api.Check, whose `str()` is
     the text `gradcli check` prints.
 
-    `var` gives values like --var: {"x": "linspace(-3, 3, 101)"} or ["x=linspace(-3,3,101)"].
+    `var` gives values like --var: {"x": "linspace(-3, 3, 101)"} or ["x=linspace(-3,3,101)"],
+    parsed once, here, and read as parsed by every refusal and by the points.
     Without values, points come from the library entry's domain (when the expression is one
     library call) or `points` uniform draws (default DEFAULT_POINTS) plus special points.
     `simplify=False` shows the derivatives as differentiated (saves up to SIMPLIFY_BUDGET s).
@@ -78,12 +79,12 @@ def check(
     checked_seed(seed)
     checked_tolerance("atol", atol)
     checked_tolerance("rtol", rtol)
-    options = [f"{k}={v}" for k, v in var.items()] if isinstance(var, Mapping) else list(var)
-    refuse_unusable(options, resolve_dtype(dtype))
+    specs = read_vars(var)
+    refuse_unusable(specs.values(), resolve_dtype(dtype))
     program, library = load(expression, library_dirs)
     plan = run_deep(make_plan, program, library)  # a 20,000-level program recurses as deep
     every_variable, program = program.variables, plan.program  # without dead statements
-    refuse_integers(options, program.variables)
+    refuse_integers(specs, program.variables)
     default_rtol, default_atol = TOLERANCES[dtype]
     tol = {"rtol": default_rtol if rtol is None else rtol, "atol": default_atol if atol is None else atol}
     seed = draw_seed() if seed is None else seed
@@ -91,19 +92,19 @@ def check(
     unused = [v for v in every_variable if v not in program.variables]
     if unused:
         result.notes.append(f"not used by the output, so not checked: {', '.join(unused)}")
-    result.notes += _floated_integers(options, program.variables, dtype)
+    result.notes += _floated_integers(specs, program.variables, dtype)
     if plan.mode in ("elementwise", "reduced"):
-        pts = elementwise_points(program.variables, every_variable, options, plan, points, seed, result)
+        pts = elementwise_points(program.variables, every_variable, specs, plan, points, seed, result)
         limits.check_work(sum(t.numel() for t in pts.values()), expanded_nodes(program, library.functions))
         check_elementwise(CheckContext(result, program, plan, library, device), pts, simplify)
     else:
-        values = exact_values(program.variables, every_variable, options, seed, result)
+        values = exact_values(program.variables, every_variable, specs, seed, result)
         check_exact(CheckContext(result, program, plan, library, device), values)
     if explain and (not result.ok or result.causes):
         from .fixes import propose
 
         def rerun(text: str) -> CheckResult:
-            return check(text, options, points=points, order=order, atol=atol, rtol=rtol, dtype=dtype, device=device,
+            return check(text, specs, points=points, order=order, atol=atol, rtol=rtol, dtype=dtype, device=device,
                          seed=seed, library_dirs=library_dirs, simplify=False, explain=False)
 
         propose(result, program, library, rerun)
@@ -126,15 +127,13 @@ def check_all(**options: Any) -> list[CheckResult]:
     return results
 
 
-def _floated_integers(options: Sequence[str], variables: Sequence[str], dtype: str) -> list[str]:
+def _floated_integers(specs: Mapping[str, VarSpec], variables: Sequence[str], dtype: str) -> list[str]:
     """A note for each variable written as integers (`x=[1, 2, 3]`): torch.tensor of them is
     int64, and check makes them --dtype floats because it differentiates its variables."""
     from ...interpret.constructors import Values
-    from ...interpret.variables import parse_var
 
     notes = []
-    for option in options:
-        spec = parse_var(option)
+    for spec in specs.values():
         if spec.name in variables and spec.kind in ("list", "number") and spec.written is Values.INTEGER:
             notes.append(f"{spec.name}: the integers written ({spec.text}) are {dtype} here, as check differentiates "
                          "its variables (torch.tensor of them is int64)")

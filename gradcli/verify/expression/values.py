@@ -9,11 +9,11 @@ kept, and `points_source` says where each came from.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 
-from ...interpret.variables import default_spec, make_leaves, parse_var
+from ...interpret.variables import VarSpec, default_spec, make_leaves
 from ...errors import ShapeError, UsageError, VariableError
 from ...exact.plan import Plan
 from ...exact.points import DEFAULT_POINTS, SPECIAL, Points, check_point_total, domain_points, drawn_points
@@ -23,9 +23,9 @@ from .result import CheckResult
 EXACT_DEFAULT = "randn(4)"
 
 
-def refuse_integers(options: Sequence[str], used: Sequence[str]) -> None:
+def refuse_integers(specs: Mapping[str, VarSpec], used: Sequence[str]) -> None:
     """Refuse integer variables (randint): they have no gradient to compare."""
-    integers = [spec.name for spec in map(parse_var, options) if spec.integer and spec.name in used]
+    integers = [spec.name for spec in specs.values() if spec.integer and spec.name in used]
     if not integers:
         return
     listed = ", ".join(integers)
@@ -52,13 +52,13 @@ def keep_used(leaves: Any, names: Sequence[str]) -> None:
 
 
 def elementwise_points(
-    names: Sequence[str], every_variable: Sequence[str], options: list[str], plan: Plan, count: int | None,
+    names: Sequence[str], every_variable: Sequence[str], specs: Mapping[str, VarSpec], plan: Plan, count: int | None,
     seed: int, result: CheckResult,
 ) -> dict[str, torch.Tensor]:
     """The elementwise mode's points, one value per variable each: --var's broadcast, else the
     library entry's domain or `count` draws, plus the special points."""
-    if options:
-        leaves = finite_only(make_leaves)(every_variable, options, dtype="float64", seed=seed,
+    if specs:
+        leaves = finite_only(make_leaves)(every_variable, specs, dtype="float64", seed=seed,
                                           default=lambda n, i: default_spec(i))
         keep_used(leaves, names)
         if count is not None:
@@ -85,10 +85,10 @@ def elementwise_points(
 
 
 def exact_values(
-    names: Sequence[str], every_variable: Sequence[str], options: list[str], seed: int, result: CheckResult,
+    names: Sequence[str], every_variable: Sequence[str], specs: Mapping[str, VarSpec], seed: int, result: CheckResult,
 ) -> dict[str, torch.Tensor]:
     """The exact mode's small tensors: --var's, else EXACT_DEFAULT, for the variables used."""
-    leaves = finite_only(make_leaves)(every_variable, options, dtype="float64", device="cpu", seed=seed,
+    leaves = finite_only(make_leaves)(every_variable, specs, dtype="float64", device="cpu", seed=seed,
                                       default=lambda name, index: EXACT_DEFAULT)
     keep_used(leaves, names)
     result.points_source = describe_leaves(leaves)

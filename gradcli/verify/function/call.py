@@ -14,7 +14,7 @@ floating inputs. This module builds it from the Function as people write it:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal, Mapping
 
 import torch
 
@@ -22,6 +22,7 @@ from ...errors import UsageError, UserCodeError
 from .inputs import Inputs, make_inputs
 from ..finite_differences.jacobian import leaves
 from ...exact.points import refuse_unusable
+from ...interpret.variables import VarInput, read_vars
 from .userfile import check_class, load_function, run_user
 
 #: Why an output is or is not checked.
@@ -104,7 +105,7 @@ class FunctionCall:
 
 
 def prepare(
-    function: Any, var: Mapping[str, str] | Sequence[str] = (), *, seed: int = 0,
+    function: Any, var: VarInput = (), *, seed: int = 0,
     given: Mapping[str, object] | None = None, output: int | None = None,
 ) -> FunctionCall:
     """Load the Function, make its inputs, run forward once to classify its outputs."""
@@ -113,9 +114,9 @@ def prepare(
     else:
         cls = check_class(function, getattr(function, "__name__", repr(function)))
         label = cls.__name__
-    options = [f"{k}={v}" for k, v in var.items()] if isinstance(var, Mapping) else list(var)
-    refuse_unusable(options, torch.float64)
-    inputs = make_inputs(cls, options, seed, given)
+    specs = read_vars(var)  # parsed once, here: the refusal and the inputs read the parsed values
+    refuse_unusable(specs.values(), torch.float64)
+    inputs = make_inputs(cls, specs, seed, given)
     call = FunctionCall(cls, label, inputs, [])
     if not inputs.tensors():
         data = [f"{n} ({_type(v)})" for n, v in zip(inputs.names, inputs.values)]

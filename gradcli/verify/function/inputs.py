@@ -23,13 +23,13 @@ from __future__ import annotations
 import inspect
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal, Mapping
 
 import torch
 
 from ...interpret.annotations import ArgKind, ArgType, argument_type
 from ...interpret.constructors import Values
-from ...interpret.variables import VarSpec, make_tensor, parse_vars
+from ...interpret.variables import VarInput, VarSpec, make_tensor, read_vars
 from ...errors import UsageError
 from .userfile import DEFAULT_INPUT
 
@@ -172,12 +172,12 @@ def _hints(cls: type) -> dict[str, Any]:
         return {}
 
 
-def make_inputs(cls: type, options: Sequence[str], seed: int, given: Mapping[str, object] | None = None) -> Inputs:
-    """Values for forward's parameters: `given` values first, then --var options, then the
-    signature's defaults, else invented by type."""
+def make_inputs(cls: type, var: VarInput, seed: int, given: Mapping[str, object] | None = None) -> Inputs:
+    """Values for forward's parameters: `given` values first, then --var values (parsed
+    already, or parsed here), then the signature's defaults, else invented by type."""
     params = forward_parameters(cls)
     names = [p.name for p in params]
-    specs = parse_vars(options)
+    specs = read_vars(var)
     given = dict(given or {})
     for what, chosen in (("--var", specs), ("given", given)):
         unknown = [n for n in chosen if n not in names]

@@ -85,7 +85,6 @@ def detectors() -> list[Detector]:
 
 def graph_leaves(roots: list[Any]) -> list[torch.Tensor]:
     """The leaves backward reaches from `roots` (their AccumulateGrad nodes' variables)."""
-    from ...graph.nodes import grad_fn_nodes
+    from ...graph.nodes import is_accumulate, walk
 
-    return [n.variable for n in grad_fn_nodes([getattr(r, "grad_fn", None) for r in roots])
-            if hasattr(n, "variable")]
+    return [n.variable for n in walk([getattr(r, "grad_fn", None) for r in roots]) if is_accumulate(n)]

@@ -49,10 +49,10 @@ class LossInput(Detector):
         if self.done:
             return
         self.done = True
-        from ...graph.nodes import grad_fn_nodes
+        from ...graph.nodes import walk
 
         sites = run.opsites.sites if run.opsites is not None else {}
-        for node in grad_fn_nodes(getattr(r, "grad_fn", None) for r in roots):
+        for node in walk([getattr(r, "grad_fn", None) for r in roots]):
             name = node.name()
             if name in _APPLIES:
                 self._twice(run, node, name, sites)
@@ -106,8 +106,10 @@ class LossInput(Detector):
 
 
 def _input(node: Any) -> Any:
-    edges = node.next_functions
-    return edges[0][0] if edges else None
+    from ...graph.nodes import inputs_of
+
+    inputs = inputs_of(node)
+    return inputs[0] if inputs else None
 
 
 def _through_reshapes(node: Any) -> Any:
