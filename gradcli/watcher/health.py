@@ -16,11 +16,10 @@ at the first step it is seen.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import torch
 
-from .found import Found
+from .detectors.found import Found
 from .reading import StepReading
 from .spikes import Spike
 

@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from .found import Found
+from .detectors.found import Found
 from .names import module_of
 from .reading import StepReading
 from .spikes import SpikeDetector

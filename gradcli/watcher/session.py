@@ -29,11 +29,10 @@ from ..targets.modules import ModuleHooks
 from . import health
 from .calls import Call, output_tensors
 from .detectors import CheckedStep, detectors
-from .events import RunEvents
-from .found import Found
+from .detectors.found import Found
+from .events import OpSites, RunEvents
 from .kinds import WORDS
 from .names import Names, module_of
-from .opsites import OpSites
 from .options import WatchOptions
 from .precursors import Precursors
 from .reading import StepReading, nonfinite_parameters, read_step
@@ -194,7 +193,7 @@ class Watch:
         if self._paused or len(self._discovery.stack) != 1:  # type: ignore[union-attr]
             return
         if self.opsites is not None and isinstance(module, torch._dynamo.eval_frame.OptimizedModule):
-            self.opsites.stop()  # dynamo would trace the mode, then compile again without it (opsites.py)
+            self.opsites.stop()  # dynamo would trace the mode, then compile again without it (events/opsites.py)
         if id(module) not in self.tops:
             self.tops[id(module)] = module
             if self.names.root is None:  # a LightningModule's training_step calling self.head: named from it

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from .memory import table
 
 from ...watcher.kinds import WORDS
 

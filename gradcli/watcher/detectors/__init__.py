@@ -15,76 +15,26 @@ per step is measured by bench/watch.py. How a step is caught (the optimizer's pr
 closure, a GradScaler, a trainer's callback) is session.py's business, not a detector's.
 
 Adding one: a module here with a `Detector` subclass, its kind and words in kinds.py, its name in
-DETECTORS below, and its test (tests/test_watch_silent.py shows the pattern: the bug's script and
+`detectors()` below, and its test (tests/test_watch_silent.py shows the pattern: the bug's script and
 its fixed twin, the truth from torch on the same loop).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from .carried import CarriedGradients
+from .eval_mode import EvalMode
+from .gradients import GradientHealth
+from .learning_rate import LearningRate
+from .loss_input import LossInput
+from .loss_trend import LossTrend
+from .protocol import CheckedStep, Detector, Run, Stepped, graph_leaves
+from .unstepped import NoOptimizer
+from .zeroed import ZeroedBeforeStep
 
-import torch
-
-from ..found import Found
-from ..reading import StepReading
-
-if TYPE_CHECKING:
-    from ..session import Watch, Watched
-
-
-@dataclass
-class CheckedStep:
-    """One optimizer's step, about to be applied (or just applied)."""
-
-    run: "Watch"  # the watch: its models (tops), names, events, the step's losses and backward line
-    optimizer: torch.optim.Optimizer
-    watched: "Watched"  # its label, step count, checks
-    params: list[torch.Tensor]  # the optimizer's parameters that require grad, in its order
-    names: list[str]  # theirs, as named_parameters() gives them
-    reading: StepReading | None  # the check's numbers (None in `applied` of an unchecked step)
-
-    @property
-    def step(self) -> int:
-        return self.watched.steps
-
-
-class Detector:
-    """The protocol: override what the detector needs."""
-
-    def backward(self, run: "Watch", roots: list[torch.Tensor]) -> None:
-        return None
-
-    def backward_done(self, run: "Watch") -> None:
-        return None
-
-    def check(self, step: CheckedStep) -> list[Found]:
-        return []
-
-    def applied(self, step: CheckedStep) -> None:
-        return None
-
-    def end(self, run: "Watch") -> list[Found]:
-        return []
+__all__ = ["CheckedStep", "Detector", "Run", "Stepped", "detectors", "graph_leaves"]
 
 
 def detectors() -> list[Detector]:
     """A fresh set for one run, in the order their findings are reported."""
-    from .carried import CarriedGradients
-    from .gradients import GradientHealth
-    from .eval_mode import EvalMode
-    from .learning_rate import LearningRate
-    from .loss_input import LossInput
-    from .loss_trend import LossTrend
-    from .unstepped import NoOptimizer
-    from .zeroed import ZeroedBeforeStep
-
-    return [GradientHealth(), CarriedGradients(), ZeroedBeforeStep(), NoOptimizer(), LossInput(), EvalMode(), LearningRate(),
-            LossTrend()]
-
-
-def graph_leaves(roots: list[Any]) -> list[torch.Tensor]:
-    """The leaves backward reaches from `roots` (their AccumulateGrad nodes' variables)."""
-    from ...graph.nodes import is_accumulate, walk
-
-    return [n.variable for n in walk([getattr(r, "grad_fn", None) for r in roots]) if is_accumulate(n)]
+    return [GradientHealth(), CarriedGradients(), ZeroedBeforeStep(), NoOptimizer(), LossInput(), EvalMode(),
+            LearningRate(), LossTrend()]

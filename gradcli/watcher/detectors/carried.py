@@ -20,15 +20,13 @@ a copy is made).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
-from ..found import Found
-from . import CheckedStep, Detector
+from .found import Found
+from .protocol import CheckedStep, Detector, Run
 
-if TYPE_CHECKING:
-    from ..session import Watch
 
 
 class CarriedGradients(Detector):
@@ -44,7 +42,7 @@ class CarriedGradients(Detector):
             self.tracked[id(step.optimizer)] = [[p, p.grad, p.grad._version, False] for p in step.params
                                                 if p.grad is not None]
 
-    def backward(self, run: "Watch", roots: list[torch.Tensor]) -> None:
+    def backward(self, run: Run, roots: list[torch.Tensor]) -> None:
         for key, entries in list(self.tracked.items()):
             kept = [e for e in entries if e[0].grad is e[1] and e[1]._version == e[2]]
             for e in kept:
@@ -56,7 +54,7 @@ class CarriedGradients(Detector):
                     self.before = {id(e[0]): e[1].detach().clone() for e in kept}
             self.tracked[key] = kept
 
-    def backward_done(self, run: "Watch") -> None:
+    def backward_done(self, run: Run) -> None:
         for entries in self.tracked.values():
             for e in entries:
                 e[2] = e[1]._version

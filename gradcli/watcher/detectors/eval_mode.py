@@ -6,18 +6,15 @@ no tensor touched): a model (a top-level module the run calls) that holds the op
 parameters, with `training` False, and holding modules that behave otherwise in eval (dropout,
 batch or instance norm that tracks statistics). Chosen modules set to eval inside a model in
 training mode (a frozen BatchNorm while fine-tuning) are the user's choice, not a finding. The
-line is the model's last `eval()` / `train(False)` call (events.py).
+line is the model's last `eval()` / `train(False)` call (events/methods.py).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-import torch
 from torch import nn
 
-from ..found import Found
-from . import CheckedStep, Detector
+from .found import Found
+from .protocol import CheckedStep, Detector
 
 #: Modules whose forward differs between train() and eval().
 _MODAL = (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._BatchNorm, nn.modules.instancenorm._InstanceNorm)

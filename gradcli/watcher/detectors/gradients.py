@@ -6,9 +6,9 @@ which the non-finite path in session.py shares for its overflowing norms)."""
 
 from __future__ import annotations
 
-from ..found import Found
+from .found import Found
 from .. import health
-from . import CheckedStep, Detector
+from .protocol import CheckedStep, Detector
 
 
 class GradientHealth(Detector):

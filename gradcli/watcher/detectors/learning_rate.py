@@ -8,7 +8,7 @@ stepped once per batch (StepLR(step_size=30) at step 180: 1e-6) is. Exploded: a 
 EXPLODED (1000) times the scheduler's base rate (`initial_lr`, which warmup and one-cycle
 schedules never pass by more than their max/base factor, 25 for OneCycleLR's default), or the
 first rate seen without a scheduler. The scheduler that drives the group is named with its class,
-the line that built it (events.py) and how many times it was stepped.
+the line that built it (events/methods.py) and how many times it was stepped.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any
 
 import torch
 
-from ..found import Found
-from . import CheckedStep, Detector
+from .found import Found
+from .protocol import CheckedStep, Detector
 
 COLLAPSED = 1e-6
 EXPLODED = 1e3

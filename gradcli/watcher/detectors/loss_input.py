@@ -14,20 +14,18 @@ saved tensor still alive):
   compares every output with every target (an `[N, N]` loss). In the graph: the loss's input
   passes through ExpandBackward0, whose saved size is the output's, to the loss's saved size.
 
-The lines are the calls' own, noted while the first step ran (opsites.py).
+The lines are the calls' own, noted while the first step ran (events/opsites.py).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
-from ..found import Found
-from . import Detector
+from .found import Found
+from .protocol import Detector, Run
 
-if TYPE_CHECKING:
-    from ..session import Watch
 
 #: Nodes that only reshape (nothing between the two activations but these).
 _RESHAPES = frozenset({"ViewBackward0", "ReshapeAliasBackward0", "UnsafeViewBackward0", "SqueezeBackward0",
@@ -45,7 +43,7 @@ class LossInput(Detector):
     def __init__(self) -> None:
         self.done = False
 
-    def backward(self, run: "Watch", roots: list[torch.Tensor]) -> None:
+    def backward(self, run: Run, roots: list[torch.Tensor]) -> None:
         if self.done:
             return
         self.done = True
@@ -59,7 +57,7 @@ class LossInput(Detector):
             if name in _POINTWISE:
                 self._broadcast(run, node, name, sites)
 
-    def _twice(self, run: "Watch", node: Any, name: str, sites: dict) -> None:
+    def _twice(self, run: Run, node: Any, name: str, sites: dict) -> None:
         own, given, function = _APPLIES[name]
         below = _input(node)
         if name == "NllLossBackward0" and _through_reshapes(below) is not None \
@@ -86,7 +84,7 @@ class LossInput(Detector):
                                      "activation_line": _line(site), "loss_line": _line(loss_site)},
             modules=_modules_of(run, activation) or None, site=site or loss_site))
 
-    def _broadcast(self, run: "Watch", node: Any, name: str, sites: dict) -> None:
+    def _broadcast(self, run: Run, node: Any, name: str, sites: dict) -> None:
         expand = _input(node)
         if expand is None or expand.name() != "ExpandBackward0":
             return
@@ -126,7 +124,7 @@ def _line(site: Any) -> str | None:
     return f"{site[0]}:{site[1]}" if site else None
 
 
-def _modules_of(run: "Watch", activation: str) -> list[str]:
+def _modules_of(run: Run, activation: str) -> list[str]:
     """The model's own Softmax / Sigmoid modules, if it has any (the usual way this bug is written)."""
     kind = torch.nn.Softmax if activation == "softmax" else torch.nn.Sigmoid
     names = run.names.modules

@@ -20,8 +20,8 @@ from __future__ import annotations
 import math
 import statistics
 
-from ..found import Found
-from . import CheckedStep, Detector
+from .found import Found
+from .protocol import CheckedStep, Detector
 
 WINDOW = 10
 CLIMB = 10.0

@@ -7,22 +7,20 @@ and never moves. Layers kept in a plain Python list are the same bug seen from t
 The parameters backward reaches are read from the first steps' graphs (their AccumulateGrad
 nodes: `nn.Parameter`s only, so an input that requires grad is not one), until every optimizer
 has stepped once (an optimizer comes back for its second check) or the run ends; then the
-verdict, against every optimizer the run built (events.py) or stepped. A parameter frozen with
+verdict, against every optimizer the run built (events/methods.py) or stepped. A parameter frozen with
 requires_grad_(False) is in no graph, so a frozen backbone is not a finding.
 """
 
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
-from ..found import Found
-from . import CheckedStep, Detector, graph_leaves
+from .found import Found
+from .protocol import CheckedStep, Detector, Run, graph_leaves
 
-if TYPE_CHECKING:
-    from ..session import Watch
 
 
 class NoOptimizer(Detector):
@@ -31,7 +29,7 @@ class NoOptimizer(Detector):
         self.stepped: list[Any] = []  # weakrefs to the optimizers seen stepping
         self.done = False
 
-    def backward(self, run: "Watch", roots: list[torch.Tensor]) -> None:
+    def backward(self, run: Run, roots: list[torch.Tensor]) -> None:
         if not self.done:
             for leaf in graph_leaves(roots):
                 if isinstance(leaf, torch.nn.Parameter) and leaf.requires_grad:
@@ -46,10 +44,10 @@ class NoOptimizer(Detector):
             return []
         return self._verdict(step.run)
 
-    def end(self, run: "Watch") -> list[Found]:
+    def end(self, run: Run) -> list[Found]:
         return [] if self.done else self._verdict(run)
 
-    def _verdict(self, run: "Watch") -> list[Found]:
+    def _verdict(self, run: Run) -> list[Found]:
         self.done = True
         optimizers = run.events.live(run.events.optimizers) + [o for o in (r() for r in self.stepped) if o is not None]
         held = {id(p) for o in optimizers for group in o.param_groups for p in group["params"]}

@@ -4,13 +4,13 @@ At a check, every gradient of the optimizer is None or exactly zero although bac
 its last step and its graph reaches the optimizer's parameters (their AccumulateGrad nodes; the
 graph's shape outlives backward). None after such a backward can only be a reset; all-zero
 gradients are a finding only when a zero_grad() call came after the last backward (a constant
-loss gives zeros too, with no reset). The line is that zero_grad() call's (events.py).
+loss gives zeros too, with no reset). The line is that zero_grad() call's (events/methods.py).
 """
 
 from __future__ import annotations
 
-from ..found import Found
-from . import CheckedStep, Detector, graph_leaves
+from .found import Found
+from .protocol import CheckedStep, Detector, graph_leaves
 
 
 class ZeroedBeforeStep(Detector):

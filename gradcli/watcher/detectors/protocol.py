@@ -1,0 +1,81 @@
+"""The detectors' protocol: what a detector is told of a watched run, and what it reads of it
+(the package's docstring says how a detector is written)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+
+from ..events import OpSites, RunEvents
+from ..names import Names
+from ..options import WatchOptions
+from ..reading import StepReading
+from .found import Found
+
+
+class Stepped(Protocol):
+    """One optimizer as the run knows it (session.py's Watched)."""
+
+    label: str
+    steps: int
+    checks: int
+    reported: set[tuple[str, str]]
+    zeros: dict[str, int]
+
+
+class Run(Protocol):
+    """What a detector reads of the watched run (session.py's Watch is one)."""
+
+    options: WatchOptions
+    tops: dict[int, torch.nn.Module]  # the models found (id -> module)
+    names: Names
+    events: RunEvents
+    opsites: OpSites | None  # the first step's op lines (None after it)
+    losses: list[torch.Tensor]  # the roots backward ran on since the last step
+    backward_site: tuple[str, int] | None  # the user's line of the last backward()
+    pending: list[Found]  # findings made at a backward, reported at the next check
+    watched: dict[int, Any]  # id(optimizer) -> its Stepped
+
+
+@dataclass
+class CheckedStep:
+    """One optimizer's step, about to be applied (or just applied)."""
+
+    run: Run  # the watch: its models (tops), names, events, the step's losses and backward line
+    optimizer: torch.optim.Optimizer
+    watched: Stepped  # its label, step count, checks
+    params: list[torch.Tensor]  # the optimizer's parameters that require grad, in its order
+    names: list[str]  # theirs, as named_parameters() gives them
+    reading: StepReading | None  # the check's numbers (None in `applied` of an unchecked step)
+
+    @property
+    def step(self) -> int:
+        return self.watched.steps
+
+
+class Detector:
+    """The protocol: override what the detector needs."""
+
+    def backward(self, run: Run, roots: list[torch.Tensor]) -> None:
+        return None
+
+    def backward_done(self, run: Run) -> None:
+        return None
+
+    def check(self, step: CheckedStep) -> list[Found]:
+        return []
+
+    def applied(self, step: CheckedStep) -> None:
+        return None
+
+    def end(self, run: Run) -> list[Found]:
+        return []
+
+
+def graph_leaves(roots: list[Any]) -> list[torch.Tensor]:
+    """The leaves backward reaches from `roots` (their AccumulateGrad nodes' variables)."""
+    from ...graph.nodes import is_accumulate, walk
+
+    return [n.variable for n in walk([getattr(r, "grad_fn", None) for r in roots]) if is_accumulate(n)]
