@@ -9,6 +9,10 @@ step can be replayed later; nothing is copied, only referenced until the step is
 Which modules are top-level is learnt from targets/modules.py's observer of every module during
 the first step; after it, only those modules are hooked.
 
+What is checked beyond a non-finite step is the detectors' (detectors/: the silent bugs, the
+gradients' health), each told of every backward, check and applied step; the methods the run
+calls (events/) are noted with their lines for them.
+
 The cost per checked step is reading.py's one reduction and one host read, a few Python
 calls per hook, and the spike statistic on two numbers.
 """
@@ -192,7 +196,7 @@ class Watch:
         """A module's forward begins (discovery): one not inside another is a model."""
         if self._paused or len(self._discovery.stack) != 1:  # type: ignore[union-attr]
             return
-        if self.opsites is not None and isinstance(module, torch._dynamo.eval_frame.OptimizedModule):
+        if self.opsites is not None and _compiled(module):
             self.opsites.stop()  # dynamo would trace the mode, then compile again without it (events/opsites.py)
         if id(module) not in self.tops:
             self.tops[id(module)] = module
@@ -440,6 +444,12 @@ class Watch:
 
             save_bundle(self.options.save, self, optimizer, stop, self.script)
         raise WatchStop(self.result)
+
+
+def _compiled(module: torch.nn.Module) -> bool:
+    """A torch.compile'd model (asked without importing dynamo, which a run that never compiles never loads)."""
+    dynamo = sys.modules.get("torch._dynamo.eval_frame")
+    return dynamo is not None and isinstance(module, dynamo.OptimizedModule)
 
 
 def _calling_owner(frame: Any, module: torch.nn.Module) -> torch.nn.Module | None:
