@@ -7,6 +7,7 @@ Every word about a watched run is chosen here.
 
 from __future__ import annotations
 
+import math
 import os
 from typing import TYPE_CHECKING
 
@@ -87,6 +88,7 @@ def _stop_lines(what: str, result: "WatchResult") -> list[str]:
         if replay.why_not and stop.origin is None:
             how += f"; {replay.why_not}"
         lines.append(how)
+    lines += _rows_lines(stop.rows)
     return lines
 
 
@@ -99,6 +101,7 @@ def _finding_lines(f: "WatchFinding") -> list[str]:
     evidence = _evidence(f)
     if evidence:
         lines.append(f"    {evidence}")
+    lines += _rows_lines(f.detail.get("rows"), "    ")
     if f.file is not None:
         code = f.code
         lines.append(f"    {os.path.basename(f.file)}:{f.line}" + (f"  {code}" if code else ""))
@@ -145,6 +148,29 @@ def _evidence(f: "WatchFinding") -> str:
         return (f"the loss's median went from {d['from']:.4g} (steps {d['from_steps'][0]}-{d['from_steps'][1]}) to "
                 f"{d['to']:.4g} (steps {d['to_steps'][0]}-{d['to_steps'][1]}), {d['times']:.3g}x")
     return _numbers(d)
+
+
+def _rows_lines(rows: dict | None, indent: str = "  ") -> list[str]:
+    """Which rows of the batch carry the step (watcher/rows.py), in a line or two."""
+    if not rows:
+        return []
+    if not rows.get("calls"):
+        return [f"{indent}rows: not computed ({rows.get('why_not')})"]
+    several = len(rows["calls"]) > 1
+    named = ", ".join((f"call {r['call']} " if several else "") + f"{r['row']} ({r['share']:.0%})" for r in rows["top"])
+    batch = sum(c["batch"] for c in rows["calls"])
+    lines = [f"{indent}rows of the batch ({batch}, by {rows['how']}): {'row' if len(rows['top']) == 1 else 'rows'} "
+             f"{named} hold{'s' if len(rows['top']) == 1 else ''} {rows['top_share']:.0%} of the rows' Σ‖g‖²"]
+    before = rows.get("previous")
+    if before is not None:
+        typical = before["typical_grad_norm"]
+        lines.append(f"{indent}the same batch at the previous step's weights: loss {before['loss']:.4g}, gradient norm "
+                     f"{before['grad_norm']:.4g}" + (f" (typical {typical:.4g})" if typical else "") + ": "
+                     + ("harmless, so the state of the weights, not the batch alone" if before["harmless"]
+                        else f"out of line there too ({before['grad_norm'] / typical:.3g}x the typical gradient norm): the "
+                        "batch itself, or a state already bad a step before" if typical and math.isfinite(before["grad_norm"])
+                        else "not finite there either: the batch itself"))
+    return lines
 
 
 def _shape(shape: list[int]) -> str:

@@ -77,9 +77,10 @@ def detectors() -> list[Detector]:
     from .loss_trend import LossTrend
     from .unstepped import NoOptimizer
     from .zeroed import ZeroedBeforeStep
+    from ..rows import LossNotes
 
     return [CarriedGradients(), ZeroedBeforeStep(), NoOptimizer(), LossInput(), EvalMode(), LearningRate(),
-            LossTrend()]
+            LossTrend(), LossNotes()]
 
 
 def graph_leaves(roots: list[Any]) -> list[torch.Tensor]:
