@@ -14,7 +14,7 @@ FindingKind = Literal[
     "loss_spike", "grad_spike", "layer_spike", "adam_ratio", "no_gradient", "dead", "vanishing", "exploding",
     # the silent training bugs (detectors/)
     "carried_gradients", "no_optimizer", "zeroed_before_step", "activation_twice", "broadcast_target",
-    "eval_mode", "learning_rate", "loss_climbs",
+    "eval_mode", "learning_rate", "loss_climbs", "clip_before_unscale",
 ]
 
 
@@ -63,6 +63,9 @@ WORDS: dict[str, Words] = {
     "learning_rate": Words(
         "learning rate collapsed", "the learning rate collapsed (or exploded) during the run",
         "step the scheduler as it was built for (per epoch, not per batch), or build it for the run's steps"),
+    "clip_before_unscale": Words(
+        "clipping scaled gradients", "clip_grad_norm_ ran on gradients still multiplied by GradScaler's scale",
+        "call scaler.unscale_(optimizer) before clip_grad_norm_, then scaler.step(optimizer)"),
     "loss_climbs": Words("loss climbs", "the loss climbed over the run, without nan",
                          "look at the other findings; else a lower learning rate"),
 }

@@ -71,6 +71,7 @@ class Detector:
 def detectors() -> list[Detector]:
     """A fresh set for one run, in the order their findings are reported."""
     from .carried import CarriedGradients
+    from .clip_scaled import ClipScaled
     from .eval_mode import EvalMode
     from .learning_rate import LearningRate
     from .loss_input import LossInput
@@ -80,7 +81,7 @@ def detectors() -> list[Detector]:
     from ..rows import LossNotes
 
     return [CarriedGradients(), ZeroedBeforeStep(), NoOptimizer(), LossInput(), EvalMode(), LearningRate(),
-            LossTrend(), LossNotes()]
+            LossTrend(), ClipScaled(), LossNotes()]
 
 
 def graph_leaves(roots: list[Any]) -> list[torch.Tensor]:
