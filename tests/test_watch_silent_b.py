@@ -19,7 +19,7 @@ HERE = Path(__file__)
 
 
 def line_of(text: str) -> int:
-    found = [i + 1 for i, line in enumerate(HERE.read_text().splitlines()) if text in line and "line_of" not in line]
+    found = [i + 1 for i, line in enumerate(HERE.read_text().splitlines()) if text in line and "line_of" not in line and '"#' not in line]
     assert len(found) == 1, (text, found)
     return found[0]
 
@@ -87,3 +87,86 @@ def test_clipping_scaled_gradients_is_found_with_its_line():
 def test_clipping_after_unscale_is_clean():
     result, _ = run(amp_loop, fixed=True)
     assert not found(result, "clip_before_unscale")
+
+
+# -- parameters changed outside the optimizer ------------------------------------------------------
+def reinit(step, model, initial):
+    nn.init.xavier_uniform_(model[2].weight)  # re-initialised every step
+
+
+def restore(step, model, initial):
+    model.load_state_dict(initial)  # put back every step
+
+
+def resume(step, model, initial):
+    if step == 4:
+        model.load_state_dict(initial)  # loaded once, as a resume or a rollback does
+
+
+def clamp(step, model, initial):
+    with torch.no_grad():
+        for p in model.parameters():
+            p.clamp_(-0.05, 0.05)  # WGAN's critic
+
+
+def data_clamp(step, model, initial):
+    for p in model.parameters():
+        p.data.clamp_(-0.05, 0.05)
+
+
+def ema(step, model, initial):
+    initial["teacher"].update_parameters(model)  # an EMA teacher (its parameters are in no optimizer)
+
+
+def outside_loop(change, steps: int = 7, seen=None) -> nn.Module:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+    wgan = change in (clamp, data_clamp)
+    optimizer = (torch.optim.RMSprop if wgan else torch.optim.SGD)(model.parameters(), lr=5e-3 if wgan else 0.1)
+    initial = {k: v.clone() for k, v in model.state_dict().items()}
+    if change is ema:
+        initial = {"teacher": torch.optim.swa_utils.AveragedModel(
+            model, multi_avg_fn=torch.optim.swa_utils.get_ema_multi_avg_fn(0.99))}
+    for step in range(1, steps + 1):
+        change(step, model, initial)
+        if seen is not None:
+            seen.append({k: v.clone() for k, v in model.named_parameters()})
+        g = torch.Generator().manual_seed(step)
+        x = torch.randn(16, 8, generator=g)
+        optimizer.zero_grad()
+        F.mse_loss(model(x), x[:, :2]).backward()
+        optimizer.step()
+        if seen is not None:
+            seen.append({k: v.detach().clone() for k, v in model.named_parameters()})
+    return model
+
+
+def changed_between_steps(change) -> set[str]:
+    """torch's truth: the parameters whose value at a step's start differs from the one the
+    previous step left, at two steps in a row."""
+    seen: list = []
+    outside_loop(change, seen=seen)
+    after, start = seen[1::2], seen[2::2]
+    changed = [{k for k in s if not torch.equal(s[k], a[k])} for a, s in zip(after, start)]
+    return {k for a, b in zip(changed, changed[1:]) for k in a & b}
+
+
+@pytest.mark.parametrize("change, line", [(reinit, "# re-initialised every step"), (restore, "# put back every step")])
+def test_parameters_changed_outside_the_optimizer_are_found_with_the_line(change, line):
+    truth = changed_between_steps(change)
+    result, _ = run(outside_loop, change=change)
+    (f,) = found(result, "changed_outside")
+    assert set(f.parameters) == truth and truth
+    assert f.line == line_of(line)
+    assert f.detail["reinitialised" if change is reinit else "restored"] == len(truth)
+
+
+@pytest.mark.parametrize("change", [resume, clamp, data_clamp, ema])
+def test_changes_made_on_purpose_are_not_found(change):
+    truth = changed_between_steps(change)
+    if change is clamp:
+        assert truth  # the clamp does change the critic's weights between steps
+    result, weights = run(outside_loop, change=change)
+    assert not found(result, "changed_outside")
+    final = outside_loop(change).state_dict()
+    assert all(torch.equal(weights[k], v) for k, v in final.items())

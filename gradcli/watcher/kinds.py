@@ -15,6 +15,7 @@ FindingKind = Literal[
     # the silent training bugs (detectors/)
     "carried_gradients", "no_optimizer", "zeroed_before_step", "activation_twice", "broadcast_target",
     "eval_mode", "learning_rate", "loss_climbs", "clip_before_unscale",
+    "changed_outside",
 ]
 
 
@@ -66,6 +67,10 @@ WORDS: dict[str, Words] = {
     "clip_before_unscale": Words(
         "clipping scaled gradients", "clip_grad_norm_ ran on gradients still multiplied by GradScaler's scale",
         "call scaler.unscale_(optimizer) before clip_grad_norm_, then scaler.step(optimizer)"),
+    "changed_outside": Words(
+        "changed outside the optimizer",
+        "parameters were re-initialised or put back from a copy between two steps, undoing the optimizer's updates",
+        "initialise or load the weights once, before the loop (if this is meant, e.g. a reset, ignore it)"),
     "loss_climbs": Words("loss climbs", "the loss climbed over the run, without nan",
                          "look at the other findings; else a lower learning rate"),
 }

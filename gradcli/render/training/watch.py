@@ -151,6 +151,11 @@ def _evidence(f: "WatchFinding") -> str:
         return (f"clip_grad_norm_(max_norm={d['max_norm']:g}) measured {d['clipped_norm']:.4g}: the gradients times "
                 f"GradScaler's scale {d['scale']:g} (unscaled, {d['unscaled_norm']:.4g}), so it shrank them "
                 f"{d['factor']:.3g}-fold")
+    if f.kind == "changed_outside":
+        how = [f"{_count(d['reinitialised'], 'parameter')} re-initialised" if d["reinitialised"] else "",
+               f"{_count(d['restored'], 'parameter')} put back where the previous step found them" if d["restored"] else ""]
+        return (f"between steps {d['since_step']} and {d['since_step'] + 1} and again after it: "
+                f"{' and '.join(h for h in how if h)} (the largest change {d['relative_change']:.3g}x the weight's norm)")
     return _numbers(d)
 
 

@@ -76,12 +76,13 @@ def detectors() -> list[Detector]:
     from .learning_rate import LearningRate
     from .loss_input import LossInput
     from .loss_trend import LossTrend
+    from .outside import ChangedOutside
     from .unstepped import NoOptimizer
     from .zeroed import ZeroedBeforeStep
     from ..rows import LossNotes
 
     return [CarriedGradients(), ZeroedBeforeStep(), NoOptimizer(), LossInput(), EvalMode(), LearningRate(),
-            LossTrend(), ClipScaled(), LossNotes()]
+            LossTrend(), ClipScaled(), ChangedOutside(), LossNotes()]
 
 
 def graph_leaves(roots: list[Any]) -> list[torch.Tensor]:
