@@ -170,3 +170,69 @@ def test_changes_made_on_purpose_are_not_found(change):
     assert not found(result, "changed_outside")
     final = outside_loop(change).state_dict()
     assert all(torch.equal(weights[k], v) for k, v in final.items())
+
+
+# -- units that stay identical --------------------------------------------------------------------
+def units_loop(init: str, steps: int = 12, seen=None) -> nn.Module:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 3))
+    if init == "constant":
+        for p in model.parameters():
+            nn.init.constant_(p, 0.1)  # every hidden unit the same
+    elif init == "zero_last":
+        nn.init.zeros_(model[2].weight)  # starts equal, parts at the first step
+    elif init == "lora":
+        model[2] = LoRA(model[2])
+    optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+    for step in range(1, steps + 1):
+        g = torch.Generator().manual_seed(step)
+        x = torch.randn(32, 8, generator=g)
+        optimizer.zero_grad()
+        F.cross_entropy(model(x), (x[:, 0] > 0).long() + (x[:, 1] > 0).long()).backward()
+        optimizer.step()
+        if seen is not None:
+            seen.append({k: v.detach().clone() for k, v in model.named_parameters()})
+    return model
+
+
+class LoRA(nn.Module):
+    """A frozen layer plus B·A, with B = 0 at the start."""
+
+    def __init__(self, base: nn.Linear, rank: int = 2) -> None:
+        super().__init__()
+        self.base = base.requires_grad_(False)
+        self.A = nn.Parameter(torch.randn(rank, base.in_features) * 0.1)
+        self.B = nn.Parameter(torch.zeros(base.out_features, rank))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.base(x) + x @ self.A.t() @ self.B.t()
+
+
+def identical_at_end(init: str) -> dict[str, int]:
+    """torch's truth: per weight of 2+ dimensions, the rows still equal to its first row after
+    the run, counted when they were equal at the start too."""
+    seen: list = []
+    units_loop(init, seen=seen)
+    last = seen[-1]
+    counts = {}
+    for name, w in last.items():
+        if w.dim() >= 2:
+            same = int((w.flatten(1) == w.flatten(1)[0]).all(1).sum())
+            if same >= 2:
+                counts[name] = same
+    return counts
+
+
+def test_a_constant_initialisation_keeps_units_identical():
+    truth = identical_at_end("constant")
+    assert truth == {"0.weight": 16}
+    result, _ = run(units_loop, init="constant")
+    (f,) = found(result, "identical_units")
+    assert f.parameters == list(truth) and f.detail["units"] == 16 and f.detail["since_step"] == 1
+
+
+@pytest.mark.parametrize("init", ["random", "zero_last", "lora"])
+def test_units_that_start_equal_and_part_are_not_found(init):
+    assert identical_at_end(init) == {}
+    result, _ = run(units_loop, init=init)
+    assert not found(result, "identical_units")

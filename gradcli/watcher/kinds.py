@@ -15,7 +15,7 @@ FindingKind = Literal[
     # the silent training bugs (detectors/)
     "carried_gradients", "no_optimizer", "zeroed_before_step", "activation_twice", "broadcast_target",
     "eval_mode", "learning_rate", "loss_climbs", "clip_before_unscale",
-    "changed_outside",
+    "changed_outside", "identical_units",
 ]
 
 
@@ -71,6 +71,9 @@ WORDS: dict[str, Words] = {
         "changed outside the optimizer",
         "parameters were re-initialised or put back from a copy between two steps, undoing the optimizer's updates",
         "initialise or load the weights once, before the loop (if this is meant, e.g. a reset, ignore it)"),
+    "identical_units": Words(
+        "identical units", "units of a layer started equal and stay copies of one another (a constant initialisation)",
+        "initialise the weight randomly (leave torch's default, or nn.init.kaiming_uniform_), not with a constant"),
     "loss_climbs": Words("loss climbs", "the loss climbed over the run, without nan",
                          "look at the other findings; else a lower learning rate"),
 }

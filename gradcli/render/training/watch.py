@@ -156,6 +156,10 @@ def _evidence(f: "WatchFinding") -> str:
                f"{_count(d['restored'], 'parameter')} put back where the previous step found them" if d["restored"] else ""]
         return (f"between steps {d['since_step']} and {d['since_step'] + 1} and again after it: "
                 f"{' and '.join(h for h in how if h)} (the largest change {d['relative_change']:.3g}x the weight's norm)")
+    if f.kind == "identical_units":
+        return (f"{_count(d['units'], 'row')} (up to {d['largest_group']} in one weight) were equal at step "
+                f"{d['since_step']} and are still exactly equal after {_count(d['steps'], 'update')}: each layer "
+                "computes one unit, copied")
     return _numbers(d)
 
 

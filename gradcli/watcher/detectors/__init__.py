@@ -73,6 +73,7 @@ def detectors() -> list[Detector]:
     from .carried import CarriedGradients
     from .clip_scaled import ClipScaled
     from .eval_mode import EvalMode
+    from .identical import IdenticalUnits
     from .learning_rate import LearningRate
     from .loss_input import LossInput
     from .loss_trend import LossTrend
@@ -82,7 +83,7 @@ def detectors() -> list[Detector]:
     from ..rows import LossNotes
 
     return [CarriedGradients(), ZeroedBeforeStep(), NoOptimizer(), LossInput(), EvalMode(), LearningRate(),
-            LossTrend(), ClipScaled(), ChangedOutside(), LossNotes()]
+            LossTrend(), ClipScaled(), ChangedOutside(), IdenticalUnits(), LossNotes()]
 
 
 def graph_leaves(roots: list[Any]) -> list[torch.Tensor]:
