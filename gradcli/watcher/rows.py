@@ -51,6 +51,8 @@ HARMLESS = 3.0
 VMAP_ELEMENTS = 1 << 24
 #: Flagged (not stopped) steps whose rows are computed, per run.
 FLAGGED = 4
+#: Losses noted at most (backward calls between two applied steps: a GradScaler's skipped steps add up).
+KEPT = 64
 
 LOSSES = {"NllLossBackward0", "MseLossBackward0", "L1LossBackward0", "BinaryCrossEntropyWithLogitsBackward0"}
 
@@ -63,7 +65,7 @@ class LossNotes(Detector):
         self.flagged = 0  # flagged steps whose rows were computed
 
     def backward(self, run: "Watch", roots: list[torch.Tensor]) -> None:
-        self.notes += [_loss_note(root) for root in roots]
+        self.notes = [*self.notes[-KEPT:], *(_loss_note(root) for root in roots)]
 
     def applied(self, step: Any) -> None:
         self.notes = []
@@ -114,7 +116,7 @@ def rows_of(run: "Watch", optimizer: torch.optim.Optimizer, params: list[torch.T
     notes.flagged += flagged
     watched = run.watched.get(id(optimizer))
     typical = typical_norm(watched.grad_spikes.values) if watched is not None and watched.grad_spikes else None
-    losses = notes.notes if len(notes.notes) == len(calls) else [None] * len(calls)
+    losses = notes.notes[-len(calls):] if len(notes.notes) >= len(calls) else [None] * len(calls)  # the latest
     run._paused = True
     try:
         return _rows(calls, losses, optimizer, params, typical)
