@@ -80,7 +80,7 @@ def detectors() -> list[Detector]:
     from .outside import ChangedOutside
     from .unstepped import NoOptimizer
     from .zeroed import ZeroedBeforeStep
-    from ..rows import LossNotes
+    from ..rows.losses import LossNotes
 
     return [CarriedGradients(), ZeroedBeforeStep(), NoOptimizer(), LossInput(), EvalMode(), LearningRate(),
             LossTrend(), ClipScaled(), ChangedOutside(), IdenticalUnits(), LossNotes()]
