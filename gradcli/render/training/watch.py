@@ -153,13 +153,14 @@ def _evidence(f: "WatchFinding") -> str:
                 f"{d['factor']:.3g}-fold")
     if f.kind == "changed_outside":
         how = [f"{_count(d['reinitialised'], 'parameter')} re-initialised" if d["reinitialised"] else "",
-               f"{_count(d['restored'], 'parameter')} put back where the previous step found them" if d["restored"] else ""]
-        return (f"between steps {d['since_step']} and {d['since_step'] + 1} and again after it: "
+               f"{_count(d['restored'], 'parameter')} put back as they were before the optimizer's step (its update undone)"
+               if d["restored"] else ""]
+        return (f"changed outside the optimizer before step {d['since_step']} and again before step {d['since_step'] + 1}: "
                 f"{' and '.join(h for h in how if h)} (the largest change {d['relative_change']:.3g}x the weight's norm)")
     if f.kind == "identical_units":
         return (f"{_count(d['units'], 'row')} (up to {d['largest_group']} in one weight) were equal at step "
-                f"{d['since_step']} and are still exactly equal after {_count(d['steps'], 'update')}: each layer "
-                "computes one unit, copied")
+                f"{d['since_step']} and are still exactly equal after {_count(d['steps'], 'update')}: copies of one "
+                "unit, which get the same gradient and never part")
     return _numbers(d)
 
 

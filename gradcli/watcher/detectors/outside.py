@@ -25,6 +25,8 @@ no optimizer and are never looked at.
 The line: from the step after the suspicion until the next check, a TorchFunctionMode notes the
 user's line of the in-place calls on the suspected parameters (`nn.init.xavier_uniform_`,
 `load_state_dict`, `copy_`): one step in Python, and only after a suspicion.
+XXX: a torch.compile'd model would trace the mode into its graph (opsites.py steps aside for
+one; this mode does not yet): only after a suspicion, and for one step.
 """
 
 from __future__ import annotations
