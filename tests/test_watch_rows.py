@@ -153,3 +153,45 @@ def test_a_nonfinite_stop_names_its_row_in_the_json_and_the_bundle(tmp_path):
     saved = json.loads((tmp_path / "step.json").read_text())
     assert saved["stop"]["rows"]["top"] == rows["top"]
     assert torch.load(tmp_path / "step.pt", weights_only=False)["rows"]["top"][0]["row"] == ROW
+
+
+def test_a_spike_from_the_weights_is_harmless_at_the_previous_weights():
+    """Step 11's batch holds a sample scaled by 300: SGD's momentum carries its huge update into the
+    weights, and step 12's ordinary batch spikes. At the weights before step 11 that batch is harmless."""
+
+    def loop(before_step=None):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 2))
+        optimizer = torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9)
+        for step in range(1, 13):
+            x, y = batch(step, "none")
+            if step == 11:
+                x[ROW] *= 300
+            optimizer.zero_grad()
+            F.mse_loss(model(x), y).backward()
+            if before_step is not None:
+                before_step(step, model, x, y)
+            optimizer.step()
+
+    truth: dict = {}
+
+    def before(step, model, x, y):
+        if step == 11:
+            truth["weights"] = {k: v.clone() for k, v in model.state_dict().items()}
+        if step == 12:
+            previous = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 2))
+            previous.load_state_dict(truth["weights"])
+            loss = F.mse_loss(previous(x), y)
+            grads = torch.autograd.grad(loss, list(previous.parameters()))
+            truth["loss"] = float(loss.detach())
+            truth["norm"] = math.sqrt(sum(float(g.double().pow(2).sum()) for g in grads))
+
+    loop(before)
+    with gradcli.watch() as w:
+        loop()
+    rows = {f.step: f.detail["rows"] for f in w.result.findings if "rows" in f.detail}
+    assert rows[11]["top"][0]["row"] == ROW and rows[11]["previous"]["harmless"] is False  # the bad sample
+    previous = rows[12]["previous"]  # the ordinary batch after it, at the weights before step 11
+    assert previous["loss"] == pytest.approx(truth["loss"], rel=1e-4)
+    assert previous["grad_norm"] == pytest.approx(truth["norm"], rel=1e-3)
+    assert previous["grad_norm"] < previous["typical_grad_norm"] and previous["harmless"] is True
