@@ -36,7 +36,7 @@ def found(result, kind: str) -> list:
 
 
 # -- clipping before scaler.unscale_() ---------------------------------------------------------
-def amp_loop(fixed: bool, steps: int = 4, before_clip=None, after_clip=None) -> nn.Module:
+def amp_loop(fixed: bool, steps: int = 4, before_clip=None, after_clip=None, value: bool = False) -> nn.Module:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -52,7 +52,10 @@ def amp_loop(fixed: bool, steps: int = 4, before_clip=None, after_clip=None) -> 
             scaler.unscale_(optimizer)
         if before_clip is not None:
             before_clip(step, model, scaler)
-        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)  # the clip
+        if value:
+            norm = torch.nn.utils.clip_grad_value_(model.parameters(), clip_value=0.5)  # the value clip
+        else:
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)  # the clip
         if after_clip is not None:
             after_clip(step, norm)
         scaler.step(optimizer)
@@ -84,8 +87,19 @@ def test_clipping_scaled_gradients_is_found_with_its_line():
     assert not f.warning and result.ok is False
 
 
-def test_clipping_after_unscale_is_clean():
-    result, _ = run(amp_loop, fixed=True)
+def test_clipping_values_of_scaled_gradients_is_found_with_its_line():
+    scales: dict = {}
+    amp_loop(False, value=True, before_clip=lambda step, model, scaler: scales.setdefault(step, scaler.get_scale()))
+    result, _ = run(amp_loop, fixed=False, value=True)
+    (f,) = found(result, "clip_before_unscale")
+    assert f.line == line_of("clip_value=0.5)  # the value clip")
+    assert f.detail["clip_value"] == 0.5 and f.detail["scale"] == scales[f.step]
+    assert f.detail["unscaled_clip_value"] == 0.5 / scales[f.step]
+
+
+@pytest.mark.parametrize("value", [False, True])
+def test_clipping_after_unscale_is_clean(value):
+    result, _ = run(amp_loop, fixed=True, value=value)
     assert not found(result, "clip_before_unscale")
 
 

@@ -65,8 +65,8 @@ WORDS: dict[str, Words] = {
         "learning rate collapsed", "the learning rate collapsed (or exploded) during the run",
         "step the scheduler as it was built for (per epoch, not per batch), or build it for the run's steps"),
     "clip_before_unscale": Words(
-        "clipping scaled gradients", "clip_grad_norm_ ran on gradients still multiplied by GradScaler's scale",
-        "call scaler.unscale_(optimizer) before clip_grad_norm_, then scaler.step(optimizer)"),
+        "clipping scaled gradients", "gradients were clipped while still multiplied by GradScaler's scale",
+        "call scaler.unscale_(optimizer) before clipping, then scaler.step(optimizer)"),
     "changed_outside": Words(
         "changed outside the optimizer",
         "parameters were re-initialised or put back from a copy between two steps, undoing the optimizer's updates",

@@ -147,6 +147,9 @@ def _evidence(f: "WatchFinding") -> str:
     if f.kind == "loss_climbs":
         return (f"the loss's median went from {d['from']:.4g} (steps {d['from_steps'][0]}-{d['from_steps'][1]}) to "
                 f"{d['to']:.4g} (steps {d['to_steps'][0]}-{d['to_steps'][1]}), {d['times']:.3g}x")
+    if f.kind == "clip_before_unscale" and "clip_value" in d:
+        return (f"clip_grad_value_(clip_value={d['clip_value']:g}) clamped the gradients times GradScaler's scale "
+                f"{d['scale']:g}: unscaled, every element was clamped at {d['unscaled_clip_value']:.3g}")
     if f.kind == "clip_before_unscale":
         return (f"clip_grad_norm_(max_norm={d['max_norm']:g}) measured {d['clipped_norm']:.4g}: the gradients times "
                 f"GradScaler's scale {d['scale']:g} (unscaled, {d['unscaled_norm']:.4g}), so it shrank them "

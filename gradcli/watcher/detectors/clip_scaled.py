@@ -1,5 +1,5 @@
-"""Clipping before `scaler.unscale_()`: `clip_grad_norm_` on gradients still multiplied by the
-GradScaler's scale.
+"""Clipping before `scaler.unscale_()`: `clip_grad_norm_` (or `clip_grad_value_`) on gradients
+still multiplied by the GradScaler's scale.
 
 Under a GradScaler, backward gives the gradients times the scale (65536 at the start), and
 `scaler.step()` divides them back before the update. A `clip_grad_norm_(params, max_norm)` in
@@ -11,7 +11,7 @@ that much smaller than meant: no nan, the run just barely moves. torch's recipe 
 At a check, a clip since the optimizer's last step over some of its parameters, made while a
 scaler's stage for that optimizer was still READY (or not yet set this iteration), is the
 finding. The evidence is the norm clip_grad_norm_ returned, the scale, and what the norm was
-unscaled; read from the device only then.
+unscaled, read from the device only then (for clip_grad_value_: the value, and what it is unscaled).
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ class ClipScaled(Detector):
         since = self.last.get(id(step.optimizer), 0)
         held = {id(p) for p in step.params}
         for clip in reversed(clips):  # the latest first: a skipped step's clip saw inf
-            if clip.backwards <= since or not (clip.params & held) or not bool(clip.norm.isfinite()):
+            if clip.backwards <= since or not (clip.params & held) or (
+                    clip.norm is not None and not bool(clip.norm.isfinite())):
                 continue
             for ref, stages in clip.stages:
                 scaler = ref()
@@ -53,6 +54,8 @@ class ClipScaled(Detector):
 
 def _evidence(clip: Any, scaler: Any) -> dict[str, Any]:
     scale = float(scaler.get_scale())
+    if clip.norm is None:  # clip_grad_value_: each element clamped at clip_value, i.e. clip_value / scale unscaled
+        return {"clip_value": clip.max_norm, "scale": scale, "unscaled_clip_value": clip.max_norm / scale}
     norm = float(clip.norm)
     return {"max_norm": clip.max_norm, "clipped_norm": norm, "scale": scale, "unscaled_norm": norm / scale,
             "factor": norm / clip.max_norm if norm > clip.max_norm else 1.0}
