@@ -172,6 +172,7 @@ def test_a_spike_from_the_weights_is_harmless_at_the_previous_weights():
             if before_step is not None:
                 before_step(step, model, x, y)
             optimizer.step()
+        return model
 
     truth: dict = {}
 
@@ -186,9 +187,10 @@ def test_a_spike_from_the_weights_is_harmless_at_the_previous_weights():
             truth["loss"] = float(loss.detach())
             truth["norm"] = math.sqrt(sum(float(g.double().pow(2).sum()) for g in grads))
 
-    loop(before)
+    unwatched = loop(before).state_dict()
     with gradcli.watch() as w:
-        loop()
+        watched_model = loop()
+    assert all(torch.equal(v, unwatched[k]) for k, v in watched_model.state_dict().items())  # the rows changed nothing
     rows = {f.step: f.detail["rows"] for f in w.result.findings if "rows" in f.detail}
     assert rows[11]["top"][0]["row"] == ROW and rows[11]["previous"]["harmless"] is False  # the bad sample
     previous = rows[12]["previous"]  # the ordinary batch after it, at the weights before step 11
