@@ -1,4 +1,4 @@
-"""Which rows of the batch carry a stopped or flagged step (gradcli/watcher/rows.py).
+"""Which rows of the batch carry a stopped or flagged step (gradcli/watcher/rows/).
 
 Each truth comes from the same loop run without gradcli: at the bad step (before it is applied)
 each row's gradient is taken with torch by a plain loop over the rows (the gradient of that row's

@@ -77,7 +77,7 @@ class Stop:
     scale: float | None = None  # a GradScaler's scale at the stopped step (None: no scaler)
     fits: float | None = None  # the scale that would keep the step's float16 gradients finite (scaler.py)
     ranks: list[int] | None = None  # under torch.distributed: the ranks whose loss (else gradients) was non-finite
-    rows: dict[str, Any] | None = None  # which rows of the batch carry the step (rows.py)
+    rows: dict[str, Any] | None = None  # which rows of the batch carry the step (watcher/rows/)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -186,7 +186,7 @@ class WatchStop(Exception):
 
 
 def _numbers(value: Any) -> Any:
-    """_number inside lists and dicts (rows.py's per-sample numbers)."""
+    """_number inside lists and dicts (watcher/rows/' per-sample numbers)."""
     if isinstance(value, dict):
         return {k: _numbers(v) for k, v in value.items()}
     if isinstance(value, list):

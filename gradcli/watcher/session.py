@@ -353,7 +353,7 @@ class Watch:
             found += detector.check(checked)
         spiking = [f for f in found if f.kind in SPIKES]
         rows = rows_of(self, optimizer, params, flagged=True) if spiking and self.options.replay else None
-        if rows is not None:  # which rows of the batch carry it (rows.py)
+        if rows is not None:  # which rows of the batch carry it (watcher/rows/)
             spiking[0].detail["rows"] = rows
         self._report(found, step, watched.label)
         if self._log is not None:
@@ -438,7 +438,7 @@ class Watch:
                 self._paused = False
             if stop.replay is not None:
                 stop.replay.seconds = time.perf_counter() - started
-            stop.rows = rows_of(self, optimizer, params)  # which rows of the batch carry it (rows.py)
+            stop.rows = rows_of(self, optimizer, params)  # which rows of the batch carry it (watcher/rows/)
         if self.options.save is not None:
             from .bundle import save_bundle
 

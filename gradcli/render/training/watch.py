@@ -168,7 +168,7 @@ def _evidence(f: "WatchFinding") -> str:
 
 
 def _rows_lines(rows: dict | None, indent: str = "  ") -> list[str]:
-    """Which rows of the batch carry the step (watcher/rows.py), in a line or two."""
+    """Which rows of the batch carry the step (watcher/rows/), in a line or two."""
     if not rows:
         return []
     if not rows.get("calls"):
