@@ -36,6 +36,7 @@ def save_bundle(folder: Path, watch: Any, optimizer: torch.optim.Optimizer, stop
                    "output_grads": [g.detach() if g is not None else None for g in c.grads]} for c in watch.calls],
         "losses": [loss.detach() for loss in watch.losses],
         "rng": torch.get_rng_state(),
+        "rows": stop.rows,  # which rows of the batch carry the step (watcher/rows/)
     }
     hooks = watch._top_hooks  # watch's own hooks on the models cannot be pickled: off while saving
     if hooks is not None:

@@ -14,8 +14,8 @@ FindingKind = Literal[
     "loss_spike", "grad_spike", "layer_spike", "adam_ratio", "no_gradient", "dead", "vanishing", "exploding",
     # the silent training bugs (detectors/)
     "carried_gradients", "no_optimizer", "zeroed_before_step", "activation_twice", "probabilities_to_nll",
-    "broadcast_target",
-    "eval_mode", "learning_rate", "loss_climbs", "loss_flat",
+    "broadcast_target", "eval_mode", "learning_rate", "loss_climbs", "loss_flat", "clip_before_unscale",
+    "changed_outside", "identical_units",
 ]
 
 
@@ -67,6 +67,16 @@ WORDS: dict[str, Words] = {
     "learning_rate": Words(
         "learning rate collapsed", "the learning rate collapsed (or exploded) during the run",
         "step the scheduler as it was built for (per epoch, not per batch), or build it for the run's steps"),
+    "clip_before_unscale": Words(
+        "clipping scaled gradients", "gradients were clipped while still multiplied by GradScaler's scale",
+        "call scaler.unscale_(optimizer) before clipping, then scaler.step(optimizer)"),
+    "changed_outside": Words(
+        "changed outside the optimizer",
+        "parameters were re-initialised or put back from a copy between two steps, undoing the optimizer's updates",
+        "initialise or load the weights once, before the loop (if this is meant, e.g. a reset, ignore it)"),
+    "identical_units": Words(
+        "identical units", "units of a layer started equal and stay copies of one another (a constant initialisation)",
+        "initialise the weight randomly (leave torch's default, or nn.init.kaiming_uniform_), not with a constant"),
     "loss_climbs": Words("loss climbs", "the loss climbed over the run, without nan",
                          "look at the other findings; else a lower learning rate"),
     "loss_flat": Words("loss never falls", "the loss has not fallen since the run began",

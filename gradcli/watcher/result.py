@@ -77,6 +77,7 @@ class Stop:
     scale: float | None = None  # a GradScaler's scale at the stopped step (None: no scaler)
     fits: float | None = None  # the scale that would keep the step's float16 gradients finite (scaler.py)
     ranks: list[int] | None = None  # under torch.distributed: the ranks whose loss (else gradients) was non-finite
+    rows: dict[str, Any] | None = None  # which rows of the batch carry the step (watcher/rows/)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -86,6 +87,7 @@ class Stop:
             "origin": self.origin.as_dict() if self.origin else None,
             "cause": self.cause.as_dict() if self.cause else None,
             "replay": self.replay.as_dict() if self.replay else None,
+            "rows": _numbers(self.rows),
         }
 
 
@@ -119,7 +121,7 @@ class WatchFinding:
         return {"step": self.step, "kind": self.kind, "severity": "warning" if self.warning else "finding",
                 "optimizer": self.optimizer, "parameters": self.parameters, "module": self.module,
                 "modules": self.modules, "file": self.file, "line": self.line, "code": self.code,
-                "fix": WORDS[self.kind].fix, **{k: _number(v) for k, v in self.detail.items()}}
+                "fix": WORDS[self.kind].fix, **{k: _numbers(v) for k, v in self.detail.items()}}
 
 
 @dataclass
@@ -181,6 +183,15 @@ class WatchStop(Exception):
         where = f" at step {stop.step} ({stop.kind.replace('_', ' ')})" if stop else ""
         super().__init__(f"gradcli watch stopped the run{where}")
         self.result = result
+
+
+def _numbers(value: Any) -> Any:
+    """_number inside lists and dicts (watcher/rows/' per-sample numbers)."""
+    if isinstance(value, dict):
+        return {k: _numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_numbers(v) for v in value]
+    return _number(value)
 
 
 def _number(value: Any) -> Any:

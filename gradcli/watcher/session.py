@@ -40,6 +40,7 @@ from .names import Names, module_of
 from .options import WatchOptions
 from .precursors import Precursors
 from .reading import StepReading, nonfinite_parameters, read_step
+from .rows import rows_of
 from .result import Replay, Stop, StopKind, WatchFinding, WatchResult, WatchStop
 from .spikes import SpikeDetector
 from .steplog import StepLog
@@ -355,13 +356,16 @@ class Watch:
         self.pending = []
         for detector in self.detectors:
             found += detector.check(checked)
+        spiking = [f for f in found if f.kind in SPIKES]
+        rows = rows_of(self, optimizer, params, flagged=True) if spiking and self.options.replay else None
+        if rows is not None:  # which rows of the batch carry it (watcher/rows/)
+            spiking[0].detail["rows"] = rows
         self._report(_explained(found), step, watched.label)
         if self._log is not None:
             self._log.write(watched.label, step, reading, names, watched.loss_spikes.last_z,  # type: ignore[union-attr]
                             watched.grad_spikes.last_z, precursors.ratios)  # type: ignore[union-attr]
         if self.listener is not None:
             self.listener(watched.label, step, reading)
-        spiking = [f for f in found if f.kind in SPIKES]
         if "spike" in self.options.stop_on and spiking:
             kind, parameters, detail = spiking[0][:3]
             layer = detail.get("layer")
@@ -439,6 +443,7 @@ class Watch:
                 self._paused = False
             if stop.replay is not None:
                 stop.replay.seconds = time.perf_counter() - started
+            stop.rows = rows_of(self, optimizer, params)  # which rows of the batch carry it (watcher/rows/)
         if self.options.save is not None:
             from .bundle import save_bundle
 

@@ -7,6 +7,7 @@ Every word about a watched run is chosen here.
 
 from __future__ import annotations
 
+import math
 import os
 from typing import TYPE_CHECKING
 
@@ -86,6 +87,7 @@ def _stop_lines(what: str, result: "WatchResult") -> list[str]:
         if replay.why_not and stop.origin is None:
             how += f"; {replay.why_not}"
         lines.append(how)
+    lines += _rows_lines(stop.rows)
     return lines
 
 
@@ -98,6 +100,7 @@ def _finding_lines(f: "WatchFinding") -> list[str]:
     evidence = _evidence(f)
     if evidence:
         lines.append(f"    {evidence}")
+    lines += _rows_lines(f.detail.get("rows"), "    ")
     if f.file is not None:
         code = f.code
         lines.append(f"    {os.path.basename(f.file)}:{f.line}" + (f"  {code}" if code else ""))
@@ -157,7 +160,47 @@ def _evidence(f: "WatchFinding") -> str:
     if f.kind == "loss_flat":
         return (f"the loss's lowest median, {d['to']:.4g} (steps {d['to_steps'][0]}-{d['to_steps'][1]}), is "
                 f"{d['times']:.3g}x its first, {d['from']:.4g} (steps {d['from_steps'][0]}-{d['from_steps'][1]})")
+    if f.kind == "clip_before_unscale" and "clip_value" in d:
+        return (f"clip_grad_value_(clip_value={d['clip_value']:g}) clamped the gradients times GradScaler's scale "
+                f"{d['scale']:g}: unscaled, every element was clamped at {d['unscaled_clip_value']:.3g}")
+    if f.kind == "clip_before_unscale":
+        return (f"clip_grad_norm_(max_norm={d['max_norm']:g}) measured {d['clipped_norm']:.4g}: the gradients times "
+                f"GradScaler's scale {d['scale']:g} (unscaled, {d['unscaled_norm']:.4g}), so it shrank them "
+                f"{d['factor']:.3g}-fold")
+    if f.kind == "changed_outside":
+        how = [f"{_count(d['reinitialised'], 'parameter')} re-initialised" if d["reinitialised"] else "",
+               f"{_count(d['restored'], 'parameter')} put back as they were before the optimizer's step (its update undone)"
+               if d["restored"] else ""]
+        return (f"changed outside the optimizer before step {d['since_step']} and again before step {d['since_step'] + 1}: "
+                f"{' and '.join(h for h in how if h)} (the largest change {d['relative_change']:.3g}x the weight's norm)")
+    if f.kind == "identical_units":
+        return (f"{_count(d['units'], 'row')} (up to {d['largest_group']} in one weight) were equal at step "
+                f"{d['since_step']} and are still exactly equal after {_count(d['steps'], 'update')}: copies of one "
+                "unit, which get the same gradient and never part")
     return _numbers(d)
+
+
+def _rows_lines(rows: dict | None, indent: str = "  ") -> list[str]:
+    """Which rows of the batch carry the step (watcher/rows/), in a line or two."""
+    if not rows:
+        return []
+    if not rows.get("calls"):
+        return [f"{indent}rows: not computed ({rows.get('why_not')})"]
+    several = len(rows["calls"]) > 1
+    named = ", ".join((f"call {r['call']} " if several else "") + f"{r['row']} ({r['share']:.0%})" for r in rows["top"])
+    batch = sum(c["batch"] for c in rows["calls"])
+    lines = [f"{indent}rows of the batch ({batch}, by {rows['how']}): {'row' if len(rows['top']) == 1 else 'rows'} "
+             f"{named} hold{'s' if len(rows['top']) == 1 else ''} {rows['top_share']:.0%} of the rows' Σ‖g‖²"]
+    before = rows.get("previous")
+    if before is not None:
+        typical = before["typical_grad_norm"]
+        lines.append(f"{indent}the same batch at the previous step's weights: loss {before['loss']:.4g}, gradient norm "
+                     f"{before['grad_norm']:.4g}" + (f" (typical {typical:.4g})" if typical else "") + ": "
+                     + ("harmless, so the state of the weights, not the batch alone" if before["harmless"]
+                        else f"out of line there too ({before['grad_norm'] / typical:.3g}x the typical gradient norm): the "
+                        "batch itself, or a state already bad a step before" if typical and math.isfinite(before["grad_norm"])
+                        else "not finite there either: the batch itself"))
+    return lines
 
 
 def _shape(shape: list[int]) -> str:

@@ -21,12 +21,16 @@ its fixed twin, the truth from torch on the same loop).
 
 from __future__ import annotations
 
+from ..rows.losses import LossNotes
 from .carried import CarriedGradients
+from .clip_scaled import ClipScaled
 from .eval_mode import EvalMode
 from .gradients import GradientHealth
+from .identical import IdenticalUnits
 from .learning_rate import LearningRate
 from .loss_input import LossInput
 from .loss_trend import LossTrend
+from .outside import ChangedOutside
 from .protocol import CheckedStep, Detector, Run, Stepped, graph_leaves
 from .unstepped import NoOptimizer
 from .zeroed import ZeroedBeforeStep
@@ -37,4 +41,4 @@ __all__ = ["CheckedStep", "Detector", "Run", "Stepped", "detectors", "graph_leav
 def detectors() -> list[Detector]:
     """A fresh set for one run, in the order their findings are reported."""
     return [GradientHealth(), CarriedGradients(), ZeroedBeforeStep(), NoOptimizer(), LossInput(), EvalMode(),
-            LearningRate(), LossTrend()]
+            LearningRate(), LossTrend(), ClipScaled(), ChangedOutside(), IdenticalUnits(), LossNotes()]

@@ -4,10 +4,13 @@ models. The detectors (detectors/) read these to name the line behind a finding.
 
 torch has no process-wide hook for any of these, so for the run's length the class methods are
 wrapped (`Optimizer.__init__`, `Optimizer.zero_grad`, `Module.zero_grad`, `Module.train`,
-`LRScheduler.__init__`) and restored by `close()`. Each wrapper notes the user's line (one walk
+`LRScheduler.__init__`, `GradScaler.scale`, and `torch.nn.utils.clip_grad_norm_` and
+`clip_grad_value_` under both their module names) and restored by `close()`. Each wrapper notes the user's line (one walk
 up the stack, to the first frame in the user's files) and calls torch's own method: what the
 run computes does not change. Under `gradcli.watch(...)` around a loop whose optimizer was built
 before the `with`, its line is unknown (None) and the findings say so by leaving it out.
+XXX: a script that did `from torch.nn.utils import clip_grad_norm_` before the watch began holds
+torch's own function: its clipping is not seen.
 """
 
 from __future__ import annotations
@@ -31,6 +34,18 @@ class Built:
 
 
 @dataclass
+class Clip:
+    """A clip_grad_norm_ (or clip_grad_value_) call made while a GradScaler was in use."""
+
+    site: Site | None
+    backwards: int  # backward calls before it
+    params: set[int]  # id() of the parameters it clipped
+    norm: Any  # the total norm clip_grad_norm_ returned (a tensor, not read); None for clip_grad_value_
+    max_norm: float  # or clip_value
+    stages: list[tuple[Any, dict[int, Any]]]  # (weakref to a GradScaler, id(optimizer) -> its OptState at the call)
+
+
+@dataclass
 class RunEvents:
     """Notes kept while installed (`with RunEvents(user_site):`)."""
 
@@ -40,6 +55,8 @@ class RunEvents:
     zero_grads: list[tuple[int, Site | None]] = field(default_factory=list)  # (backward count at the call, site)
     modes: dict[int, tuple[bool, Site | None]] = field(default_factory=dict)  # id(module) -> (mode set, site)
     backwards: int = 0  # backward calls so far (session.py counts them)
+    clips: list["Clip"] = field(default_factory=list)  # the latest clip_grad_norm_ calls
+    scalers: Any = field(default_factory=weakref.WeakSet)  # the GradScalers that scaled a loss
     _saved: list[tuple[Any, str, Any]] = field(default_factory=list)
     _depth: int = 0
 
@@ -52,6 +69,10 @@ class RunEvents:
         self._wrap(optimizer, "zero_grad", self._zeroed)
         self._wrap(module, "zero_grad", self._zeroed)
         self._wrap(module, "train", self._mode)
+        self._wrap(torch.amp.GradScaler, "scale", self._scaling)
+        for name in ("clip_grad_norm_", "clip_grad_value_"):  # each the same function under two names
+            self._wrap(torch.nn.utils, name, self._clipped)
+            self._wrap(torch.nn.utils.clip_grad, name, self._clipped)
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -96,6 +117,36 @@ class RunEvents:
             return original(obj, *args, **kwargs)
 
         return zero_grad
+
+    def _scaling(self, original: Any) -> Any:
+        events = self
+
+        def scale(scaler: Any, outputs: Any) -> Any:
+            events.scalers.add(scaler)
+            return original(scaler, outputs)
+
+        return scale
+
+    def _clipped(self, original: Any) -> Any:
+        """clip_grad_norm_ or clip_grad_value_, noting its line, its parameters and each
+        GradScaler's stage per optimizer at the call (READY: not unscaled yet;
+        detectors/clip_scaled.py)."""
+        events = self
+
+        def clip(*args: Any, **kwargs: Any) -> Any:
+            parameters = args[0] if args else kwargs.pop("parameters")
+            params = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)  # a generator, once
+            norm = original(params, *args[1:], **kwargs)  # clip_grad_value_ returns None
+            limit = args[1] if len(args) > 1 else kwargs.get("max_norm", kwargs.get("clip_value"))
+            stages = [(weakref.ref(s), {k: v.get("stage") for k, v in s._per_optimizer_states.items()})
+                      for s in list(events.scalers) if s.is_enabled() and s._scale is not None]
+            if stages:  # no scaler, nothing to note: a plain loop pays the wrapper's call only
+                events.clips = [*events.clips[-7:], Clip(events.user_site(sys._getframe(1)), events.backwards,
+                                                         {id(p) for p in params}, norm, float(limit), stages)]
+            return norm
+
+        clip.__name__ = clip.__qualname__ = original.__name__
+        return clip
 
     def _mode(self, original: Any) -> Any:
         events = self
