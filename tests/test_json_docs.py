@@ -120,7 +120,8 @@ WATCH_RUNS = [
     (["examples/watch/train.py", "--fault", "spike", "--at", "12", "--steps", "14"], 0),
     *((["examples/watch/silent.py", "--bug", bug, *extra], 1) for bug, extra in [
         ("no_zero_grad", ["--epochs", "4"]), ("head_left_out", []), ("plain_list", []), ("zero_between", []),
-        ("softmax", []), ("broadcast", []), ("eval", []), ("scheduler", [])]),
+        ("softmax", []), ("broadcast", []), ("eval", []), ("scheduler", []), ("clip_scaled", []), ("clip_value", []),
+        ("reinit", []), ("constant", [])]),
 ]
 
 

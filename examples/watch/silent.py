@@ -14,6 +14,10 @@ Written top to bottom, as many training scripts are (no `if __name__ == "__main_
   broadcast     a regression head [N, 1] against a target [N] in mse_loss
   eval          model.eval() for a validation pass, and no model.train() after it
   scheduler     an epoch scheduler (StepLR, step_size=10) stepped after every batch
+  clip_scaled   float16 autocast with a GradScaler, gradients clipped before scaler.unscale_()
+  clip_value    the same with clip_grad_value_
+  reinit        the head re-initialised every step (an init call left inside the loop)
+  constant      every weight initialised to one constant: the hidden units stay copies of one
 """
 
 import argparse
@@ -22,7 +26,7 @@ import torch
 from torch import nn
 
 BUGS = ("none", "no_zero_grad", "head_left_out", "plain_list", "zero_between", "softmax", "broadcast", "eval",
-        "scheduler")
+        "scheduler", "clip_scaled", "clip_value", "reinit", "constant")
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--bug", choices=BUGS, default="none")
@@ -50,9 +54,13 @@ torch.manual_seed(0)
 inputs = torch.randn(1024, 8)
 labels = (inputs[:, 0] > 0).long() + (inputs[:, 1] > 0).long()
 model = Net()
+if bug == "constant":
+    for p in model.parameters():
+        nn.init.constant_(p, 0.1)
 trained = model.layers.parameters() if bug == "head_left_out" else model.parameters()
 optimizer = torch.optim.SGD(trained, lr=0.05, momentum=0.9)
 scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=10, gamma=0.1)
+scaler = torch.amp.GradScaler("cpu", enabled=bug in ("clip_scaled", "clip_value"))
 
 for epoch in range(args.epochs):
     for batch in range(32):
@@ -60,14 +68,22 @@ for epoch in range(args.epochs):
         x, y = inputs[rows], labels[rows]
         if bug != "no_zero_grad" and bug != "zero_between":
             optimizer.zero_grad()
-        if bug == "broadcast":
-            loss = nn.functional.mse_loss(model(x), x[:, 0])
-        else:
-            loss = nn.functional.cross_entropy(model(x), y)
-        loss.backward()
+        with torch.autocast("cpu", dtype=torch.float16, enabled=scaler.is_enabled()):
+            if bug == "broadcast":
+                loss = nn.functional.mse_loss(model(x), x[:, 0])
+            else:
+                loss = nn.functional.cross_entropy(model(x), y)
+        scaler.scale(loss).backward()
         if bug == "zero_between":
             optimizer.zero_grad()
-        optimizer.step()
+        if bug == "clip_scaled":
+            nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
+        if bug == "clip_value":
+            nn.utils.clip_grad_value_(model.parameters(), clip_value=0.5)
+        scaler.step(optimizer)
+        scaler.update()
+        if bug == "reinit":
+            nn.init.xavier_uniform_(model.head.weight)
         if bug == "scheduler":
             scheduler.step()
     if bug != "scheduler" and epoch % 10 == 9:

@@ -24,16 +24,13 @@ state already bad a step earlier), one that is harmless at the previous weights 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from .gradients import call_rows
 from .losses import LossNotes
 from .previous import at_previous, previous_weights
-
-if TYPE_CHECKING:
-    from ..session import Watch
 
 #: Rows computed per call at most (a larger batch: its first ROWS rows).
 ROWS = 512
@@ -47,11 +44,12 @@ HARMLESS = 3.0
 FLAGGED = 4
 
 
-def rows_of(run: "Watch", optimizer: torch.optim.Optimizer, params: list[torch.Tensor], flagged: bool = False
+def rows_of(run: Any, optimizer: torch.optim.Optimizer, params: list[torch.Tensor], flagged: bool = False
             ) -> dict[str, Any] | None:
     """The rows of the step about to be applied (session.py calls it at a stop, and at a flagged
     step: at most FLAGGED of those per run); None when there is nothing to say. Never raises:
-    gradcli's own calls meanwhile are not the run's (`run._paused`)."""
+    gradcli's own calls meanwhile are not the run's (`run._paused`). `run` is session.py's Watch
+    (its calls, detectors and watched optimizers), not imported: session.py imports this."""
     calls = [c for c in run.calls if c.grads]
     notes = next((d for d in run.detectors if isinstance(d, LossNotes)), None)
     if not calls or run.dropped or notes is None or (flagged and notes.flagged >= FLAGGED):

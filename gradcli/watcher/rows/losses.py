@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from ...graph.nodes import inputs_of
+
 #: Losses noted at most (backward calls between two applied steps: a GradScaler's skipped steps add up).
 KEPT = 64
 
@@ -46,8 +48,8 @@ class LossNotes:
 
 def loss_note(root: torch.Tensor) -> dict[str, Any] | None:
     node = getattr(root, "grad_fn", None)
-    while node is not None and node.name() in ("MulBackward0", "DivBackward0") and node.next_functions:
-        node = node.next_functions[0][0]  # a loss divided by the accumulation steps
+    while node is not None and node.name() in ("MulBackward0", "DivBackward0") and inputs_of(node):
+        node = inputs_of(node)[0]  # a loss divided by the accumulation steps
     if node is not None and node.name() == "MeanBackward0":
         return _hand_written_mse(node)
     if node is None or node.name() not in LOSSES:
@@ -55,7 +57,7 @@ def loss_note(root: torch.Tensor) -> dict[str, Any] | None:
     name = node.name()
     note = {"node": name, "target": node._saved_target, "reduction": node._saved_reduction}
     if name == "NllLossBackward0":
-        inner = node.next_functions[0][0]
+        inner = inputs_of(node)[0]
         note["log_softmax"] = inner is not None and inner.name() == "LogSoftmaxBackward0"
         index = int(node._saved_ignore_index)
         note["ignore_index"] = index - (1 << 64) if index >= 1 << 63 else index  # torch reads it back unsigned
@@ -68,11 +70,11 @@ def loss_note(root: torch.Tensor) -> dict[str, Any] | None:
 def _hand_written_mse(mean: Any) -> dict[str, Any] | None:
     """`((out - y) ** 2).mean()`: the target is the output less the residual the power saved
     (`target` is filled from the replayed output, which is the step's own)."""
-    power = mean.next_functions[0][0]
+    power = inputs_of(mean)[0]
     if power is None or power.name() != "PowBackward0" or power._saved_exponent != 2:
         return None
-    sub = power.next_functions[0][0]
-    if sub is None or sub.name() != "SubBackward0" or sub.next_functions[1][0] is not None:  # y needs no grad
+    sub = inputs_of(power)[0]
+    if sub is None or sub.name() != "SubBackward0" or inputs_of(sub)[1] is not None:  # y needs no grad
         return None
     return {"node": "MseLossBackward0", "residual": power._saved_self, "target": None, "reduction": 1}
 
