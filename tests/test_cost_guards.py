@@ -4,7 +4,7 @@ machine's speed (bench/ measures the time; these fail when a change makes the wo
 - `trace --json` on a chain: the Python calls per graph node, as cProfile counts them in the
   thread that builds and walks the graph (gradcli runs the builder in a big-stack thread:
   `run_deep`), the marginal count between a 1,000- and a 3,000-op chain, so that start-up
-  and the program's fixed costs fall out. 140 on 2026-12-03 (issue 46; 142 before graph/nodes.py).
+  and the program's fixed costs fall out. 138 on 2026-12-03 (issue 46; 142 before graph/nodes.py).
 - `check` on many points: the bytes torch's CPU allocator holds at its peak per point, and
   the bytes it allocates per point in all, as torch's profiler reports them
   (`profile_memory=True`), marginal between 20,000 and 100,000 points. 110.99 and 798.96 on
@@ -29,7 +29,7 @@ from gradcli._deep import run_deep
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 from programs import chain  # noqa: E402  (bench/'s chain: the benchmark's own program)
 
-CALLS_PER_NODE = 140
+CALLS_PER_NODE = 138
 PEAK_BYTES_PER_POINT = 110.99
 ALLOCATED_BYTES_PER_POINT = 798.96
 

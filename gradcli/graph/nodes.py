@@ -66,7 +66,9 @@ def visits(roots: Any | Iterable[Any], *, enter: Callable[[Any], bool] | None = 
                 continue
             found = node.next_functions
             yield node, found
-            stack.extend(fn for fn, _ in reversed(found) if fn is not None and id(fn) not in seen)
+            for fn, _ in reversed(found):  # a loop, not a generator: a chain's one input costs no call
+                if fn is not None and id(fn) not in seen:
+                    stack.append(fn)
         return
     # Post-order: a node is pushed again, with its edges, under its inputs; popped the second
     # time, every input is done.
