@@ -45,6 +45,14 @@ DIVERGING = 3
 SPIKES = ("loss_spike", "grad_spike", "layer_spike", "adam_ratio")
 #: Called after each checked step with (optimizer label, step, reading); the CLI's status line.
 Listener = Callable[[str, int, StepReading], None]
+#: The watches installed in this process, innermost last: a trainer's callback joins the
+#: innermost (`current()`) instead of installing a second set of hooks.
+_ACTIVE: list["Watch"] = []
+
+
+def current() -> "Watch | None":
+    """The innermost installed watch (the `gradcli watch` command's, a `with gradcli.watch()`), if any."""
+    return _ACTIVE[-1] if _ACTIVE else None
 
 
 @dataclass
@@ -116,6 +124,7 @@ class Watch:
             scaler, optimizer, *args, **kwargs)
         if self.options.log is not None:
             self._log = StepLog(self.options.log)
+        _ACTIVE.append(self)
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -123,6 +132,8 @@ class Watch:
 
     def close(self) -> None:
         """Remove every hook and restore `torch.autograd.backward` (safe to call twice)."""
+        if self in _ACTIVE:
+            _ACTIVE.remove(self)
         if self._backward is not None:
             torch.autograd.backward = self._backward
             self._backward = None
@@ -140,6 +151,24 @@ class Watch:
             self._log.close()
             self._log = None
         self.calls, self.losses = [], []
+
+    def join(self, root: torch.nn.Module | None = None) -> Callable[[], None]:
+        """A trainer's callback inside this watch: from now on the callback's event checks each
+        step (`check_step`) and the step pre-hook does not, so a step is counted once and a stop
+        is this watch's, reported by whoever installed it. `root` names the modules (a
+        LightningModule). Returns what undoes the join, at the fit's end."""
+        before = self.triggered, self.root
+        self.triggered = True
+        if root is not None:
+            self.root = self.names.root = root
+            self.names.refresh()
+
+        def leave() -> None:
+            self.triggered, self.root = before
+            self.names.root = before[1]
+            self.names.refresh()
+
+        return leave
 
     # -- what the run does -----------------------------------------------------------------
     def _on_backward(self, tensors: Any, *args: Any, **kwargs: Any) -> Any:

@@ -7,32 +7,55 @@ the gradients are unscaled only after backward. Both trainers have an event afte
 (and after unscaling) and before the update: Lightning's `on_before_optimizer_step`, the HF
 Trainer's `on_pre_optimizer_step`. A stop raised there leaves the weights and the
 optimizer's state as the previous step left them, as the pre-hook does.
+
+One watch per run: a callback inside a watch already installed (the script runs under
+`gradcli watch`, or the fit sits in `with gradcli.watch():`) joins that watch rather than
+installing a second one. Two watches would each count the steps, and the outer one would
+take the inner one's `WatchStop` for its own and report a false all-clear. Joined, the
+callback's event checks the outer watch's step, the stop is the outer watch's result, and
+the outer watch's options (`--save`, `--log`, ...) apply; the callback's own are unused.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from ...errors import UsageError
 from ..options import WatchOptions
 from ..result import WatchResult, WatchStop
-from ..session import Watch
+from ..session import Watch, current
+
+#: How a callback (named) shows a result where the user looks (gradcli/callbacks/report.py): the
+#: library never prints, so the callbacks hand it in.
+Report = Callable[[str, WatchResult], None]
 
 
 class TriggeredWatch:
     """One run's watch, opened at the trainer's start, checked at its pre-update event, closed at its end."""
 
-    def __init__(self, who: str, options: dict[str, Any]) -> None:
+    def __init__(self, who: str, options: dict[str, Any], report: Report | None = None) -> None:
         try:
             self.options = WatchOptions(**options)
         except TypeError as err:
             raise UsageError(f"{who}: {err}") from None
+        self.who = who
+        self.report = report
         self.watch: Watch | None = None
         self.result: WatchResult | None = None
+        self._leave: Callable[[], None] | None = None  # set when joined to a watch installed around the fit
+
+    @property
+    def joined(self) -> bool:
+        return self._leave is not None
 
     def open(self, root: Any = None) -> None:
         self.close()
-        self.watch = Watch(self.options, triggered=True, root=root).__enter__()
+        outer = current()
+        if outer is not None:
+            self._leave = outer.join(root)
+            self.watch = outer
+        else:
+            self.watch = Watch(self.options, triggered=True, root=root).__enter__()
         self.result = self.watch.result
 
     def check(self, optimizer: Any, scaler: Any = None) -> None:
@@ -55,10 +78,22 @@ class TriggeredWatch:
             self.watch._paused = paused
 
     def close(self, finished: bool = False) -> None:
-        if self.watch is not None:
-            self.watch.result.finished = finished
-            self.watch.close()
-            self.watch = None
+        """The fit ended (finished), was stopped, or raised: the hooks go and the result is
+        shown once. A joined watch stays installed and is not shown: its owner has it (the
+        `gradcli watch` command prints its report; a `with gradcli.watch()` has `.result`,
+        and the `WatchStop` that leaves the fit says the stop in its message)."""
+        watch = self.watch
+        if watch is None:
+            return
+        self.watch = None
+        if self._leave is not None:
+            self._leave()
+            self._leave = None
+            return
+        watch.result.finished = finished
+        watch.close()
+        if self.report is not None and (finished or watch.result.stop is not None):
+            self.report(self.who, watch.result)
 
 
 def unwrapped(optimizer: Any) -> Any:

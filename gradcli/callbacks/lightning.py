@@ -16,14 +16,15 @@ try:
 except ImportError:  # the older package name
     from pytorch_lightning.callbacks import Callback
 
-from .triggered import TriggeredWatch
+from ..watcher.trainers.triggered import TriggeredWatch
+from .report import report
 
 
 class LightningCallback(Callback):
     """Lightning callback: every optimizer step checked before it is applied (gradcli.watch's options)."""
 
     def __init__(self, **options: Any) -> None:
-        self._watch = TriggeredWatch("LightningCallback", options)
+        self._watch = TriggeredWatch("LightningCallback", options, report)
 
     @property
     def result(self) -> Any:

@@ -15,14 +15,15 @@ from typing import Any
 
 from transformers import TrainerCallback as _HFCallback
 
-from .triggered import TriggeredWatch
+from ..watcher.trainers.triggered import TriggeredWatch
+from .report import report
 
 
 class TrainerCallback(_HFCallback):
     """transformers callback: every optimizer step checked before it is applied (gradcli.watch's options)."""
 
     def __init__(self, **options: Any) -> None:
-        self._watch = TriggeredWatch("TrainerCallback", options)
+        self._watch = TriggeredWatch("TrainerCallback", options, report)
 
     @property
     def result(self) -> Any:

@@ -1,0 +1,160 @@
+"""One watch, never a lost stop: a Lightning fit and a Hugging Face Trainer run watched every
+way a user can, and each reports a planted fault at torch's step with its line, or a healthy
+run as healthy, once.
+
+The ways: the trainer's callback alone under `python`; the callback in a script run by
+`gradcli watch` (it joins the command's watch: the command reports the stop and exits 1,
+each step counted once); `gradcli watch` on the script with no callback; `with
+gradcli.watch():` around the fit, with and without the callback. The scripts are
+tests/fixtures/watch_lightning.py and watch_hf.py, run in this process as python runs them.
+
+The truth is the same fit run without gradcli: a plain callback of the trainer reads, at the
+same "before the update" event, whether the gradients are finite (torch.isfinite) and counts
+the updates; the fault's line is found in the script's source.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import json
+import runpy
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+L = pytest.importorskip("lightning")
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("accelerate")
+
+import gradcli  # noqa: E402
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+SCRIPTS = {"lightning": FIXTURES / "watch_lightning.py", "hf": FIXTURES / "watch_hf.py"}
+CALLBACK = {"lightning": "LightningCallback", "hf": "TrainerCallback"}
+
+
+def load(trainer: str):
+    spec = importlib.util.spec_from_file_location(f"watch_{trainer}_truth", SCRIPTS[trainer])
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class LightningTruth(L.Callback):
+    def __init__(self):
+        self.finite = []  # per update: every gradient finite
+
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer):
+        self.finite.append(all(bool(torch.isfinite(p.grad).all()) for p in pl_module.parameters() if p.grad is not None))
+
+
+class HFTruth(transformers.TrainerCallback):
+    def __init__(self):
+        self.finite = []
+
+    def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
+        self.finite.append(all(bool(torch.isfinite(p.grad).all()) for p in model.parameters() if p.grad is not None))
+
+
+@pytest.fixture(scope="module", params=["lightning", "hf"])
+def truth(request):
+    """(trainer, the first bad update (1-based), its line, the healthy run's number of updates)."""
+    trainer = request.param
+    script = load(trainer)
+    run = script.fit if trainer == "lightning" else script.train
+    bad, healthy = (LightningTruth(), LightningTruth()) if trainer == "lightning" else (HFTruth(), HFTruth())
+    run([bad], True)
+    run([healthy], False)
+    if trainer == "lightning":
+        lines, first = inspect.getsourcelines(script.Normalize.forward)
+        marker = "x / x.norm"
+    else:
+        lines, first = inspect.getsourcelines(script.MaskedGPT2.forward)
+        marker = "/ mask.sum(1)"
+    line = first + next(i for i, text in enumerate(lines) if marker in text)
+    assert all(healthy.finite) and not all(bad.finite)
+    return trainer, bad.finite.index(False) + 1, line, len(healthy.finite)
+
+
+def under_python(trainer: str, *flags: str):
+    """`python script FLAGS` in this process: (the result, whether WatchStop left the script)."""
+    saved = sys.argv[:]
+    sys.argv = [str(SCRIPTS[trainer]), *flags]
+    try:
+        namespace = runpy.run_path(str(SCRIPTS[trainer]), run_name="__main__")
+    except gradcli.WatchStop as stop:
+        return stop.result, stop
+    finally:
+        sys.argv = saved
+    return (namespace["watch"].result if "watch" in namespace else None), None
+
+
+def under_gradcli_watch(trainer: str, tmp_path: Path, *flags: str):
+    """`gradcli watch --json PATH script FLAGS` in this process: (exit status, document, stderr)."""
+    from typer.testing import CliRunner
+
+    from gradcli.cli import app
+
+    out = tmp_path / f"{trainer}-{'-'.join(flags)}.json"
+    done = CliRunner(env={"COLUMNS": "200", "NO_COLOR": "1"}).invoke(
+        app, ["watch", "-q", "--json", str(out), str(SCRIPTS[trainer]), *flags])
+    return done.exit_code, json.loads(out.read_text()), done.stderr
+
+
+@pytest.mark.parametrize("callback", [True, False], ids=["callback", "no-callback"])
+def test_gradcli_watch_reports_the_stop_once_at_torchs_step_with_its_line(truth, callback, tmp_path):
+    trainer, bad, line, _ = truth
+    status, doc, stderr = under_gradcli_watch(trainer, tmp_path, "--bad", *(["--callback"] if callback else []))
+    assert status == 1, stderr
+    stop = doc["stop"]
+    assert stop["step"] == bad and stop["kind"].startswith("nonfinite")
+    assert (stop["origin"]["file"], stop["origin"]["line"]) == (str(SCRIPTS[trainer]), line)
+    assert doc["steps"] == bad - 1 and doc["checks"] == bad  # each step counted once
+    assert stderr.count(f"stopped at step {bad} ") == 1 and "gradcli.callbacks." not in stderr
+
+
+@pytest.mark.parametrize("callback", [True, False], ids=["callback", "no-callback"])
+def test_gradcli_watch_on_a_healthy_run_exits_0_with_each_step_counted_once(truth, callback, tmp_path):
+    trainer, _, _, updates = truth
+    status, doc, stderr = under_gradcli_watch(trainer, tmp_path, *(["--callback"] if callback else []))
+    assert status == 0, stderr
+    assert doc["stop"] is None and doc["findings"] == [] and doc["finished"]
+    assert doc["steps"] == doc["checks"] == updates
+    assert "gradcli.callbacks." not in stderr
+
+
+def test_the_callback_alone_under_python_says_the_stop_before_its_exception(truth, capsys):
+    trainer, bad, line, _ = truth
+    result, stop = under_python(trainer, "--callback", "--bad")
+    assert stop is not None and result.stop.step == bad and result.stop.origin.line == line
+    name = SCRIPTS[trainer].name
+    assert f"at step {bad} (" in str(stop) and f"origin {name}:{line} " in str(stop)
+    assert f"cause {result.stop.cause.kind}" in str(stop)
+    err = capsys.readouterr().err
+    assert err.count(f"gradcli.callbacks.{CALLBACK[trainer]}:\nthe run: stopped at step {bad} ") == 1
+    assert f"{name}:{line}" in err
+
+
+def test_the_callback_alone_under_python_says_a_healthy_run_once_at_its_end(truth, capsys):
+    trainer, _, _, updates = truth
+    result, stop = under_python(trainer, "--callback")
+    assert stop is None
+    err = capsys.readouterr().err
+    said = f"the run: finished; {updates} optimizer step(s) applied, {updates} checked, no finding"
+    assert err.count(f"gradcli.callbacks.{CALLBACK[trainer]}:\n{said}") == 1
+
+
+@pytest.mark.parametrize("callback", [True, False], ids=["callback", "no-callback"])
+def test_a_with_block_around_the_fit_stops_at_torchs_step_with_its_line(truth, callback, capsys):
+    trainer, bad, line, updates = truth
+    flags = ["--with", *(["--callback"] if callback else [])]
+    result, stop = under_python(trainer, *flags, "--bad")
+    assert stop is not None and result.stop.step == bad and result.stop.origin.line == line
+    assert result.steps == bad - 1 and result.checks == bad
+    healthy, stop = under_python(trainer, *flags)
+    assert stop is None and healthy.stop is None and healthy.findings == []
+    assert healthy.steps == healthy.checks == updates
+    assert "gradcli.callbacks." not in capsys.readouterr().err  # joined: the with-block's owner has the result
