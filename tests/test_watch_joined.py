@@ -158,3 +158,36 @@ def test_a_with_block_around_the_fit_stops_at_torchs_step_with_its_line(truth, c
     assert stop is None and healthy.stop is None and healthy.findings == []
     assert healthy.steps == healthy.checks == updates
     assert "gradcli.callbacks." not in capsys.readouterr().err  # joined: the with-block's owner has the result
+
+
+def test_a_run_that_raised_leaves_no_watch_for_the_next_run_to_join(truth):
+    # The HF Trainer has no event for an exception: the callback's watch stays installed.
+    trainer, _, _, updates = truth
+    if trainer != "hf":
+        pytest.skip("Lightning's on_exception closes the callback's watch")
+    from gradcli.callbacks import TrainerCallback
+    from gradcli.watcher.session import current
+
+    script = load("hf")
+    backward = torch.autograd.backward
+
+    class Broken(script.Tokens):
+        served = 0
+
+        def __getitem__(self, i):
+            Broken.served += 1
+            if Broken.served > 2 * script.BATCH:
+                raise RuntimeError("the data ran out")
+            return super().__getitem__(i)
+
+    tokens, script.Tokens = script.Tokens, Broken
+    try:
+        with pytest.raises(RuntimeError, match="the data ran out"):
+            script.train([TrainerCallback()], False)
+    finally:
+        script.Tokens = tokens
+    assert current() is not None  # left behind
+    callback = TrainerCallback()
+    script.train([callback], False)
+    assert callback.result.finished and callback.result.steps == callback.result.checks == updates
+    assert current() is None and torch.autograd.backward is backward

@@ -4,8 +4,10 @@ Checks in `on_pre_optimizer_step`, which the Trainer calls after backward and gr
 clipping, just before `optimizer.step()`. The Trainer's default `logging_nan_inf_filter`
 logs a running mean in place of a nan loss while the update still applies; the check reads
 the loss `backward` ran on and the gradients themselves, so the filter hides nothing from it.
-A stop raises `gradcli.WatchStop` out of `trainer.train()`; `callback.result` holds the
-same `WatchResult`. Under fp16 the optimizer's GradScaler (accelerate keeps it on the
+A stop prints the report `gradcli watch` prints to stderr and raises `gradcli.WatchStop` out
+of `trainer.train()`; a run that ends without a stop prints its findings once, at
+`on_train_end`; `callback.result` holds the same `WatchResult`. Under `gradcli watch` or inside
+`with gradcli.watch():` the callback joins that watch and prints nothing of its own. Under fp16 the optimizer's GradScaler (accelerate keeps it on the
 optimizer) makes a non-finite gradient under a finite loss a skipped step, counted.
 """
 

@@ -2,9 +2,12 @@
 
 Checks in `on_before_optimizer_step`, which Lightning calls after backward and after the
 GradScaler's unscaling (precision="16-mixed"), before gradient clipping and the update; with
-`accumulate_grad_batches` it comes once per update, after the last micro-batch. A stop raises
-`gradcli.WatchStop` out of `trainer.fit(...)` (Lightning re-raises a callback's exception
-after its own teardown); `callback.result` holds the same `WatchResult` either way.
+`accumulate_grad_batches` it comes once per update, after the last micro-batch. A stop prints
+the report `gradcli watch` prints to stderr and raises `gradcli.WatchStop` out of
+`trainer.fit(...)` (Lightning re-raises a callback's exception after its own teardown); a fit
+that ends without a stop prints its findings once, at `on_fit_end`. `callback.result` holds
+the same `WatchResult` either way. Under `gradcli watch` or inside `with gradcli.watch():` the
+callback joins that watch and prints nothing of its own (watcher/trainers/triggered.py).
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ the outer watch's options (`--save`, `--log`, ...) apply; the callback's own are
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, Callable
 
 from ...errors import UsageError
@@ -28,6 +29,9 @@ from ..session import Watch, current
 #: How a callback (named) shows a result where the user looks (gradcli/callbacks/report.py): the
 #: library never prints, so the callbacks hand it in.
 Report = Callable[[str, WatchResult], None]
+#: The watches the callbacks installed themselves: one still installed when a run begins was
+#: left by a run that raised (the HF Trainer has no event for an exception), not a watch to join.
+_OWN: "weakref.WeakSet[Watch]" = weakref.WeakSet()
 
 
 class TriggeredWatch:
@@ -44,18 +48,18 @@ class TriggeredWatch:
         self.result: WatchResult | None = None
         self._leave: Callable[[], None] | None = None  # set when joined to a watch installed around the fit
 
-    @property
-    def joined(self) -> bool:
-        return self._leave is not None
-
     def open(self, root: Any = None) -> None:
         self.close()
         outer = current()
+        while outer is not None and outer in _OWN:
+            outer.close()
+            outer = current()
         if outer is not None:
             self._leave = outer.join(root)
             self.watch = outer
         else:
             self.watch = Watch(self.options, triggered=True, root=root).__enter__()
+            _OWN.add(self.watch)
         self.result = self.watch.result
 
     def check(self, optimizer: Any, scaler: Any = None) -> None:
