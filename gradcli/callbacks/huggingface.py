@@ -7,8 +7,14 @@ the loss `backward` ran on and the gradients themselves, so the filter hides not
 A stop prints the report `gradcli watch` prints to stderr and raises `gradcli.WatchStop` out
 of `trainer.train()`; a run that ends without a stop prints its findings once, at
 `on_train_end`; `callback.result` holds the same `WatchResult`. Under `gradcli watch` or inside
-`with gradcli.watch():` the callback joins that watch and prints nothing of its own. Under fp16 the optimizer's GradScaler (accelerate keeps it on the
-optimizer) makes a non-finite gradient under a finite loss a skipped step, counted.
+`with gradcli.watch():` the callback joins that watch and prints nothing of its own. Under
+fp16 the optimizer's GradScaler (accelerate keeps it on the optimizer) makes a non-finite
+gradient under a finite loss a skipped step, counted.
+
+A nan born in the loss the Trainer computes (a `compute_loss_func`, a label smoother, a
+subclass's `compute_loss`) is located by running `trainer.compute_loss` again on the stopped
+micro-batches (watcher/trainers/steps.py). The Trainer does not pass itself to its callbacks:
+the callback finds it as the `self` of the `Trainer` method that calls `on_train_begin`.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from typing import Any
 
 from transformers import TrainerCallback as _HFCallback
 
+from ..watcher.trainers.steps import TrainerSteps
 from ..watcher.trainers.triggered import TriggeredWatch
 from .report import report
 
@@ -33,7 +40,10 @@ class TrainerCallback(_HFCallback):
         return self._watch.result
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
-        self._watch.open(root=model)
+        trainer = _calling_trainer()
+        self._watch.open(root=model, steps=TrainerSteps(trainer) if trainer is not None else None)
+        if trainer is not None:
+            self._watch.steps.attach()  # type: ignore[union-attr]
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._watch.begin()
@@ -43,3 +53,20 @@ class TrainerCallback(_HFCallback):
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._watch.close(finished=True)
+
+
+def _calling_trainer() -> Any:
+    """The `transformers.Trainer` whose method is calling this event (its `self`), if any."""
+    import sys
+
+    from transformers import Trainer
+
+    frame = sys._getframe(1)
+    for _ in range(12):
+        if frame is None:
+            break
+        candidate = frame.f_locals.get("self")
+        if isinstance(candidate, Trainer):
+            return candidate
+        frame = frame.f_back
+    return None

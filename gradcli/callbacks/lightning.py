@@ -19,6 +19,7 @@ try:
 except ImportError:  # the older package name
     from pytorch_lightning.callbacks import Callback
 
+from ..watcher.trainers.steps import LightningSteps
 from ..watcher.trainers.triggered import TriggeredWatch
 from .report import report
 
@@ -35,7 +36,11 @@ class LightningCallback(Callback):
         return self._watch.result
 
     def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
-        self._watch.open(root=pl_module)
+        self._watch.open(root=pl_module, steps=LightningSteps(trainer, pl_module))
+
+    def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
+        if self._watch.steps is not None:  # a loss computed in training_step is replayed from it at a stop
+            self._watch.steps.add(batch, batch_idx)  # type: ignore[attr-defined]
 
     def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
         self._watch.check(optimizer, getattr(trainer.precision_plugin, "scaler", None))

@@ -21,7 +21,7 @@ from __future__ import annotations
 import linecache
 import math
 from contextlib import ExitStack
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -58,6 +58,47 @@ def replay(stop: Stop, calls: list[Any], params: dict[str, torch.Tensor], names:
         return
     stop.origin = function_origin(node) or origin_from("backward", node.name(), origin_of(node))
     stop.cause = _backward_cause(node, calls, params, names)
+
+
+def replay_loss(stop: Stop, runs: list[Callable[[], torch.Tensor]], params: dict[str, torch.Tensor],
+                names: dict[int, str], what: str) -> None:
+    """The step's loss computed again by the trainer's own code (`what`: Lightning's
+    `training_step`, the HF Trainer's `compute_loss`), once per micro-batch of the update, with
+    the recorder armed: a nan or inf born in a loss written outside the model's modules gets its
+    line and cause like one inside them. Each `run()` restores the micro-batch's random state,
+    precision context and buffers itself (trainers/steps.py); backward is `torch.autograd.grad`
+    from the loss, so `.grad` is not touched."""
+    for run in runs:
+        recorder = ForwardRecorder(names, watch_nonfinite=True)
+        with torch.enable_grad():
+            with recorder:
+                loss = run()
+            event = recorder.recording.nonfinite
+            if event is not None and not bool(torch.isfinite(loss.detach()).all()):
+                stop.origin = origin_from("forward", event.call, event.origin)
+                stop.cause = forward_cause(event, stop.origin)
+            else:
+                node = _first_bad_node(loss, list(params.values()))
+                if node is None:
+                    continue
+                stop.origin = function_origin(node) or origin_from("backward", node.name(), origin_of(node))
+                stop.cause = _loss_backward_cause(node, run, params)
+        stop.replay = Replay("replayed", what=what)
+        return
+    if stop.replay is not None and stop.replay.why_not is not None:
+        stop.replay.why_not += f"; {what} replayed gave finite values"
+
+
+def _loss_backward_cause(node: Any, run: Callable[[], torch.Tensor], params: dict[str, torch.Tensor]) -> WatchCause:
+    if getattr(type(node), "_forward_cls", None) is not None:
+        return backward_cause(node, None)
+    from ..verify.causes.run import explain_nonfinite
+
+    try:
+        cause = explain_nonfinite(run, dict(params))
+    except RuntimeError:
+        cause = None
+    return backward_cause(node, cause)
 
 
 def _batch(stop: Stop, calls: list[Any], names: dict[int, str]) -> bool:

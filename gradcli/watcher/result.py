@@ -58,6 +58,7 @@ class Replay:
     seconds: float = 0.0
     steps: int = 0  # optimizer steps the rerun repeated (0 for an in-process replay)
     why_not: str | None = None  # when not replayed
+    what: str | None = None  # what ran again when not the model's calls: a trainer's `training_step`, `compute_loss`
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -103,6 +103,8 @@ class Watch:
         # a trainer's callback calls check_step: Lightning's closure runs backward inside step()
         self.triggered = triggered
         self.root = root  # names modules when given (a LightningModule whose training_step calls self.net)
+        # a trainer's callback: (stop, parameters by name, module names) -> runs the trainer's own loss code again
+        self.loss_replay: Callable[[Stop, dict[str, torch.Tensor], dict[int, str]], None] | None = None
 
     # -- installing ----------------------------------------------------------------------
     def __enter__(self) -> "Watch":
@@ -404,6 +406,8 @@ class Watch:
                 if self.dropped:
                     raise RuntimeError(f"the step made more than {MAX_CALLS} model calls; only the latest were kept")
                 replay(stop, list(self.calls), dict(zip(names, params)), self.names.modules)
+                if stop.origin is None and self.loss_replay is not None:  # in the loss: the trainer's code again
+                    self.loss_replay(stop, dict(zip(names, params)), self.names.modules)
             except Exception as err:  # noqa: BLE001 - a replay that fails must not hide the stop
                 stop.replay = Replay("not_replayed", why_not=f"the replay failed: {type(err).__name__}: {err}")
             finally:

@@ -25,6 +25,7 @@ from ...errors import UsageError
 from ..options import WatchOptions
 from ..result import WatchResult, WatchStop
 from ..session import Watch, current
+from .steps import Steps
 
 #: How a callback (named) shows a result where the user looks (gradcli/callbacks/report.py): the
 #: library never prints, so the callbacks hand it in.
@@ -47,8 +48,9 @@ class TriggeredWatch:
         self.watch: Watch | None = None
         self.result: WatchResult | None = None
         self._leave: Callable[[], None] | None = None  # set when joined to a watch installed around the fit
+        self.steps: Steps | None = None  # the trainer's loss code, to run again at a stop (steps.py)
 
-    def open(self, root: Any = None) -> None:
+    def open(self, root: Any = None, steps: Steps | None = None) -> None:
         self.close()
         outer = current()
         while outer is not None and outer in _OWN:
@@ -61,6 +63,8 @@ class TriggeredWatch:
             self.watch = Watch(self.options, triggered=True, root=root).__enter__()
             _OWN.add(self.watch)
         self.result = self.watch.result
+        self.steps = steps
+        self.watch.loss_replay = steps.replay if steps is not None else None
 
     def check(self, optimizer: Any, scaler: Any = None) -> None:
         if self.watch is None:
@@ -70,11 +74,15 @@ class TriggeredWatch:
         except WatchStop:  # the hooks go with the run: not every trainer has an event for its exception
             self.close()
             raise
+        if self.steps is not None:
+            self.steps.clear()
 
     def begin(self) -> None:
         """A new update begins: what ran since the last one (an evaluation) is not its step."""
         if self.watch is not None:
             self.watch.calls, self.watch.losses = [], []
+        if self.steps is not None:
+            self.steps.clear()
 
     def pause(self, paused: bool) -> None:
         """An evaluation inside the fit: its model calls and losses are not the training step's."""
@@ -90,6 +98,10 @@ class TriggeredWatch:
         if watch is None:
             return
         self.watch = None
+        watch.loss_replay = None
+        if self.steps is not None:
+            self.steps.detach()
+            self.steps = None
         if self._leave is not None:
             self._leave()
             self._leave = None
