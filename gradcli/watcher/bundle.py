@@ -1,23 +1,29 @@
 """`--save DIR`: the stopped step, written so that it can be looked at again offline.
 
-DIR/step.pt (torch.save) holds each model's weights and buffers (state_dict, by the model's
-name), the optimizer's state_dict, every top-level call of the step (its model, arguments,
-the random state before it, and the gradient that arrived at its outputs in backward) and the
-losses backward ran on; DIR/step.json says which step, which optimizer, and what the stop
-found. `load_bundle(DIR)` reads it back; `restore(bundle, model, optimizer)` puts a model and an
-optimizer of the same shape into the state of the stopped step (step-1 updates applied).
+DIR/step.pt holds each model (its structure and weights, structure.py), each model's weights
+and buffers again as a state_dict (by the model's name), the optimizer's state_dict, every
+top-level call of the step (its model, arguments, the random state before it, and the
+gradient that arrived at its outputs in backward) and the losses backward ran on, all as data
+that `torch.load(DIR/"step.pt", weights_only=True)` reads; DIR/step.json says which step, which
+optimizer, and what the stop found. `load_bundle(DIR)` reads it back and rebuilds the models
+from the training script's definitions (script.definitions), without running its loop;
+`restore(bundle, model, optimizer)` puts a model and an optimizer of the same shape into the
+state of the stopped step (step-1 updates applied).
 """
 
 from __future__ import annotations
 
 import json
-import pickle
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from .calls import detached
+from .structure import BundleError, Encoder, Unstorable, decode, resolver
+
+#: step.pt's layout; a bundle of another is refused with a message.
+FORMAT = 2
 
 
 def save_bundle(folder: Path, watch: Any, optimizer: torch.optim.Optimizer, stop: Any,
@@ -25,11 +31,10 @@ def save_bundle(folder: Path, watch: Any, optimizer: torch.optim.Optimizer, stop
     folder.mkdir(parents=True, exist_ok=True)
     names = watch.names.modules
     models = {names.get(id(m), "") or type(m).__name__: m for m in watch.tops.values()}
-    payload = {
+    data = {
         "step": stop.step,
-        "models": models,
         "script": None if script is None else {"path": script.path, "module": script.module},
-        "weights": {name: {k: v.detach().clone() for k, v in m.state_dict().items()} for name, m in models.items()},
+        "weights": {name: m.state_dict() for name, m in models.items()},  # (the parameters' own tensors: stored once)
         "optimizer": optimizer.state_dict(),
         "calls": [{"model": names.get(id(c.module), "") or type(c.module).__name__, "args": detached(c.args),
                    "kwargs": detached(c.kwargs or {}), "rng": c.rng,
@@ -37,23 +42,29 @@ def save_bundle(folder: Path, watch: Any, optimizer: torch.optim.Optimizer, stop
         "losses": [loss.detach() for loss in watch.losses],
         "rng": torch.get_rng_state(),
     }
-    hooks = watch._top_hooks  # watch's own hooks on the models cannot be pickled: off while saving
-    if hooks is not None:
-        hooks.__exit__(None, None, None)
+    encoder = Encoder()
+    payload: dict[str, Any] = {"format": FORMAT}
     try:
-        torch.save(payload, folder / "step.pt")
-    except (AttributeError, TypeError, pickle.PicklingError) as err:  # a model holding an unpicklable hook
-        payload["models"] = {}
-        payload["models_not_saved"] = f"{type(err).__name__}: {err}"
-        torch.save(payload, folder / "step.pt")
-    finally:
-        if hooks is not None:
-            hooks.__enter__()
+        payload["data"] = encoder.encode(data, "the step")
+    except Unstorable as err:  # the step's own arguments are not data: keep the weights and the rest
+        data["calls"] = []
+        payload["data"] = encoder.encode(data, "the step")
+        payload["calls_not_saved"] = str(err)
+    try:
+        payload["models"] = encoder.encode(models, "the model")
+    except Unstorable as err:
+        payload["models"] = encoder.encode({}, "")
+        payload["models_not_saved"] = str(err)
+    payload["tensors"] = encoder.tensors
+    torch.save(payload, folder / "step.pt")
     (folder / "replay.py").write_text(_REPLAY.format(step=stop.step, optimizer=stop.optimizer), encoding="utf-8")
     (folder / "step.json").write_text(json.dumps({
         "step": stop.step, "optimizer": stop.optimizer, "models": sorted(models), "stop": stop.as_dict(),
-        "script": payload["script"],
-        "how": "torch.load('step.pt'): weights, optimizer, calls (args, kwargs, rng, output_grads), losses, rng",
+        "script": data["script"],
+        "models_not_saved": payload.get("models_not_saved"), "calls_not_saved": payload.get("calls_not_saved"),
+        "how": "torch.load('step.pt', weights_only=True): data (weights, optimizer, calls with args, kwargs, rng and "
+               "output_grads, losses, rng) and models as tagged dicts over tensors; gradcli.watcher.bundle.load_bundle "
+               "rebuilds them",
     }, indent=2) + "\n", encoding="utf-8")
 
 
@@ -70,37 +81,30 @@ step = ReplayedStep(__file__)
 
 
 def load_bundle(folder: str | Path) -> dict[str, Any]:
-    """step.pt, with the models of a training script's own `__main__` found again."""
-    import json as json_module
-    import types
+    """step.pt read as data (weights_only=True), with the models rebuilt from the training
+    script's definitions: its imports, classes and functions, never its other statements."""
+    from .script import Script, definitions
 
     folder = Path(folder)
-    summary = json_module.loads((folder / "step.json").read_text(encoding="utf-8"))
-    main: dict[str, Any] | None = None
+    summary = json.loads((folder / "step.json").read_text(encoding="utf-8"))
+    payload = torch.load(folder / "step.pt", weights_only=True)
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise BundleError(f"{folder / 'step.pt'} is not a bundle this gradcli reads (format {FORMAT}): save it again "
+                          "with gradcli watch --save")
+    script = summary.get("script") or {}
 
-    class Unpickler(pickle.Unpickler):
-        def find_class(self, module: str, name: str) -> Any:
-            nonlocal main
-            if module == "__main__":
-                if main is None:
-                    main = _script_definitions(summary.get("script"))
-                if name in main:
-                    return main[name]
-            return super().find_class(module, name)
+    def script_definitions() -> dict[str, Any]:
+        if not script.get("path") and not script.get("module"):
+            raise BundleError("the bundle's model is defined in a script's __main__, and the bundle names no script")
+        return definitions(Script(script.get("path"), script.get("module")))
 
-    pickle_module = types.SimpleNamespace(Unpickler=Unpickler, load=pickle.load, __name__="pickle")
-    return torch.load(folder / "step.pt", weights_only=False, pickle_module=pickle_module)
-
-
-def _script_definitions(script: dict[str, Any] | None) -> dict[str, Any]:
-    """The training script's top-level names, run as an import runs it (not as __main__)."""
-    import runpy
-
-    if not script:
-        return {}
-    if script.get("path"):
-        return runpy.run_path(script["path"], run_name="__gradcli_bundle__")
-    return runpy.run_module(script["module"], run_name="__gradcli_bundle__")
+    resolve = resolver(script_definitions)
+    bundle = decode(payload["data"], payload["tensors"], resolve)
+    bundle["models"] = decode(payload["models"], payload["tensors"], resolve)
+    for key in ("models_not_saved", "calls_not_saved"):
+        if key in payload:
+            bundle[key] = payload[key]
+    return bundle
 
 
 class ReplayedStep(torch.nn.Module):
@@ -111,6 +115,9 @@ class ReplayedStep(torch.nn.Module):
         folder = Path(where)
         folder = folder.parent if folder.is_file() else folder
         bundle = load_bundle(folder)
+        if "models_not_saved" in bundle:
+            raise BundleError(f"the bundle in {folder} holds the step's weights but not its models, which could not be "
+                              f"written as data: {bundle['models_not_saved']}")
         self.models = torch.nn.ModuleDict({_key(name): model for name, model in bundle["models"].items()})
         self._names = {name: _key(name) for name in bundle["models"]}
         self._calls = bundle["calls"]
