@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+import warnings
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
@@ -48,6 +49,10 @@ Listener = Callable[[str, int, StepReading], None]
 #: The watches installed in this process, innermost last: a trainer's callback joins the
 #: innermost (`current()`) instead of installing a second set of hooks.
 _ACTIVE: list["Watch"] = []
+
+
+#: torch's warning about global module hooks under torch.compile: the hooks are gradcli's.
+_COMPILE_HOOKS_WARNING = r"Using `torch\.compile\(module\)` when there are global hooks"
 
 
 def current() -> "Watch | None":
@@ -126,6 +131,9 @@ class Watch:
             scaler, optimizer, *args, **kwargs)
         if self.options.log is not None:
             self._log = StepLog(self.options.log)
+        # gradcli's own global module hooks (the discovery) make torch.compile(model) warn in the user's run
+        warnings.filterwarnings("ignore", message=_COMPILE_HOOKS_WARNING)
+        self._quiet = warnings.filters[0]
         _ACTIVE.append(self)
         return self
 
@@ -136,6 +144,12 @@ class Watch:
         """Remove every hook and restore `torch.autograd.backward` (safe to call twice)."""
         if self in _ACTIVE:
             _ACTIVE.remove(self)
+        if getattr(self, "_quiet", None) in warnings.filters:
+            warnings.filters.remove(self._quiet)
+            mutated = getattr(warnings, "_filters_mutated", None)  # (CPython's cache of decisions: renewed)
+            if mutated is not None:
+                mutated()
+        self._quiet = None
         if self._backward is not None:
             torch.autograd.backward = self._backward
             self._backward = None
