@@ -6,7 +6,7 @@ The ways: the trainer's callback alone under `python`; the callback in a script 
 `gradcli watch` (it joins the command's watch: the command reports the stop and exits 1,
 each step counted once); `gradcli watch` on the script with no callback; `with
 gradcli.watch():` around the fit, with and without the callback. The scripts are
-tests/fixtures/watch_lightning.py and watch_hf.py, run in this process as python runs them.
+examples/watch/lit_train.py and hf_train.py, run in this process as python runs them.
 
 The truth is the same fit run without gradcli: a plain callback of the trainer reads, at the
 same "before the update" event, whether the gradients are finite (torch.isfinite) and counts
@@ -31,8 +31,8 @@ pytest.importorskip("accelerate")
 
 import gradcli  # noqa: E402
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
-SCRIPTS = {"lightning": FIXTURES / "watch_lightning.py", "hf": FIXTURES / "watch_hf.py"}
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "watch"
+SCRIPTS = {"lightning": EXAMPLES / "lit_train.py", "hf": EXAMPLES / "hf_train.py"}
 CALLBACK = {"lightning": "LightningCallback", "hf": "TrainerCallback"}
 
 
@@ -72,7 +72,7 @@ def truth(request):
         lines, first = inspect.getsourcelines(script.Normalize.forward)
         marker = "x / x.norm"
     else:
-        lines, first = inspect.getsourcelines(script.MaskedGPT2.forward)
+        lines, first = inspect.getsourcelines(script.masked_mean)
         marker = "/ mask.sum(1)"
     line = first + next(i for i, text in enumerate(lines) if marker in text)
     assert all(healthy.finite) and not all(bad.finite)
