@@ -420,10 +420,14 @@ class Watch:
                 if self.dropped:
                     raise RuntimeError(f"the step made more than {MAX_CALLS} model calls; only the latest were kept")
                 replay(stop, list(self.calls), dict(zip(names, params)), self.names.modules)
-                if stop.origin is None and self.loss_replay is not None:  # in the loss: the trainer's code again
-                    self.loss_replay(stop, dict(zip(names, params)), self.names.modules)
             except Exception as err:  # noqa: BLE001 - a replay that fails must not hide the stop
                 stop.replay = Replay("not_replayed", why_not=f"the replay failed: {type(err).__name__}: {err}")
+            try:
+                if stop.origin is None and self.loss_replay is not None:  # the trainer's own step code again
+                    self.loss_replay(stop, dict(zip(names, params)), self.names.modules)
+            except Exception as err:  # noqa: BLE001
+                stop.replay = Replay("not_replayed", why_not=(f"{stop.replay.why_not}; " if stop.replay and stop.replay.why_not
+                                                              else "") + f"its loss code failed: {type(err).__name__}: {err}")
             finally:
                 self._paused = False
             if stop.replay is not None:
