@@ -15,6 +15,8 @@ A nan born in the loss the Trainer computes (a `compute_loss_func`, a label smoo
 subclass's `compute_loss`) is located by running `trainer.compute_loss` again on the stopped
 micro-batches (watcher/trainers/steps.py). The Trainer does not pass itself to its callbacks:
 the callback finds it as the `self` of the `Trainer` method that calls `on_train_begin`.
+The step log's latest numbers join the Trainer's own logs in `on_log` (its `logging_steps`), so
+that `report_to` sends them to TensorBoard or W&B (watcher/trackers.py).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from transformers import TrainerCallback as _HFCallback
 
 from ..watcher.trainers.steps import TrainerSteps
 from ..watcher.trainers.triggered import TriggeredWatch
+from ..watcher.trackers import LatestTracker
 from .report import report
 
 
@@ -33,6 +36,7 @@ class TrainerCallback(_HFCallback):
 
     def __init__(self, **options: Any) -> None:
         self._watch = TriggeredWatch("TrainerCallback", options, report)
+        self._latest: LatestTracker | None = None
 
     @property
     def result(self) -> Any:
@@ -41,9 +45,24 @@ class TrainerCallback(_HFCallback):
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         trainer = _calling_trainer()
-        self._watch.open(root=model, steps=TrainerSteps(trainer) if trainer is not None else None)
+        self._latest = LatestTracker()
+        self._watch.open(root=model, steps=TrainerSteps(trainer) if trainer is not None else None, tracker=self._latest)
         if trainer is not None:
             self._watch.steps.attach()  # type: ignore[union-attr]
+            handler = trainer.callback_handler.callbacks  # first, so that report_to's callbacks see the numbers
+            if self in handler:
+                handler.remove(self)
+                handler.insert(0, self)
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
+        """The latest checked step's numbers into the Trainer's logs (`report_to` sends them on),
+        and how many findings were made since the last log."""
+        if logs is None or getattr(self, "_latest", None) is None:
+            return
+        numbers, findings = self._latest.take()
+        logs.update(numbers)
+        if findings:
+            logs["gradcli/findings"] = len(findings)
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._watch.begin()

@@ -8,6 +8,8 @@ the report `gradcli watch` prints to stderr and raises `gradcli.WatchStop` out o
 that ends without a stop prints its findings once, at `on_fit_end`. `callback.result` holds
 the same `WatchResult` either way. Under `gradcli watch` or inside `with gradcli.watch():` the
 callback joins that watch and prints nothing of its own (watcher/trainers/triggered.py).
+The step log (loss, gradient norm, each layer's norm, the spike statistic) goes to
+`trainer.logger` every `log_every_n_steps` checked steps, findings as text (watcher/trackers.py).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ except ImportError:  # the older package name
 
 from ..watcher.trainers.steps import LightningSteps
 from ..watcher.trainers.triggered import TriggeredWatch
+from ..watcher.trackers import LightningTracker
 from .report import report
 
 
@@ -36,7 +39,8 @@ class LightningCallback(Callback):
         return self._watch.result
 
     def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
-        self._watch.open(root=pl_module, steps=LightningSteps(trainer, pl_module))
+        tracker = LightningTracker(trainer) if getattr(trainer, "logger", None) is not None else None
+        self._watch.open(root=pl_module, steps=LightningSteps(trainer, pl_module), tracker=tracker)
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
         if self._watch.steps is not None:  # a loss computed in training_step is replayed from it at a stop

@@ -110,6 +110,7 @@ class Watch:
         self.root = root  # names modules when given (a LightningModule whose training_step calls self.net)
         # a trainer's callback: (stop, parameters by name, module names) -> runs the trainer's own loss code again
         self.loss_replay: Callable[[Stop, dict[str, torch.Tensor], dict[int, str]], None] | None = None
+        self.trackers: list[Any] = []  # where the step log goes besides --log (trackers.py)
 
     # -- installing ----------------------------------------------------------------------
     def __enter__(self) -> "Watch":
@@ -129,8 +130,12 @@ class Watch:
         watch = self
         torch.amp.GradScaler.step = lambda scaler, optimizer, *args, **kwargs: watch._on_scaler_step(
             scaler, optimizer, *args, **kwargs)
-        if self.options.log is not None:
-            self._log = StepLog(self.options.log)
+        if self.options.tensorboard is not None:
+            from .trackers import TensorBoardTracker
+
+            self.trackers.append(TensorBoardTracker(self.options.tensorboard))
+        if self.options.log is not None or self.trackers:
+            self._log = StepLog(self.options.log, self.trackers, self.result)
         # gradcli's own global module hooks (the discovery) make torch.compile(model) warn in the user's run
         warnings.filterwarnings("ignore", message=_COMPILE_HOOKS_WARNING)
         self._quiet = warnings.filters[0]
@@ -185,6 +190,19 @@ class Watch:
             self.names.refresh()
 
         return leave
+
+    def track(self, tracker: Any) -> Callable[[], None]:
+        """Send each checked step's record and new findings to `tracker` too (a trainer's logger,
+        trackers.py); returns what stops it."""
+        self.trackers.append(tracker)
+        if self._log is None:
+            self._log = StepLog(None, self.trackers, self.result)
+
+        def untrack() -> None:
+            if tracker in self.trackers:
+                self.trackers.remove(tracker)
+
+        return untrack
 
     # -- what the run does -----------------------------------------------------------------
     def _on_backward(self, tensors: Any, *args: Any, **kwargs: Any) -> Any:

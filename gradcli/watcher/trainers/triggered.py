@@ -49,8 +49,11 @@ class TriggeredWatch:
         self.result: WatchResult | None = None
         self._leave: Callable[[], None] | None = None  # set when joined to a watch installed around the fit
         self.steps: Steps | None = None  # the trainer's loss code, to run again at a stop (steps.py)
+        self._untrack: Callable[[], None] | None = None
 
-    def open(self, root: Any = None, steps: Steps | None = None) -> None:
+    def open(self, root: Any = None, steps: Steps | None = None, tracker: Any = None) -> None:
+        """`steps`: the trainer's loss code for a stop (steps.py); `tracker`: the trainer's own
+        logger, which gets the step log (trackers.py)."""
         self.close()
         outer = current()
         while outer is not None and outer in _OWN:
@@ -65,6 +68,7 @@ class TriggeredWatch:
         self.result = self.watch.result
         self.steps = steps
         self.watch.loss_replay = steps.replay if steps is not None else None
+        self._untrack = self.watch.track(tracker) if tracker is not None else None
 
     def check(self, optimizer: Any, scaler: Any = None) -> None:
         if self.watch is None:
@@ -99,6 +103,9 @@ class TriggeredWatch:
             return
         self.watch = None
         watch.loss_replay = None
+        if self._untrack is not None:
+            self._untrack()
+            self._untrack = None
         if self.steps is not None:
             self.steps.detach()
             self.steps = None
