@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 import torch
 
-from ..errors import UsageError
+from ...errors import UsageError
 
 _PLAIN = (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.device, torch.Size)
 _DEPTH = 64  # nesting beyond this is a cycle or not a model

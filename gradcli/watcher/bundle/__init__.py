@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from .calls import detached
+from ..calls import detached
 from .structure import BundleError, Encoder, Unstorable, decode, resolver
 
 #: step.pt's layout; a bundle of another is refused with a message.
@@ -83,7 +83,7 @@ step = ReplayedStep(__file__)
 def load_bundle(folder: str | Path) -> dict[str, Any]:
     """step.pt read as data (weights_only=True), with the models rebuilt from the training
     script's definitions: its imports, classes and functions, never its other statements."""
-    from .script import Script, definitions
+    from ..script import Script, definitions
 
     folder = Path(folder)
     summary = json.loads((folder / "step.json").read_text(encoding="utf-8"))
@@ -123,7 +123,7 @@ class ReplayedStep(torch.nn.Module):
         self._calls = bundle["calls"]
 
     def forward(self) -> torch.Tensor:
-        from .calls import output_tensors
+        from ..calls import output_tensors
 
         total = torch.zeros(())
         for call in self._calls:
