@@ -35,6 +35,8 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
+    if name == "callbacks":  # the trainer callbacks' package: `gradcli.callbacks.LightningCallback()`
+        return import_module("gradcli.callbacks")
     try:
         module, attr = _LAZY[name]
     except KeyError:

@@ -123,3 +123,60 @@ def test_a_healthy_fit_ends_with_no_finding_and_the_same_weights(precision, accu
     assert result.steps == len(truth.steps) - skipped
     for (name, a), (_, b) in zip(plain.state_dict().items(), watched.state_dict().items()):
         assert torch.equal(a, b), name
+
+
+class Focal(L.LightningModule):
+    """A hand-written focal loss in training_step (the usual Lightning pattern): where a row's
+    logits are far apart, the softmax underflows to exactly 0 and log(0) = -inf."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Linear(4, 3)
+        self.losses = []
+
+    def training_step(self, batch, index):
+        x, y = batch
+        p = torch.softmax(self.net(x), dim=1).gather(1, y[:, None]).squeeze(1)
+        loss = (-(1 - p) ** 2 * torch.log(p)).mean()
+        self.losses.append(float(loss.detach()))
+        return loss
+
+    def configure_optimizers(self):
+        return torch.optim.Adam(self.parameters(), lr=1e-2)
+
+
+def focal_fit(callback):
+    torch.manual_seed(0)
+    model = Focal()
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(8 * BATCHES, 4, generator=g), torch.randint(0, 3, (8 * BATCHES,), generator=g)
+    row = 8 * BAD_BATCH + 3
+    x[row] *= 1e4  # logits thousands apart: the target is given p = 0 unless it is the row's largest
+    y[row] = int(model.net(x[row]).argmin())
+    data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=8)
+    trainer = L.Trainer(max_epochs=1, callbacks=[callback], accelerator="cpu", logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        logging.getLogger("lightning").setLevel(logging.ERROR)
+        try:
+            trainer.fit(model, data)
+        except gradcli.WatchStop:
+            pass
+    return model
+
+
+def test_a_loss_in_training_step_is_located_at_its_line_by_replaying_training_step():
+    truth = Truth()
+    focal_fit(truth)
+    bad = next(i + 1 for i, (loss_ok, _, _) in enumerate(truth.steps) if not loss_ok)
+    assert bad == BAD_BATCH + 1  # torch: the update on the batch that holds the row
+    callback = LightningCallback()
+    focal_fit(callback)
+    stop = callback.result.stop
+    assert stop.step == bad and stop.kind == "nonfinite_loss"
+    lines, first = inspect.getsourcelines(Focal.training_step)
+    assert stop.origin.file == __file__
+    assert stop.origin.line == first + next(i for i, text in enumerate(lines) if "torch.log(p)" in text)
+    assert stop.origin.phase == "forward" and stop.cause.kind == "log_of_zero"
+    assert stop.replay.how == "replayed" and stop.replay.what == "training_step"

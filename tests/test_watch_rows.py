@@ -152,7 +152,9 @@ def test_a_nonfinite_stop_names_its_row_in_the_json_and_the_bundle(tmp_path):
     assert rows["calls"][0]["grad_norms"][ROW] == "nan"
     saved = json.loads((tmp_path / "step.json").read_text())
     assert saved["stop"]["rows"]["top"] == rows["top"]
-    assert torch.load(tmp_path / "step.pt", weights_only=False)["rows"]["top"][0]["row"] == ROW
+    from gradcli.watcher.bundle import load_bundle
+
+    assert load_bundle(tmp_path)["rows"]["top"][0]["row"] == ROW  # in step.pt too, read as data (weights_only)
 
 
 def test_a_spike_from_the_weights_is_harmless_at_the_previous_weights():

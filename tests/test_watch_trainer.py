@@ -89,7 +89,12 @@ def test_a_masked_mean_of_nothing_stops_at_torchs_step_though_the_log_stays_fini
     before = truth.steps[bad[0] - 1][1]
     assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
     assert "transformer.h.0.mlp.c_fc.weight" in stop.parameters
-    assert stop.replay.why_not == "the first nan or inf is in the loss, outside the model's calls"
+    # the loss is the Trainer's compute_loss_func: compute_loss replayed names its line and cause
+    lines, first = inspect.getsourcelines(masked_mean)
+    assert stop.origin.file == __file__ and stop.origin.phase == "forward"
+    assert stop.origin.line == first + next(i for i, text in enumerate(lines) if "/ mask.sum(1)" in text)
+    assert stop.cause.kind == "division_by_zero"
+    assert stop.replay.how == "replayed" and stop.replay.what == "compute_loss"
 
 
 def test_a_healthy_run_ends_with_no_finding_and_the_same_weights(tmp_path):

@@ -16,8 +16,8 @@ from typing import Any
 __all__ = ["LightningCallback", "TrainerCallback"]
 
 _LAZY = {
-    "LightningCallback": "gradcli.watcher.trainers.lightning",
-    "TrainerCallback": "gradcli.watcher.trainers.huggingface",
+    "LightningCallback": "gradcli.callbacks.lightning",
+    "TrainerCallback": "gradcli.callbacks.huggingface",
 }
 
 

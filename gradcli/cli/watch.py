@@ -33,6 +33,7 @@ def watch_command(
     save: Annotated[Optional[Path], typer.Option("--save", metavar="DIR", help="Write the stopped step's replay bundle (weights, optimizer state, inputs, random state) to DIR.")] = None,
     json_path: Annotated[Optional[Path], typer.Option("--json", metavar="PATH", help="Write the result as JSON to PATH (docs/json.md, watch).")] = None,
     log: Annotated[Optional[Path], typer.Option("--log", "--step-log", metavar="PATH", help="Write one JSON line per checked step to PATH: loss, gradient norm, per-layer norms, spike statistic. Under torchrun write --step-log: torchrun reads --log as an abbreviation of its own --log-dir.")] = None,
+    tensorboard: Annotated[Optional[Path], typer.Option("--tensorboard", metavar="DIR", help="Write the step log (loss, gradient norm, per-layer norms, spike statistic) and each finding as text to TensorBoard event files in DIR (torch.utils.tensorboard).")] = None,
     plot: PlotOption = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No status line on stderr.")] = False,
 ) -> None:
@@ -77,7 +78,7 @@ def watch_command(
         log_path = Path(tempfile.mkdtemp(prefix="gradcli-watch-")) / "steps.jsonl"
     options = WatchOptions(every=every, health_every=health_every, window=window, adam_ratio=adam_ratio,
                            stop_on=tuple(dict.fromkeys(["nonfinite", *(stop_on or [])])),  # type: ignore[arg-type]
-                           replay=replay, log=log_path, save=save, skips=skips)
+                           replay=replay, log=log_path, save=save, skips=skips, tensorboard=_per_rank(tensorboard))
     status = None if quiet else StatusLine()
     from ..watcher.run import watch_script
 

@@ -37,8 +37,10 @@ def function_origin(node: Any) -> WatchOrigin | None:
     backward = getattr(forward_cls, "backward", None)
     try:
         file = inspect.getsourcefile(backward)  # type: ignore[arg-type]
-        lines, line = inspect.getsourcelines(backward)  # type: ignore[arg-type]
-        code = next((text.strip() for text in lines if text.strip().startswith("def ")), None)
+        lines, first = inspect.getsourcelines(backward)  # type: ignore[arg-type]
+        # the def line, not the first line of the source (`@staticmethod` above it)
+        at = next((i for i, text in enumerate(lines) if text.strip().startswith("def ")), 0)
+        line, code = first + at, lines[at].strip()
     except (TypeError, OSError):
         file, line, code = None, None, None
     return WatchOrigin("backward", node.name(), None, forward_cls.__name__, file, line, code)

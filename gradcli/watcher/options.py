@@ -24,6 +24,7 @@ class WatchOptions:
     replay: bool = True  # replay the bad step to find the origin and cause
     log: Path | None = None  # JSON lines, one per checked step
     save: Path | None = None  # a replay bundle of the stopped step
+    tensorboard: Path | None = None  # the step log as TensorBoard event files (trackers.py)
     skips: int = 8  # a GradScaler's skipped steps in a row that make a stop (its scale fell 2**skips-fold)
 
     def __post_init__(self) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import linecache
 import math
 from contextlib import ExitStack
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -33,6 +33,11 @@ from .result import Replay, Stop, WatchCause, WatchOrigin
 
 def replay(stop: Stop, calls: list[Any], params: dict[str, torch.Tensor], names: dict[int, str]) -> None:
     """Fill `stop.origin`, `stop.cause` and `stop.replay` from the step's captured calls."""
+    with quiet_compiler():
+        _replay(stop, calls, params, names)
+
+
+def _replay(stop: Stop, calls: list[Any], params: dict[str, torch.Tensor], names: dict[int, str]) -> None:
     if not calls:
         stop.replay = Replay("not_replayed", why_not="no model call was seen in this step")
         return
@@ -56,8 +61,112 @@ def replay(stop: Stop, calls: list[Any], params: dict[str, torch.Tensor], names:
     if node is None:
         stop.replay.why_not = "the replayed step's gradients were finite: the step does not replay the same"
         return
-    stop.origin = function_origin(node) or origin_from("backward", node.name(), origin_of(node))
+    stop.origin = (_inside_backward(node, calls, params, names) or function_origin(node)
+                   or origin_from("backward", node.name(), origin_of(node)))
     stop.cause = _backward_cause(node, calls, params, names)
+
+
+def _inside_backward(node: Any, calls: list[Any], params: dict[str, torch.Tensor], names: dict[int, str]) -> Any:
+    """For a custom autograd.Function's node: the line inside its `backward` that first made
+    nan or inf. torch runs a Function's backward without the recorder's torch-function mode, so
+    the step is replayed once more with the gradient arriving at each node of that Function
+    kept (a pre-hook, the graph retained), and each such backward is called again directly
+    (`node.apply`, which calls `backward(ctx, *grads)`) under the recorder. None when not found."""
+    cls = getattr(type(node), "_forward_cls", None)
+    backward = getattr(cls, "backward", None)
+    file = getattr(getattr(backward, "__code__", None), "co_filename", None)
+    if file is None:
+        return None
+    arrived: list[tuple[Any, tuple[Any, ...]]] = []
+    with _buffers_restored(calls), torch.enable_grad():
+        root = _forward(calls, ForwardRecorder(names))[1]
+        if root is None or root.grad_fn is None:
+            return None
+        handles = [n.register_prehook(lambda grads, n=n: arrived.append((n, tuple(grads))))
+                   for n in _graph_nodes(root.grad_fn) if type(n) is type(node)]
+        try:
+            torch.autograd.grad(root, [p for p in params.values() if p.requires_grad], retain_graph=True,
+                                allow_unused=True)
+        except RuntimeError:
+            pass  # the pre-hooks kept what arrived before it failed
+        finally:
+            for handle in handles:
+                handle.remove()
+        for bad, grads in arrived:
+            if not all(g is None or bool(torch.isfinite(g).all()) for g in grads):
+                continue  # not finite on arrival: not this backward's doing
+            recorder = ForwardRecorder(names, watch_nonfinite=True)
+            try:
+                with recorder, torch.no_grad():
+                    bad.apply(*grads)
+            except Exception:  # noqa: BLE001 - the user's backward called out of its engine: no line, not a failure
+                continue
+            event = recorder.recording.nonfinite
+            if event is not None and event.origin is not None and event.origin.file == file:
+                origin = origin_from("backward", node.name(), event.origin)
+                origin.module, origin.module_class = None, cls.__name__
+                return origin
+    return None
+
+
+def _graph_nodes(root: Any) -> list[Any]:
+    """Every node of a graph, once."""
+    seen, stack, nodes = set(), [root], []
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        nodes.append(node)
+        stack += [next_node for next_node, _ in node.next_functions]
+    return nodes
+
+
+def replay_loss(stop: Stop, runs: list[Callable[[], torch.Tensor]], params: dict[str, torch.Tensor],
+                names: dict[int, str], what: str) -> None:
+    """The step's loss computed again by the trainer's own code (`what`: Lightning's
+    `training_step`, the HF Trainer's `compute_loss`), once per micro-batch of the update, with
+    the recorder armed: a nan or inf born in a loss written outside the model's modules gets its
+    line and cause like one inside them. Each `run()` restores the micro-batch's random state,
+    precision context and buffers itself (trainers/steps.py); backward is `torch.autograd.grad`
+    from the loss, so `.grad` is not touched."""
+    with quiet_compiler():
+        _replay_loss(stop, runs, params, names, what)
+
+
+def _replay_loss(stop: Stop, runs: list[Callable[[], torch.Tensor]], params: dict[str, torch.Tensor],
+                 names: dict[int, str], what: str) -> None:
+    for run in runs:
+        recorder = ForwardRecorder(names, watch_nonfinite=True)
+        with torch.enable_grad():
+            with recorder:
+                loss = run()
+            event = recorder.recording.nonfinite
+            if event is not None and not bool(torch.isfinite(loss.detach()).all()):
+                stop.origin = origin_from("forward", event.call, event.origin)
+                stop.cause = forward_cause(event, stop.origin)
+            else:
+                node = _first_bad_node(loss, list(params.values()))
+                if node is None:
+                    continue
+                stop.origin = function_origin(node) or origin_from("backward", node.name(), origin_of(node))
+                stop.cause = _loss_backward_cause(node, run, params)
+        stop.replay = Replay("replayed", what=what)
+        return
+    if stop.replay is not None and stop.replay.why_not is not None:
+        stop.replay.why_not += f"; {what} replayed gave finite values"
+
+
+def _loss_backward_cause(node: Any, run: Callable[[], torch.Tensor], params: dict[str, torch.Tensor]) -> WatchCause:
+    if getattr(type(node), "_forward_cls", None) is not None:
+        return backward_cause(node, None)
+    from ..verify.causes.run import explain_nonfinite
+
+    try:
+        cause = explain_nonfinite(run, dict(params))
+    except RuntimeError:
+        cause = None
+    return backward_cause(node, cause)
 
 
 def _batch(stop: Stop, calls: list[Any], names: dict[int, str]) -> bool:
@@ -123,10 +232,43 @@ def _forward(calls: list[Any], recorder: ForwardRecorder) -> tuple[bool, torch.T
 
 
 def _local(module: torch.nn.Module) -> torch.nn.Module:
-    """DDP's wrapped module: replaying through DDP would all-reduce on one rank alone and hang."""
+    """DDP's wrapped module: replaying through DDP would all-reduce on one rank alone and hang.
+    A `torch.compile`d module's original: the replay's recorder is Python that dynamo would
+    compile around (graph breaks, recompiles, warnings pointing into gradcli) for no gain,
+    since the replay is there to find the user's line, which the eager module runs."""
     from torch.nn.parallel import DistributedDataParallel
 
-    return module.module if isinstance(module, DistributedDataParallel) else module
+    for _ in range(4):
+        if isinstance(module, DistributedDataParallel):
+            module = module.module
+        elif isinstance(getattr(module, "_orig_mod", None), torch.nn.Module):  # torch._dynamo's OptimizedModule
+            module = module._orig_mod
+        else:
+            break
+    return module
+
+
+class quiet_compiler:
+    """While gradcli replays: torch.compile's warnings and dynamo's log lines (graph breaks in
+    the recorder's code) are gradcli's own doing, not the user's, and are not shown."""
+
+    def __enter__(self) -> None:
+        import logging
+        import warnings
+
+        self._warnings = warnings.catch_warnings()
+        self._warnings.__enter__()
+        warnings.filterwarnings("ignore", module=r"torch\._dynamo|torch\._inductor|torch\.nn\.modules\.module")
+        warnings.filterwarnings("ignore", message=r".*torch\.compile")
+        self._loggers = [(logger, logger.level) for logger in (logging.getLogger(name) for name in
+                                                               ("torch._dynamo", "torch._inductor"))]
+        for logger, _ in self._loggers:
+            logger.setLevel(logging.ERROR)
+
+    def __exit__(self, *exc: Any) -> None:
+        for logger, level in self._loggers:
+            logger.setLevel(level)
+        self._warnings.__exit__(*exc)
 
 
 def _first_bad_node(root: torch.Tensor | None, params: list[torch.Tensor]) -> Any:

@@ -3,6 +3,7 @@ findings by step. `as_dict()` is the `--json` document (docs/json.md, "watch")."
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -55,6 +56,7 @@ class Replay:
     seconds: float = 0.0
     steps: int = 0  # optimizer steps the rerun repeated (0 for an in-process replay)
     why_not: str | None = None  # when not replayed
+    what: str | None = None  # what ran again when not the model's calls: a trainer's `training_step`, `compute_loss`
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -179,9 +181,7 @@ class WatchStop(Exception):
     """Raised at an optimizer's step pre-hook: the step was not applied; `.result` says why."""
 
     def __init__(self, result: WatchResult) -> None:
-        stop = result.stop
-        where = f" at step {stop.step} ({stop.kind.replace('_', ' ')})" if stop else ""
-        super().__init__(f"gradcli watch stopped the run{where}")
+        super().__init__(_stop_message(result.stop))
         self.result = result
 
 
@@ -192,6 +192,21 @@ def _numbers(value: Any) -> Any:
     if isinstance(value, list):
         return [_numbers(v) for v in value]
     return _number(value)
+
+
+def _stop_message(stop: Stop | None) -> str:
+    """The report's short version, so that a traceback alone tells the story: the step, what
+    was not finite, where the first nan or inf was born (file:line, module) and why."""
+    if stop is None:
+        return "gradcli watch stopped the run"
+    text = f"gradcli watch stopped the run at step {stop.step} ({stop.kind.replace('_', ' ')})"
+    origin = stop.origin
+    if origin is not None and origin.file:
+        module = f" in {origin.module}" if origin.module else ""
+        text += f"; origin {os.path.basename(origin.file)}:{origin.line} ({origin.phase}{module})"
+    if stop.cause is not None:
+        text += f"; cause {stop.cause.kind}"
+    return text
 
 
 def _number(value: Any) -> Any:

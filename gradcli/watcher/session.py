@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+import warnings
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
@@ -54,6 +55,18 @@ DIVERGING = 3
 SPIKES = ("loss_spike", "grad_spike", "layer_spike", "adam_ratio")
 #: Called after each checked step with (optimizer label, step, reading); the CLI's status line.
 Listener = Callable[[str, int, StepReading], None]
+#: The watches installed in this process, innermost last: a trainer's callback joins the
+#: innermost (`current()`) instead of installing a second set of hooks.
+_ACTIVE: list["Watch"] = []
+
+
+#: torch's warning about global module hooks under torch.compile: the hooks are gradcli's.
+_COMPILE_HOOKS_WARNING = r"Using `torch\.compile\(module\)` when there are global hooks"
+
+
+def current() -> "Watch | None":
+    """The innermost installed watch (the `gradcli watch` command's, a `with gradcli.watch()`), if any."""
+    return _ACTIVE[-1] if _ACTIVE else None
 
 
 @dataclass
@@ -111,6 +124,9 @@ class Watch:
         self.opsites: OpSites | None = None  # the first step's softmax and loss calls, with their lines
         self.pending: list[Found] = []  # findings made at a backward, reported at the next check
         self._ended = False
+        # a trainer's callback: (stop, parameters by name, module names) -> runs the trainer's own loss code again
+        self.loss_replay: Callable[[Stop, dict[str, torch.Tensor], dict[int, str]], None] | None = None
+        self.trackers: list[Any] = []  # where the step log goes besides --log (trackers.py)
 
     # -- installing ----------------------------------------------------------------------
     def __enter__(self) -> "Watch":
@@ -133,8 +149,16 @@ class Watch:
         watch = self
         torch.amp.GradScaler.step = lambda scaler, optimizer, *args, **kwargs: watch._on_scaler_step(
             scaler, optimizer, *args, **kwargs)
-        if self.options.log is not None:
-            self._log = StepLog(self.options.log)
+        if self.options.tensorboard is not None:
+            from .trackers import TensorBoardTracker
+
+            self.trackers.append(TensorBoardTracker(self.options.tensorboard))
+        if self.options.log is not None or self.trackers:
+            self._log = StepLog(self.options.log, self.trackers, self.result)
+        # gradcli's own global module hooks (the discovery) make torch.compile(model) warn in the user's run
+        warnings.filterwarnings("ignore", message=_COMPILE_HOOKS_WARNING)
+        self._quiet = warnings.filters[0]
+        _ACTIVE.append(self)
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -148,6 +172,14 @@ class Watch:
         if not self._ended and self.result.stop is None:
             self._ended = True
             self._report([f for d in self.detectors for f in d.end(self)], self.result.steps, "")
+        if self in _ACTIVE:
+            _ACTIVE.remove(self)
+        if getattr(self, "_quiet", None) in warnings.filters:
+            warnings.filters.remove(self._quiet)
+            mutated = getattr(warnings, "_filters_mutated", None)  # (CPython's cache of decisions: renewed)
+            if mutated is not None:
+                mutated()
+        self._quiet = None
         if self._backward is not None:
             torch.autograd.backward = self._backward
             self._backward = None
@@ -165,6 +197,37 @@ class Watch:
             self._log.close()
             self._log = None
         self.calls, self.losses = [], []
+
+    def join(self, root: torch.nn.Module | None = None) -> Callable[[], None]:
+        """A trainer's callback inside this watch: from now on the callback's event checks each
+        step (`check_step`) and the step pre-hook does not, so a step is counted once and a stop
+        is this watch's, reported by whoever installed it. `root` names the modules (a
+        LightningModule). Returns what undoes the join, at the fit's end."""
+        before = self.triggered, self.root
+        self.triggered = True
+        if root is not None:
+            self.root = self.names.root = root
+            self.names.refresh()
+
+        def leave() -> None:
+            self.triggered, self.root = before
+            self.names.root = before[1]
+            self.names.refresh()
+
+        return leave
+
+    def track(self, tracker: Any) -> Callable[[], None]:
+        """Send each checked step's record and new findings to `tracker` too (a trainer's logger,
+        trackers.py); returns what stops it."""
+        self.trackers.append(tracker)
+        if self._log is None:
+            self._log = StepLog(None, self.trackers, self.result)
+
+        def untrack() -> None:
+            if tracker in self.trackers:
+                self.trackers.remove(tracker)
+
+        return untrack
 
     # -- what the run does -----------------------------------------------------------------
     def _on_backward(self, tensors: Any, *args: Any, **kwargs: Any) -> Any:
@@ -439,6 +502,12 @@ class Watch:
                 replay(stop, list(self.calls), dict(zip(names, params)), self.names.modules)
             except Exception as err:  # noqa: BLE001 - a replay that fails must not hide the stop
                 stop.replay = Replay("not_replayed", why_not=f"the replay failed: {type(err).__name__}: {err}")
+            try:
+                if stop.origin is None and self.loss_replay is not None:  # the trainer's own step code again
+                    self.loss_replay(stop, dict(zip(names, params)), self.names.modules)
+            except Exception as err:  # noqa: BLE001
+                stop.replay = Replay("not_replayed", why_not=(f"{stop.replay.why_not}; " if stop.replay and stop.replay.why_not
+                                                              else "") + f"its loss code failed: {type(err).__name__}: {err}")
             finally:
                 self._paused = False
             if stop.replay is not None:

@@ -65,7 +65,9 @@ def _stop_lines(what: str, result: "WatchResult") -> list[str]:
         elif origin.module_class or origin.module:
             where = origin.module_class or origin.module or ""
         else:
-            where = "the loss, outside the model" if origin.phase in ("forward", "backward") else "the model"
+            what = stop.replay.what if stop.replay is not None else None  # a trainer's own loss code
+            where = (f"{what}, outside the model's modules" if what else "the loss, outside the model") \
+                if origin.phase in ("forward", "backward") else "the model"
         lines.append(f"  origin: {origin.phase}" + (f", {origin.node}" if origin.node else "") + f", in {where}")
         if origin.file:
             lines.append(f"    {os.path.basename(origin.file)}:{origin.line}" + (f"  {origin.code}" if origin.code else ""))
@@ -76,7 +78,8 @@ def _stop_lines(what: str, result: "WatchResult") -> list[str]:
     replay = stop.replay
     if replay is not None:
         if replay.how == "replayed":
-            how = f"  found by replaying step {stop.step} in process ({replay.seconds:.2f} s)"
+            what = f"'s {replay.what}" if replay.what else ""  # a trainer's own loss code, run again
+            how = f"  found by replaying step {stop.step}{what} in process ({replay.seconds:.2f} s)"
         elif replay.how == "inspected":
             read = "batch" if stop.cause is not None and stop.cause.kind == "nonfinite_input" else "weights"
             how = f"  found in the step's {read}, without running the step again ({replay.seconds:.2f} s)"

@@ -1,3 +1,5 @@
-"""watch inside the trainers people use: a callback each, triggered at the trainer's own
-"gradients are ready, the update is next" event (triggered.py says why), for Lightning
-(lightning.py) and the Hugging Face Trainer (huggingface.py). `gradcli.callbacks` names them."""
+"""watch inside the trainers people use, the library's half: the watch a callback triggers at the
+trainer's own "gradients are ready, the update is next" event, joined to a watch already
+installed (triggered.py), and the trainer's own loss code run again at a stop (steps.py). The
+callbacks themselves, which only adapt a trainer's events and print their report, are
+gradcli/callbacks/ (`gradcli.callbacks.LightningCallback`, `TrainerCallback`)."""
