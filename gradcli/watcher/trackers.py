@@ -15,7 +15,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from .result import FINDING_WORDS
+from .kinds import WORDS
 
 PREFIX = "gradcli"
 
@@ -33,7 +33,7 @@ def finding_text(finding: Any) -> str:
     where = f" on {', '.join(finding.parameters)}" if finding.parameters else ""
     numbers = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) and math.isfinite(v) else f"{k} {v}"
                         for k, v in finding.detail.items())
-    return f"step {finding.step}: {FINDING_WORDS[finding.kind]}{where}" + (f" ({numbers})" if numbers else "")
+    return f"step {finding.step}: {WORDS[finding.kind].sentence}{where}" + (f" ({numbers})" if numbers else "")
 
 
 class TensorBoardTracker:
