@@ -110,16 +110,10 @@ def _inside_backward(node: Any, calls: list[Any], params: dict[str, torch.Tensor
 
 
 def _graph_nodes(root: Any) -> list[Any]:
-    """Every node of a graph, once."""
-    seen, stack, nodes = set(), [root], []
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        nodes.append(node)
-        stack += [next_node for next_node, _ in node.next_functions]
-    return nodes
+    """Every node of a graph, once (graph/nodes.py's walk)."""
+    from ..graph.nodes import walk
+
+    return list(walk([root]))
 
 
 def replay_loss(stop: Stop, runs: list[Callable[[], torch.Tensor]], params: dict[str, torch.Tensor],
