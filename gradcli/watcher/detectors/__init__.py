@@ -75,11 +75,12 @@ def detectors() -> list[Detector]:
     from .learning_rate import LearningRate
     from .loss_input import LossInput
     from .loss_trend import LossTrend
+    from .shifted_bias import ShiftedBias
     from .unstepped import NoOptimizer
     from .zeroed import ZeroedBeforeStep
 
     return [CarriedGradients(), ZeroedBeforeStep(), NoOptimizer(), LossInput(), EvalMode(), LearningRate(),
-            LossTrend()]
+            LossTrend(), ShiftedBias()]
 
 
 def graph_leaves(roots: list[Any]) -> list[torch.Tensor]:
