@@ -14,7 +14,7 @@ FindingKind = Literal[
     "loss_spike", "grad_spike", "layer_spike", "adam_ratio", "no_gradient", "dead", "vanishing", "exploding",
     # the silent training bugs (detectors/)
     "carried_gradients", "no_optimizer", "zeroed_before_step", "activation_twice", "broadcast_target",
-    "eval_mode", "learning_rate", "loss_climbs",
+    "eval_mode", "learning_rate", "loss_climbs", "update_ratio",
 ]
 
 
@@ -63,6 +63,12 @@ WORDS: dict[str, Words] = {
     "learning_rate": Words(
         "learning rate collapsed", "the learning rate collapsed (or exploded) during the run",
         "step the scheduler as it was built for (per epoch, not per batch), or build it for the run's steps"),
+    "update_ratio": Words(
+        "updates far off the weights' size",
+        "the optimizer's updates are far too small for any layer to learn, or far too large for the loss to settle "
+        "(‖Δw‖/‖w‖ per step)",
+        "a learning rate nearer the usual for this optimizer: raise it when nothing learns, lower it (or add warmup) "
+        "when the updates are too large"),
     "loss_climbs": Words("loss climbs", "the loss climbed over the run, without nan",
                          "look at the other findings; else a lower learning rate"),
 }

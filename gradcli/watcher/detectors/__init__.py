@@ -76,11 +76,12 @@ def detectors() -> list[Detector]:
     from .loss_input import LossInput
     from .loss_trend import LossTrend
     from .shifted_bias import ShiftedBias
+    from .update_ratio import UpdateRatio
     from .unstepped import NoOptimizer
     from .zeroed import ZeroedBeforeStep
 
     return [CarriedGradients(), ZeroedBeforeStep(), NoOptimizer(), LossInput(), EvalMode(), LearningRate(),
-            LossTrend(), ShiftedBias()]
+            UpdateRatio(), LossTrend(), ShiftedBias()]
 
 
 def graph_leaves(roots: list[Any]) -> list[torch.Tensor]:
