@@ -94,3 +94,21 @@ def test_a_healthy_run_raises_nothing_over_longer_runs_and_seeds(name, seed):
     _needs(name)
     _clean(name, 200 if name not in ("gpt2", "resnet18", "wgan_clamp") else 60, seed)
 
+
+
+def test_watch_keeps_no_gradient_alive_after_zero_grad():
+    """zero_grad() (set_to_none) frees the step's gradients under watch as without it: a detector
+    that held them would keep a whole gradient set alive through the next forward."""
+    import weakref
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    with gradcli.watch(health_every=1):
+        for _ in range(5):
+            optimizer.zero_grad()
+            model(torch.randn(16, 4)).pow(2).mean().backward()
+            optimizer.step()
+        grads = [weakref.ref(p.grad) for p in model.parameters()]
+        optimizer.zero_grad()
+        assert [g() for g in grads] == [None] * len(grads)
