@@ -137,4 +137,5 @@ def test_the_cli_reports_it_with_its_fix(cli, tmp_path):
     assert "updates far off the weights' size (Adam): 0.weight, 0.bias, 2.weight, 2.bias" in result.output
     assert "the largest layer's ‖Δw‖/‖w‖ per step was" in result.output
     assert "below 1e-05 at steps 1, 2, 4" in result.output
+    assert "tiny_lr.py:6  optimizer = torch.optim.Adam(model.parameters(), lr=1e-7)" in result.output
     assert "fix: a learning rate nearer the usual" in result.output

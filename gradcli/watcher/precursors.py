@@ -15,9 +15,14 @@ A layer is a module that holds parameters directly (its parameters' gradients to
   runs made to spike; the README has the table). r is heavy-tailed in small layers: on
   bench/watch_calibrate.py's healthy grid (48 runs of an MLP and a CNN with Adam and AdamW at
   batch 16 and 64, 300 steps, seeds 0-2, and tests/watch_healthy.py's corpus) the largest r was
-  24.5 (the 99-element head of an MLP at batch 16), 10-15 on six other runs (gradient
-  accumulation, a LoRA adapter, GPT-2): the default, 50, is twice the largest. No verdict before
-  a parameter's ADAM_MIN_STEPS-th update, while v̂ averages too few steps.
+  24.5 (the 99-element head of an MLP at batch 16, seed 2), 10-14 on six others (gradient
+  accumulation, a LoRA adapter, GPT-2), below 10 on the other 120 (40 more runs of Adam and
+  AdamW at seeds 3-7: 9.3 at most). The default, 30, clears the largest by a factor of 1.2
+  and the rest by 2. It gives up some lead: the runs of bench/watch_spikes.py made to spike
+  reach 17-38 on the CNN (ramps and a x30 jump) before their loss doubles, so at 30 two of the
+  four CNN runs are warned early (8 and 89 steps) and at 10 all four were, with the healthy
+  runs above warned too. No verdict before a parameter's ADAM_MIN_STEPS-th update, while v̂
+  averages too few steps.
 
 Σv is not read from the optimizer every step: it follows Adam's own recursion,
 Σv_t = β2·Σv_{t-1} + (1-β2)·‖g_t‖², from the gradient norms the check reads anyway. It is read

@@ -8,7 +8,8 @@ check the optimizer's parameters are copied (one `_foreach` copy), and when its 
 the difference is taken and its norms and the weights' are read back in one host read. Other
 steps pay one integer test.
 
-Two verdicts on the optimizer's layers, each reported once per optimizer:
+Two verdicts on the optimizer's layers, each reported once per optimizer, with the line that
+built the optimizer (its learning rate) when the run built it under watch (events.py):
 
 - **too small**: the fastest layer moves by less than LOW per step, on LOW_TIMES measurements
   in a row, while every group's learning rate is at least half its base (`initial_lr`, else
@@ -83,8 +84,8 @@ class UpdateRatio(Detector):
             return
         with torch.no_grad():
             now = [p.detach() for p in params]
-            deltas = torch._foreach_sub(now, copies)
-            values = torch.stack(torch._foreach_norm(deltas) + torch._foreach_norm(now)).float().tolist()
+            torch._foreach_sub_(copies, now)  # the copies become -Δw: no second set of tensors
+            values = torch.stack(torch._foreach_norm(copies) + torch._foreach_norm(now)).float().tolist()
         moved, sizes = values[:len(params)], values[len(params):]
         ratios = layer_ratios(names, moved, sizes)
         key = id(step.optimizer)
@@ -96,12 +97,14 @@ class UpdateRatio(Detector):
         low[:] = [*low, (at, ratios)] if fastest < LOW and at_base else []
         high = self.high.setdefault(key, [])
         high[:] = [*high, (at, ratios)] if median > HIGH else []
+        events = step.run.events
+        site = events.site_of(events.optimizers, step.optimizer)  # the line that set its learning rate
         if len(low) >= LOW_TIMES and (key, "small") not in self.reported:
             self.reported.add((key, "small"))
-            self.pending.append(_found("small", low, names, fastest))
+            self.pending.append(_found("small", low, names, fastest, site))
         if len(high) >= HIGH_TIMES and (key, "large") not in self.reported:
             self.reported.add((key, "large"))
-            self.pending.append(_found("large", high, names, median))
+            self.pending.append(_found("large", high, names, median, site))
 
     def end(self, run: "Watch") -> list[Found]:
         found, self.pending = self.pending, []
@@ -134,7 +137,8 @@ def layer_ratios(names: list[str], moved: list[float], sizes: list[float]) -> di
             if d > 0 and w > 0 and math.isfinite(d) and math.isfinite(w)}
 
 
-def _found(how: str, measurements: list[tuple[int, dict[str, float]]], names: list[str], value: float) -> Found:
+def _found(how: str, measurements: list[tuple[int, dict[str, float]]], names: list[str], value: float,
+           site: tuple[str, int] | None) -> Found:
     first, ratios = measurements[0][0], measurements[-1][1]
     if how == "small":
         layers = sorted(ratios, key=ratios.get)  # type: ignore[arg-type]
@@ -147,4 +151,4 @@ def _found(how: str, measurements: list[tuple[int, dict[str, float]]], names: li
         "ratios": {layer: ratios[layer] for layer in layers},
     }
     params = [name for name in names if (module_of(name) or name) in layers]
-    return Found("update_ratio", params, detail, at=first, modules=layers)
+    return Found("update_ratio", params, detail, at=first, modules=layers, site=site)
