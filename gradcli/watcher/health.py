@@ -10,7 +10,7 @@ first step of its run of zeros. Every `--health-every` checked
 steps: VANISHING and EXPLODING by grads' own rules (health/verdicts.py, ‖grad‖/‖param‖
 against absolute bounds and the model's median), which needs the parameters' norms too: one
 more reduction and host read on those steps only. A bias whose gradient is a shift the loss
-removes (in front of a BatchNorm, shifts.py) is neither dead nor VANISHING: it is a note. Each (kind, parameter) is reported once,
+removes (in front of a BatchNorm, detectors/shifted_bias.py) is neither dead nor VANISHING: it is a note. Each (kind, parameter) is reported once,
 at the first step it is seen.
 """
 
@@ -23,7 +23,7 @@ import torch
 
 from .found import Found
 from .reading import StepReading
-from .shifts import shifted
+from .detectors.shifted_bias import shifted
 from .spikes import Spike
 
 #: Checked steps in a row with an exactly-zero gradient that make a parameter dead.
@@ -40,7 +40,7 @@ def every_step(reading: StepReading, names: list[str], reported: set[tuple[str, 
         reported.update(("no_gradient", name) for name in missing)
         found.append(Found("no_gradient", missing, {}))
     runs: dict[int, list[str]] = {}
-    spared: set[str] | None = None  # biases whose zero is a shift the loss removes (shifts.py)
+    spared: set[str] | None = None  # biases whose zero is a shift the loss removes (detectors/shifted_bias.py)
     for name, norm in zip(names, reading.norms):
         if norm == 0.0 and name.endswith(".bias"):
             if spared is None:
