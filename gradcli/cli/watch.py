@@ -26,7 +26,7 @@ def watch_command(
     every: Annotated[int, typer.Option("--every", metavar="N", help="Check every N-th optimizer step (1: each one, stopped before a bad update).")] = 1,
     health_every: Annotated[int, typer.Option("--health-every", metavar="M", help="grads' vanishing/exploding verdicts every M-th checked step (0: never).")] = 100,
     window: Annotated[int, typer.Option("--window", metavar="W", help="Checked steps the spike statistic looks back over.")] = 50,
-    adam_ratio: Annotated[float, typer.Option("--adam-ratio", metavar="R", help="Warn when a layer's g² passes R times Adam's second moment (Adam-family optimizers).")] = 10.0,
+    adam_ratio: Annotated[float, typer.Option("--adam-ratio", metavar="R", help="Warn when a layer's g² passes R times Adam's second moment (Adam-family optimizers).")] = 30.0,
     skips: Annotated[int, typer.Option("--skips", metavar="K", help="GradScaler's skipped steps in a row that make a stop (its scale fell 2**K-fold).")] = 8,
     stop_on: Annotated[Optional[List[str]], typer.Option("--stop-on", metavar="WHAT", help="nonfinite (always) or spike: also stop before a step with a loss, gradient-norm or layer spike, or a layer's g² far above Adam's second moment. Repeatable.")] = None,
     replay: Annotated[bool, typer.Option("--replay/--no-replay", help="Replay a stopped step to find where the first nan or inf was born, and why.")] = True,

@@ -9,7 +9,8 @@ in a row did not happen on any healthy run of the tests. A dead finding is repor
 first step of its run of zeros. Every `--health-every` checked
 steps: VANISHING and EXPLODING by grads' own rules (health/verdicts.py, ‖grad‖/‖param‖
 against absolute bounds and the model's median), which needs the parameters' norms too: one
-more reduction and host read on those steps only. Each (kind, parameter) is reported once,
+more reduction and host read on those steps only. A bias whose gradient is a shift the loss
+removes (in front of a BatchNorm, detectors/shifted_bias.py) is neither dead nor VANISHING: it is a note. Each (kind, parameter) is reported once,
 at the first step it is seen.
 """
 
@@ -21,6 +22,7 @@ import torch
 
 from .detectors.found import Found
 from .reading import StepReading
+from .detectors.shifted_bias import shifted
 from .spikes import Spike
 
 #: Checked steps in a row with an exactly-zero gradient that make a parameter dead.
@@ -37,7 +39,12 @@ def every_step(reading: StepReading, names: list[str], reported: set[tuple[str, 
         reported.update(("no_gradient", name) for name in missing)
         found.append(Found("no_gradient", missing, {}))
     runs: dict[int, list[str]] = {}
+    spared: set[str] | None = None  # biases whose zero is a shift the loss removes (detectors/shifted_bias.py)
     for name, norm in zip(names, reading.norms):
+        if norm == 0.0 and name.endswith(".bias"):
+            if spared is None:
+                spared = set(shifted(names, reading.norms, [n for n, v in zip(names, reading.norms) if v == 0.0]))
+            norm = None if name in spared else norm
         if norm != 0.0:
             zeros.pop(name, None)
             continue
@@ -99,6 +106,9 @@ def sizes(params: list[torch.Tensor], reading: StepReading, names: list[str],
     for flag in ("VANISHING", "EXPLODING"):
         kind = flag.lower()
         hit = [r.name for r in rows if flag in r.flags and (kind, r.name) not in reported]
+        if flag == "VANISHING" and hit:  # a bias in front of a BatchNorm: a note (detectors/shifted_bias.py)
+            spared = set(shifted(names, reading.norms, hit))
+            hit = [name for name in hit if name not in spared]
         if hit:
             reported.update((kind, name) for name in hit)
             found.append(Found(kind, hit, {}))

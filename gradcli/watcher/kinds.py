@@ -14,7 +14,7 @@ FindingKind = Literal[
     "loss_spike", "grad_spike", "layer_spike", "adam_ratio", "no_gradient", "dead", "vanishing", "exploding",
     # the silent training bugs (detectors/)
     "carried_gradients", "no_optimizer", "zeroed_before_step", "activation_twice", "probabilities_to_nll",
-    "broadcast_target", "eval_mode", "learning_rate", "loss_climbs", "loss_flat", "clip_before_unscale",
+    "broadcast_target", "eval_mode", "learning_rate", "update_ratio", "loss_climbs", "loss_flat", "clip_before_unscale",
     "changed_outside", "identical_units",
 ]
 
@@ -77,6 +77,12 @@ WORDS: dict[str, Words] = {
     "identical_units": Words(
         "identical units", "units of a layer started equal and stay copies of one another (a constant initialisation)",
         "initialise the weight randomly (leave torch's default, or nn.init.kaiming_uniform_), not with a constant"),
+    "update_ratio": Words(
+        "updates far off the weights' size",
+        "the optimizer's updates are far too small for any layer to learn, or far too large for the loss to settle "
+        "(‖Δw‖/‖w‖ per step)",
+        "a learning rate nearer the usual for this optimizer: raise it when nothing learns, lower it (or add warmup) "
+        "when the updates are too large"),
     "loss_climbs": Words("loss climbs", "the loss climbed over the run, without nan",
                          "look at the other findings; else a lower learning rate"),
     "loss_flat": Words("loss never falls", "the loss has not fallen since the run began",

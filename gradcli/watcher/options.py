@@ -19,7 +19,7 @@ class WatchOptions:
     window: int = 50  # the spike statistic's window, in checked steps
     spike: float = 8.0  # a spike is a robust z-score above this ... (spikes.py says why)
     spike_ratio: float = 3.0  # ... and a value above this many times the window's median
-    adam_ratio: float = 10.0  # a layer's g² over Adam's second moment above this is a warning (precursors.py)
+    adam_ratio: float = 30.0  # a layer's g² over Adam's second moment above this is a warning (precursors.py)
     stop_on: tuple[StopOn, ...] = ("nonfinite",)
     replay: bool = True  # replay the bad step to find the origin and cause
     log: Path | None = None  # JSON lines, one per checked step

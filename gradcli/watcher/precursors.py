@@ -3,8 +3,8 @@
 A layer is a module that holds parameters directly (its parameters' gradients together).
 
 - **A layer's gradient norm** (the root of its parameters' squared norms) against its own
-  window, by spikes.py's robust z-score with the thresholds of the global one: one global norm
-  hides the layer that spikes when larger layers dominate it.
+  window, by spikes.py's robust z-score with the ratio of the global one and LAYER_SPIKE times
+  its z threshold: one global norm hides the layer that spikes when larger layers dominate it.
 - **g² against Adam's second moment**, under an optimizer whose state holds `exp_avg_sq` and
   whose groups hold `betas` (Adam, AdamW, NAdam, RAdam): r = Σg² / Σv̂ over the layer's
   elements, v̂ the bias-corrected second moment before this step's update. Adam moves each
@@ -12,8 +12,17 @@ A layer is a module that holds parameters directly (its parameters' gradients to
   expects: near 1 in a steady run, below 1 while gradients shrink, and far above 1 when v̂ lags
   behind a gradient that grew, the state that precedes loss spikes (Wortsman et al. 2023,
   arXiv 2304.13013). A warning when r passes `adam_ratio` (bench/watch_spikes.py measured the
-  healthy runs and the runs made to spike; the README has the table). No verdict before a
-  parameter's ADAM_MIN_STEPS-th update, while v̂ averages too few steps.
+  runs made to spike; the README has the table). r is heavy-tailed in small layers: on
+  bench/watch_calibrate.py's healthy grid (48 runs of an MLP and a CNN with Adam and AdamW at
+  batch 16 and 64, 300 steps, seeds 0-2, and tests/watch_healthy.py's corpus) the largest r was
+  24.5 (the 99-element head of an MLP at batch 16, seed 2), 10-14 on six others (gradient
+  accumulation, a LoRA adapter, GPT-2), below 10 on the other 120 (40 more runs of Adam and
+  AdamW at seeds 3-7: 9.3 at most). The default, 30, clears the largest by a factor of 1.2
+  and the rest by 2. It gives up some lead: the runs of bench/watch_spikes.py made to spike
+  reach 17-38 on the CNN (ramps and a x30 jump) before their loss doubles, so at 30 two of the
+  four CNN runs are warned early (8 and 89 steps) and at 10 all four were, with the healthy
+  runs above warned too. No verdict before a parameter's ADAM_MIN_STEPS-th update, while v̂
+  averages too few steps.
 
 Σv is not read from the optimizer every step: it follows Adam's own recursion,
 Σv_t = β2·Σv_{t-1} + (1-β2)·‖g_t‖², from the gradient norms the check reads anyway. It is read
@@ -41,6 +50,13 @@ from .spikes import SpikeDetector
 
 #: A parameter's Adam updates before its ratio is judged.
 ADAM_MIN_STEPS = 10
+#: A layer's spike needs a z-score this many times --spike (12 at the default 8): each layer is a
+#: test of its own at every step, so the largest of a model's layer z-scores runs above one
+#: global statistic's. bench/watch_calibrate.py's healthy grid (87 runs: MLPs and CNNs with
+#: Adam, AdamW, SGD and RMSprop at batch 16 and 64, 300 steps, seeds 0-2, and the corpus of
+#: tests/watch_healthy.py): the largest layer z among values above --spike-ratio times their
+#: median was 6.9 (fine-tuning with frozen BatchNorm), the global norm's 8.3 on the same run.
+LAYER_SPIKE = 1.5
 
 
 class SecondMoments:
@@ -118,7 +134,8 @@ class Precursors:
             squares = [reading.norms[i] ** 2 for i in members if reading.norms[i] is not None]  # type: ignore[operator]
             detector = self.detectors.get(layer)
             if detector is None:
-                detector = self.detectors[layer] = SpikeDetector(self.window, self.threshold, self.ratio, scored=False)
+                detector = self.detectors[layer] = SpikeDetector(self.window, LAYER_SPIKE * self.threshold, self.ratio,
+                                                                   scored=False)
             spike = detector.add(math.sqrt(sum(squares)) if squares else None)
             if spike is not None:
                 flagged.append(("layer_spike", layer, members,

@@ -157,6 +157,10 @@ def _evidence(f: "WatchFinding") -> str:
             rate += (f"; {d['scheduler']} was stepped {d['scheduler_steps']} times in {d['optimizer_steps']} "
                      "optimizer steps")
         return rate
+    if f.kind == "update_ratio":
+        steps = d["measured_steps"]
+        return (f"the {d['statistic']} layer's ‖Δw‖/‖w‖ per step was {d['value']:.3g} at step {steps[-1]}, "
+                f"{'below' if d['how'] == 'small' else 'above'} {d['bound']:g} at steps {', '.join(map(str, steps))}")
     if f.kind == "loss_climbs":
         return (f"the loss's median went from {d['from']:.4g} (steps {d['from_steps'][0]}-{d['from_steps'][1]}) to "
                 f"{d['to']:.4g} (steps {d['to_steps'][0]}-{d['to_steps'][1]}), {d['times']:.3g}x")

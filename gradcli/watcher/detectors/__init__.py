@@ -32,7 +32,9 @@ from .loss_input import LossInput
 from .loss_trend import LossTrend
 from .outside import ChangedOutside
 from .protocol import CheckedStep, Detector, Run, Stepped, graph_leaves
+from .shifted_bias import ShiftedBias
 from .unstepped import NoOptimizer
+from .update_ratio import UpdateRatio
 from .zeroed import ZeroedBeforeStep
 
 __all__ = ["CheckedStep", "Detector", "Run", "Stepped", "detectors", "graph_leaves"]
@@ -41,4 +43,5 @@ __all__ = ["CheckedStep", "Detector", "Run", "Stepped", "detectors", "graph_leav
 def detectors() -> list[Detector]:
     """A fresh set for one run, in the order their findings are reported."""
     return [GradientHealth(), CarriedGradients(), ZeroedBeforeStep(), NoOptimizer(), LossInput(), EvalMode(),
-            LearningRate(), LossTrend(), ClipScaled(), ChangedOutside(), IdenticalUnits(), LossNotes()]
+            LearningRate(), UpdateRatio(), LossTrend(), ClipScaled(), ChangedOutside(), IdenticalUnits(), ShiftedBias(),
+            LossNotes()]

@@ -20,6 +20,7 @@ a copy is made).
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Any
 
 import torch
@@ -39,31 +40,34 @@ class CarriedGradients(Detector):
 
     def applied(self, step: CheckedStep) -> None:
         if not self.reported:
-            self.tracked[id(step.optimizer)] = [[p, p.grad, p.grad._version, False] for p in step.params
+            # the gradient held weakly: zero_grad(set_to_none=True) must still free it before the next forward
+            self.tracked[id(step.optimizer)] = [[p, weakref.ref(p.grad), p.grad._version, False] for p in step.params
                                                 if p.grad is not None]
 
     def backward(self, run: Run, roots: list[torch.Tensor]) -> None:
         for key, entries in list(self.tracked.items()):
-            kept = [e for e in entries if e[0].grad is e[1] and e[1]._version == e[2]]
+            kept = [e for e in entries if _same(e)]
             for e in kept:
                 if not e[3] and self.before is None:
                     self.site = run.backward_site
                 e[3] = True
             if kept and self.before is None:
                 with torch.no_grad():
-                    self.before = {id(e[0]): e[1].detach().clone() for e in kept}
+                    self.before = {id(e[0]): e[0].grad.detach().clone() for e in kept}
             self.tracked[key] = kept
 
     def backward_done(self, run: Run) -> None:
         for entries in self.tracked.values():
             for e in entries:
-                e[2] = e[1]._version
+                grad = e[1]()
+                if grad is not None:
+                    e[2] = grad._version
 
     def check(self, step: CheckedStep) -> list[Found]:
         entries = self.tracked.get(id(step.optimizer))
         if self.reported or not entries:
             return []
-        carried = {id(e[0]) for e in entries if e[3] and e[0].grad is e[1] and e[1]._version == e[2]}
+        carried = {id(e[0]) for e in entries if e[3] and _same(e)}
         if not carried:
             return []
         self.reported = True
@@ -86,3 +90,9 @@ class CarriedGradients(Detector):
             detail.update(step_grad_norm=math.sqrt(total), backward_grad_norm=math.sqrt(own),
                           times=math.sqrt(total / own) if own > 0 else float("inf"))
         return detail
+
+
+def _same(entry: list[Any]) -> bool:
+    """The parameter's `.grad` is still the tensor its optimizer's step used, untouched since."""
+    grad = entry[1]()
+    return grad is not None and entry[0].grad is grad and grad._version == entry[2]
