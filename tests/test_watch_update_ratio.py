@@ -74,8 +74,8 @@ def test_a_learning_rate_1e4_times_too_small_is_found_with_torchs_ratios(optimiz
     assert d["how"] == "small" and d["measured_steps"] == [1, 2, 4] and found[0].step == 1
     for at in d["measured_steps"]:  # torch's fastest layer, below the bound at each measured step
         assert max(truth[at].values()) < LOW
-    assert set(d["ratios"]) == set(LAYERS)
-    for layer, ratio in d["ratios"].items():
+    assert set(found[0].modules) == set(LAYERS)
+    for layer, ratio in zip(found[0].modules, d["ratios"]):
         assert ratio == pytest.approx(truth[4][layer], rel=1e-4)
     assert d["value"] == pytest.approx(max(truth[4].values()), rel=1e-4)
     assert found[0].modules == sorted(LAYERS, key=truth[4].get)
@@ -96,8 +96,8 @@ def test_a_learning_rate_that_makes_the_loss_oscillate_is_found_with_torchs_rati
     for at in d["measured_steps"]:
         assert statistics.median(truth[at].values()) > HIGH
     assert d["value"] == pytest.approx(statistics.median(truth[2].values()), rel=1e-4)
-    assert set(d["ratios"]) == {layer for layer in LAYERS if truth[2][layer] > HIGH}
-    for layer, ratio in d["ratios"].items():
+    assert set(found[0].modules) == {layer for layer in LAYERS if truth[2][layer] > HIGH}
+    for layer, ratio in zip(found[0].modules, d["ratios"]):
         assert ratio == pytest.approx(truth[2][layer], rel=1e-4)
 
 

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from .found import Found
-from .protocol import CheckedStep, Detector, Run
+from .protocol import CheckedStep, Detector, Run, local
 
 
 
@@ -53,7 +53,7 @@ class CarriedGradients(Detector):
                 e[3] = True
             if kept and self.before is None:
                 with torch.no_grad():
-                    self.before = {id(e[0]): e[0].grad.detach().clone() for e in kept}
+                    self.before = {id(e[0]): local(e[0].grad.detach()).clone() for e in kept}
             self.tracked[key] = kept
 
     def backward_done(self, run: Run) -> None:
@@ -82,8 +82,8 @@ class CarriedGradients(Detector):
         with torch.no_grad():
             for p in step.params:
                 if id(p) in carried and id(p) in before:
-                    total += float(torch.linalg.vector_norm(p.grad.float())) ** 2
-                    own += float(torch.linalg.vector_norm((p.grad - before[id(p)]).float())) ** 2
+                    total += float(torch.linalg.vector_norm(local(p.grad).float())) ** 2
+                    own += float(torch.linalg.vector_norm((local(p.grad) - before[id(p)]).float())) ** 2
         self.before = None
         detail: dict[str, Any] = {"parameters_carried": len(carried)}
         if before:

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from .found import Found
-from .protocol import CheckedStep, Detector
+from .protocol import CheckedStep, Detector, local
 
 #: Checks between the first look and the confirmation.
 CONFIRM = 10
@@ -89,7 +89,7 @@ def _equal_rows(params: list[torch.Tensor], names: list[str]) -> list[tuple[str,
         for p, name in zip(params, names):
             if p.dim() < 2 or p.shape[0] < 2 or p.is_sparse:
                 continue
-            flat = p.detach().flatten(1)
+            flat = local(p.detach()).flatten(1)
             same = (flat == flat[0]).all(1)
             if int(same.sum()) >= 2:
                 found.append((name, p, same.nonzero().flatten()))

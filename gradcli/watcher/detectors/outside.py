@@ -38,7 +38,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .found import Found
-from .protocol import CheckedStep, Detector
+from .protocol import CheckedStep, Detector, local
 
 #: A change outside the optimizer this large against the weight's norm: re-initialised.
 REPLACED = 0.5
@@ -64,7 +64,7 @@ class ChangedOutside(Detector):
         if suspects:
             with torch.no_grad():
                 for entry in suspects.values():
-                    entry[2] = entry[0].detach().clone()
+                    entry[2] = local(entry[0].detach()).clone()
             if self.sites is None:
                 self.sites = InPlaceSites(step.run.events.user_site, {id(e[0]) for e in suspects.values()}).start()
         if (step.step + 1) % step.run.options.every == 0 or suspects:
@@ -80,7 +80,7 @@ class ChangedOutside(Detector):
         if suspects is None:
             if changed:
                 with torch.no_grad():
-                    self.suspects[key] = {i: [step.params[i], step.params[i].detach().clone(), None] for i in changed}
+                    self.suspects[key] = {i: [step.params[i], local(step.params[i].detach()).clone(), None] for i in changed}
             return []
         sites = self._stop_sites()
         again = [i for i in changed if i in suspects and suspects[i][2] is not None]
@@ -90,7 +90,7 @@ class ChangedOutside(Detector):
         largest = 0.0
         for i in again:
             p, c0, c1 = suspects[i]
-            verdict, relative = _judge(p.detach(), c0, c1)
+            verdict, relative = _judge(local(p.detach()), c0, c1)
             if verdict is None:
                 self.benign.add(id(p))
                 continue

@@ -74,6 +74,13 @@ class Detector:
         return []
 
 
+def local(tensor: torch.Tensor) -> torch.Tensor:
+    """This rank's own values: an FSDP2 DTensor's local shard (torch reads a DTensor's numbers
+    only through a collective), any other tensor as it is. XXX: a statistic over shards is each
+    rank's own, not the whole parameter's."""
+    return tensor.to_local() if hasattr(tensor, "to_local") else tensor
+
+
 def graph_leaves(roots: list[Any]) -> list[torch.Tensor]:
     """The leaves backward reaches from `roots` (their AccumulateGrad nodes' variables)."""
     from ...graph.nodes import is_accumulate, walk

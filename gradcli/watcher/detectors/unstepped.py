@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from ..names import module_of
 from .found import Found
 from .protocol import CheckedStep, Detector, Run, graph_leaves
 
@@ -53,9 +54,13 @@ class NoOptimizer(Detector):
         held = {id(p) for o in optimizers for group in o.param_groups for p in group["params"]}
         unheld = [p for key, p in self.reached.items() if key not in held]
         self.reached = {}
+        # a leaf that is no model's parameter, not even from a plain list, is not the user's to train:
+        # FSDP2 runs forward on unsharded copies of the parameters, while the optimizer holds the shards
+        named = [(name, p) for name, p in zip(run.names.parameters(unheld), unheld) if module_of(name) is not None]
+        unheld = [p for _, p in named]
         if not unheld or not optimizers:
             return []
-        names = sorted(run.names.parameters(unheld))
+        names = sorted(name for name, _ in named)
         first = next((o for o in optimizers if run.events.site_of(run.events.optimizers, o) is not None), optimizers[0])
         detail = {"parameters_unheld": len(unheld), "elements": sum(p.numel() for p in unheld),
                   "optimizer_class": type(first).__name__}

@@ -39,7 +39,7 @@ import torch
 
 from .found import Found
 from ..names import module_of
-from .protocol import CheckedStep, Detector, Run
+from .protocol import CheckedStep, Detector, Run, local
 from .learning_rate import _rate
 
 
@@ -72,7 +72,7 @@ class UpdateRatio(Detector):
         if step.reading is None or not measured(step.watched.checks, step.run.options.health_every):
             return found
         with torch.no_grad():
-            copies = torch._foreach_mul([p.detach() for p in step.params], 1.0) if step.params else []
+            copies = torch._foreach_mul([local(p.detach()) for p in step.params], 1.0) if step.params else []
         self.copies[id(step.optimizer)] = (step.step, step.params, step.names, copies, self._rates_at_base(step))
         return found
 
@@ -84,7 +84,7 @@ class UpdateRatio(Detector):
         if at != step.step or not params:
             return
         with torch.no_grad():
-            now = [p.detach() for p in params]
+            now = [local(p.detach()) for p in params]
             torch._foreach_sub_(copies, now)  # the copies become -Δw: no second set of tensors
             values = torch.stack(torch._foreach_norm(copies) + torch._foreach_norm(now)).float().tolist()
         moved, sizes = values[:len(params)], values[len(params):]
@@ -149,7 +149,7 @@ def _found(how: str, measurements: list[tuple[int, dict[str, float]]], names: li
         "how": how, "bound": LOW if how == "small" else HIGH,
         "statistic": "largest" if how == "small" else "median", "value": value,
         "measured_steps": [at for at, _ in measurements],
-        "ratios": {layer: ratios[layer] for layer in layers},
+        "ratios": [ratios[layer] for layer in layers],  # each of `modules`, in its order
     }
     params = [name for name in names if (module_of(name) or name) in layers]
     return Found("update_ratio", params, detail, at=first, modules=layers, site=site)
