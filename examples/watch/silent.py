@@ -73,15 +73,19 @@ for epoch in range(args.epochs):
                 loss = nn.functional.mse_loss(model(x), x[:, 0])
             else:
                 loss = nn.functional.cross_entropy(model(x), y)
-        scaler.scale(loss).backward()
-        if bug == "zero_between":
-            optimizer.zero_grad()
-        if bug == "clip_scaled":
-            nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
-        if bug == "clip_value":
-            nn.utils.clip_grad_value_(model.parameters(), clip_value=0.5)
-        scaler.step(optimizer)
-        scaler.update()
+        if not scaler.is_enabled():
+            loss.backward()
+            if bug == "zero_between":
+                optimizer.zero_grad()
+            optimizer.step()
+        else:  # float16 with a GradScaler, clipped (the bug: before scaler.unscale_(optimizer))
+            scaler.scale(loss).backward()
+            if bug == "clip_scaled":
+                nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
+            else:
+                nn.utils.clip_grad_value_(model.parameters(), clip_value=0.5)
+            scaler.step(optimizer)
+            scaler.update()
         if bug == "reinit":
             nn.init.xavier_uniform_(model.head.weight)
         if bug == "scheduler":
