@@ -41,7 +41,7 @@ def main() -> None:
     opts = parser.parse_args()
     torch.manual_seed(0)
     model = MLP(opts.dropout)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     data = torch.Generator().manual_seed(1)
     noise = torch.Generator()
     noise.seed()  # an augmentation's generator nobody seeds: another draw every run

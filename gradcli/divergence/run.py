@@ -25,7 +25,7 @@ FLOAT32, FLOAT64 = RunSetup("same"), RunSetup("float64")
 
 
 def diverge(script: Script, a: RunSetup, b: RunSetup, *, steps: int | None = None) -> DivergeResult:
-    check_script(script)
+    check_script(script, "diverge")
     for option, setup in (("--a", a), ("--b", b)):
         setup.check_machine(option)
     setups, roles = _runs(a, b)
