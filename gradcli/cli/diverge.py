@@ -39,9 +39,8 @@ def diverge_command(
     Examples:
 
     \b
-      gradcli diverge --b compile:aot_eager examples/diverge/train.py --steps 20
-      gradcli diverge --b compile:aot_eager examples/diverge/train.py --hook-at 5   # exit 1
-      gradcli diverge --b same examples/diverge/train.py --unseeded                 # exit 1
+      gradcli diverge --b float64 examples/diverge/train.py --steps 2
+      gradcli diverge --b same examples/diverge/train.py --steps 2 --unseeded       # exit 1
     """
     from ..divergence.run import diverge
     from ..divergence.setups import parse_setup

@@ -26,7 +26,7 @@ class Cause:
     detail: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, **self.detail}
+        return {"kind": self.kind, "evidence": dict(self.detail)}
 
 
 @dataclass
