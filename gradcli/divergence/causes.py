@@ -27,10 +27,17 @@ def find_cause(parted: StepJudged, a: RunLog, b: RunLog, where: Where | None) ->
         return Cause("batches-differ", {"step": parted.step, "same_setup": a.setup == b.setup})
     if parted.skipped[0] != parted.skipped[1]:
         return Cause("loss-scale-skip", {"run": "a" if parted.skipped[0] else "b", "step": parted.step})
+    born = [(side, log) for side, log in (("a", a), ("b", b)) if log.nonfinite is not None]
+    if len(born) == 1:  # a nan or inf born in one run's forward only
+        side, log = born[0]
+        n = log.nonfinite or {}
+        return Cause("overflow", {"module": n["module"], "module_class": n["module_class"], "call": n["call"], "kind": n["kind"], "dtype": n["dtype"],
+                                  "run": side, "setup": log.setup.text, "file": n["file"], "line": n["line"], "code": n["code"]})
     if where is not None and where.nonfinite is not None:
         run = a if where.nonfinite == "a" else b
-        return Cause("overflow", {"module": where.module, "run": where.nonfinite, "setup": run.setup.text,
-                                  "precision": run.setup.precision})
+        return Cause("overflow", {"module": where.module, "module_class": where.module_class, "call": None, "kind": "inf or nan", "dtype": run.setup.precision,
+                                  "run": where.nonfinite, "setup": run.setup.text, "file": where.file, "line": where.line,
+                                  "code": where.code})
     compiled = [log for log in (a, b) if log.setup.kind == "compile"]
     eager = [log for log in (a, b) if log.setup.kind != "compile"]
     if compiled and eager:

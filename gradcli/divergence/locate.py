@@ -34,18 +34,26 @@ class Where:
                 "file": self.file, "line": self.line, "code": self.code, "nonfinite": self.nonfinite}
 
 
-def locate(phase: Phase, parted: StepJudged, a: RunLog, b: RunLog, float32: RunLog, float64: RunLog,
-           band: Band) -> Where | None:
+def locate(parted: StepJudged, a: RunLog, b: RunLog, float32: RunLog, float64: RunLog,
+           band: Band) -> tuple[Phase, Where | None]:
+    """The phase, refined, and the module. A module's output is a finer look at the forward than
+    the loss (one mean over the batch): a backward parting whose activations already left their
+    band is a forward one."""
+    phase: Phase = parted.phase or "forward"
     if any(log.modules is None for log in (a, b, float32, float64)):
-        return None
+        return phase, None
     seen = [{m["path"]: m for m in log.modules or []} for log in (a, b, float32, float64)]
     order = [path for path in seen[0] if all(path in s for s in seen)]
+    for path in order:
+        found = _judge(path, "output", seen, band)
+        if found is not None:
+            return "forward", found
     if phase == "forward":
-        for path in order:
-            found = _judge(path, "output", seen, band)
-            if found is not None:
-                return found
-        return None
+        return phase, None
+    return phase, _backward(order, parted, seen, band)
+
+
+def _backward(order: list[str], parted: StepJudged, seen: list[dict[str, Any]], band: Band) -> Where | None:
     for path in reversed(order):
         found = _judge(path, "input_grad", seen, band)
         if found is not None:

@@ -16,6 +16,7 @@ its two ends are fingerprinted, with the line that called it; then the run stops
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from typing import Any, TextIO
@@ -54,6 +55,7 @@ class Recorder:
         self.grads_before_skip: dict[str, list[float]] = {}
         self.modules: dict[str, dict[str, Any]] = {}
         self.draws: bool | None = None
+        self.nonfinite: dict[str, Any] | None = None  # (located) the first call whose output held nan or inf
         self._hooks: ModuleHooks | None = None
         self._handles: list[Any] = []
 
@@ -93,15 +95,29 @@ class Recorder:
         watching = self.locate is not None and self.step + 1 == self.locate
         before = torch.get_rng_state() if watching else None
         self.running = True
+        recorder = self._recorder(watching)
         try:
-            if self.setup.kind == "autocast":
-                with torch.autocast("cpu", dtype=getattr(torch, self.setup.half or "bfloat16")):
-                    return self._call(module, *args, **kwargs)
-            return self._call(module, *args, **kwargs)
+            with recorder if recorder is not None else contextlib.nullcontext():
+                if self.setup.kind == "autocast":
+                    with torch.autocast("cpu", dtype=getattr(torch, self.setup.half or "bfloat16")):
+                        return self._call(module, *args, **kwargs)
+                return self._call(module, *args, **kwargs)
         finally:
             self.running = False
             if before is not None:
                 self.draws = bool(self.draws) or not torch.equal(before, torch.get_rng_state())
+            if recorder is not None and self.nonfinite is None:
+                self.nonfinite = _event(recorder.recording.nonfinite)
+
+    def _recorder(self, watching: bool) -> Any:
+        """At the located step of an eager run, the one forward recorder, watching for the first
+        non-finite output (its call, module and line). Not under torch.compile: a torch
+        function mode would change what dynamo captures."""
+        if not watching or self.setup.kind == "compile" or self.top is None:
+            return None
+        from ..targets.record import ForwardRecorder
+
+        return ForwardRecorder({id(m): path for path, m in self.top.named_modules()}, watch_nonfinite=True)
 
     def _found(self, module: torch.nn.Module) -> None:
         """The model: named, set up, and (locating) its computing modules hooked."""
@@ -177,7 +193,8 @@ class Recorder:
         self._write(record)
         self.batch, self.loss, self.skipped = None, None, False
         if self.step == self.locate:
-            self._write({"kind": "modules", "step": self.step, "modules": list(self.modules.values()), "draws": self.draws})
+            self._write({"kind": "modules", "step": self.step, "modules": list(self.modules.values()), "draws": self.draws,
+                         "nonfinite": self.nonfinite})
             raise Enough
         if self.steps is not None and self.step >= self.steps:
             raise Enough
@@ -220,3 +237,12 @@ def _code_line(fn: Any) -> dict[str, Any]:
         return {"file": None, "line": None, "code": None}
     return {"file": code.co_filename, "line": code.co_firstlineno,
             "code": linecache.getline(code.co_filename, code.co_firstlineno).strip()}
+
+
+def _event(event: Any) -> dict[str, Any] | None:
+    """The recorder's first non-finite call, as JSON-ready data."""
+    if event is None or event.detail.get("written"):  # an inf the user wrote (masked_fill(m, -inf)) is no overflow
+        return None
+    o = event.origin
+    return {"call": event.call, "module": o.module, "module_class": o.module_class, "file": o.file, "line": o.line,
+            "code": o.code, "kind": event.detail["kind"], "dtype": event.detail["dtype"]}

@@ -39,6 +39,8 @@ class DivergeResult(Reported):
     parted_at: StepJudged | None = None
     where: Where | None = None
     cause: Cause | None = None
+    located_phase: Phase | None = None  # the phase the located rerun's modules tell (locate.py)
+    node: str | None = None  # the operation where a non-finite value was born (the located rerun)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -47,7 +49,9 @@ class DivergeResult(Reported):
 
     @property
     def parted(self) -> Phase | None:
-        return self.parted_at.phase if self.parted_at else None
+        if self.parted_at is None:
+            return None
+        return self.located_phase or self.parted_at.phase
 
     @property
     def problems(self) -> list[Problem]:
@@ -62,7 +66,7 @@ class DivergeResult(Reported):
             "ok": self.ok, "script": self.script, "a": self.a.as_dict(), "b": self.b.as_dict(),
             "steps_run": len(self.steps), "first_step": self.first_step, "parted": self.parted,
             "module": where.module if where else None, "module_class": where.module_class if where else None,
-            "node": None,  # the operation: not located yet (the module is)
+            "node": self.node,
             "line": {"file": where.file, "line": where.line, "code": where.code} if where and where.file else None,
             "cause": self.cause.as_dict() if self.cause else None,
             "band": self.band.as_dict(),

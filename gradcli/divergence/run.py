@@ -47,13 +47,19 @@ def diverge(script: Script, a: RunSetup, b: RunSetup, *, steps: int | None = Non
         # (a hook the compiled run never saw is evidence enough; hooking every module would recompile it)
         located = launch(script, setups, steps=parted.step, locate=parted.step)
         la, lb, l32, l64 = (located[k] for k in roles)
-        result.where = locate(parted.phase, parted, la, lb, l32, l64, band)
+        result.located_phase, result.where = locate(parted, la, lb, l32, l64, band)
         again = judge(la, lb, l32, l64, band)
         if len(again) >= parted.step and again[parted.step - 1].phase is None:
             result.notes.append(f"with every module hooked (graph breaks at each under torch.compile) the runs agree at step "
                                 f"{parted.step}: the hooks change what runs, so no module is located")
         ra, rb = _with_located(ra, la), _with_located(rb, lb)
     result.cause = find_cause(parted, ra, rb, result.where)
+    if result.cause is not None and result.cause.kind == "overflow" and result.cause.detail.get("call"):
+        born = result.cause.detail
+        result.node = born["call"]
+        if result.where is None or result.where.module == born["module"]:  # the line of the operation itself
+            result.where = Where(born["module"] or "", born["module_class"] or "", result.where.bands if result.where else float("nan"),
+                                 born["file"], born["line"], born["code"])
     if result.where is None and result.cause is not None and result.cause.kind == "hook-after-compile":
         result.where = _module_seen(result.cause.detail["module"], ra, rb)
     return result
@@ -88,5 +94,5 @@ def _measured_by_itself(a: RunSetup, b: RunSetup) -> bool:
 
 
 def _with_located(log: RunLog, located: RunLog) -> RunLog:
-    log.modules, log.draws = located.modules, located.draws
+    log.modules, log.draws, log.nonfinite = located.modules, located.draws, located.nonfinite
     return log

@@ -36,6 +36,7 @@ class RunLog:
     steps: list[dict[str, Any]] = field(default_factory=list)
     modules: list[dict[str, Any]] | None = None
     draws: bool | None = None  # (located) whether the model's forward drew random numbers at that step
+    nonfinite: dict[str, Any] | None = None  # (located) the first call whose output held nan or inf
     error: str | None = None
 
 
@@ -79,7 +80,7 @@ def _read(setup: RunSetup, out: Path, stderr: str, status: int) -> RunLog:
             if record["kind"] == "step":
                 log.steps.append(record)
             elif record["kind"] == "modules":
-                log.modules, log.draws = record["modules"], record["draws"]
+                log.modules, log.draws, log.nonfinite = record["modules"], record["draws"], record["nonfinite"]
             else:
                 end = record
     if end is None:

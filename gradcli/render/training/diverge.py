@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 #: Steps shown before the parting step, and after it.
 BEFORE, AFTER = 2, 3
 _PHASE_WORDS = {"data": "the data: the two runs were given other batches",
-                "forward": "the forward: the same batch and weights, another loss",
+                "forward": "the forward: the same batch and weights, other activations",
                 "backward": "the backward: the same loss, other gradients",
                 "update": "the update: the same gradients, other weights after the step"}
 
@@ -31,18 +31,21 @@ def diverge_lines(result: DivergeResult) -> list[str]:
     if parted is None:
         lines.append(f"OK: the runs stay within the band over the {len(result.steps)} steps run.")
     else:
-        lines.append(f"PARTED at step {parted.step}, in {_PHASE_WORDS[parted.phase or 'data']}.")
+        phase = result.parted or "data"
+        lines.append(f"PARTED at step {parted.step}, in {_PHASE_WORDS[phase]}.")
         where = result.where
         if where is not None:
             place = f"{os.path.basename(where.file)}:{where.line}" if where.file else "(no line)"
             far = "" if math.isnan(where.bands) else f", {_bands(where.bands)} bands apart"
             lines.append(f"  module: {where.module} ({where.module_class}){far}")
             lines.append(f"  line:   {place}  {where.code or ''}".rstrip())
-        elif parted.phase in ("forward", "backward"):
+        elif phase in ("forward", "backward"):
             lines.append("  module: not located")
-        if parted.phase == "backward" and parted.grad_worst:
+        if result.node:
+            lines.append(f"  node:   {result.node}")
+        if phase == "backward" and parted.grad_worst:
             lines.append(f"  worst gradient: {parted.grad_worst}, {_bands(parted.grad_ratio)} bands apart")
-        if parted.phase == "update" and parted.param_worst:
+        if phase == "update" and parted.param_worst:
             lines.append(f"  worst parameter: {parted.param_worst}, {_bands(parted.param_ratio)} bands apart")
         if result.cause is not None:
             lines += ["  cause:  " + _cause(result.cause, result)]
@@ -64,8 +67,10 @@ def _cause(cause: Cause, result: DivergeResult) -> str:
                 f"({d['compiled']}): dynamo does not guard module hooks, so the compiled model never runs it; register "
                 "hooks before compiling, or call torch._dynamo.reset() after")
     if cause.kind == "overflow":
-        limit = " (float16's largest is 65504)" if d["precision"] == "float16" else ""
-        return f"{d['module']}'s output is not finite in run {d['run']} ({d['setup']}) only{limit}"
+        limit = " (float16's largest is 65504)" if d["dtype"] == "float16" else ""
+        where = f"{d['call']}() in {d['module']}" if d.get("call") else d["module"]
+        return (f"{where} made an {d['kind']} in {d['dtype']} in run {d['run']} ({d['setup']}) only{limit}; "
+                "compute it in float32 (x.float()), or scale it down first")
     if cause.kind == "random-ops":
         modules = f" ({', '.join(d['modules'])})" if d["modules"] else ""
         return (f"the forward draws random numbers{modules}, and {d['compiled']} draws its own; align them with "
