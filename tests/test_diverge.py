@@ -205,3 +205,15 @@ def test_healthy_pairs_stay_within_the_band_for_200_steps(b):
     result = diverge(Script(str(EXAMPLE), None, ("--steps", str(long))), RunSetup("same"), parse_setup(b))
     assert len(result.steps) == long
     assert result.ok, [s.as_dict() for s in result.steps if s.phase][:1]
+
+
+def test_the_plot_draws_the_gap_over_the_steps(hooked, tmp_path):
+    pytest.importorskip("matplotlib")
+    from gradcli.plot.diverge import diverge_figure, draw_diverge
+
+    figure = diverge_figure(hooked)
+    losses, bands = figure.axes
+    assert [list(line.get_ydata()) for line in losses.lines[:2]] == [[s.loss[0] for s in hooked.steps],
+                                                                       [s.loss[1] for s in hooked.steps]]
+    assert {line.get_label() for line in bands.lines} >= {"fc1.weight", "fc2.bias", "the band"}
+    assert draw_diverge(hooked, tmp_path / "gap.png").stat().st_size > 0

@@ -45,6 +45,7 @@ def test_an_unseeded_augmentation_parts_same_at_step_1_in_the_data(tmp_path):
     (("--b", "same", "no_such_script.py"), "can't open file 'no_such_script.py'"),
     (("--b", "same"), "gradcli diverge needs a script"),
     (("--steps", "0", str(EXAMPLE)), "--steps 0: give at least 1 step"),
+    (("--plot", "gap.txt", str(EXAMPLE)), "cannot tell the picture format of 'gap.txt'"),
 ])
 def test_bad_input_is_one_paragraph_and_exit_2(args, message, cli):
     done = cli("diverge", *args)

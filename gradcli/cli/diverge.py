@@ -25,6 +25,7 @@ def diverge_command(
     b: Annotated[str, typer.Option("--b", metavar="SETUP", help="The second run's setup: same, float64, compile[:BACKEND], autocast:bfloat16|float16, deterministic.")] = "same",
     steps: Annotated[Optional[int], typer.Option("--steps", metavar="N", help="Stop both runs after N optimizer steps (default: the script's own end).")] = None,
     json_path: Annotated[Optional[Path], typer.Option("--json", metavar="PATH", help="Write the result as JSON to PATH (docs/json.md, diverge).")] = None,
+    plot: Annotated[Optional[str], typer.Option("--plot", metavar="PATH", help="Draw both losses and each parameter's gradient distance in bands over the steps to PATH: .png, .svg or .pdf.")] = None,
 ) -> None:
     """Run a training script twice, side by side, under two setups (--a, --b), and find the
     first optimizer step where the runs part: in the data (other batches), the forward (another
@@ -45,7 +46,7 @@ def diverge_command(
     from ..divergence.run import diverge
     from ..divergence.setups import parse_setup
     from ..watcher.script import Script
-    from .output import exit_status, show
+    from .output import exit_status, say, show
 
     args = list(command or [])
     if module is None and not args:
@@ -53,10 +54,21 @@ def diverge_command(
     if steps is not None and steps < 1:
         raise UsageError(f"--steps {steps}: give at least 1 step")
     script = Script(None, module, tuple(args)) if module is not None else Script(args[0], None, tuple(args[1:]))
+    if plot is not None:
+        from ..plot.mpl import picture_format, require_matplotlib
+
+        picture_format(plot)  # a wrong suffix or missing matplotlib is a usage error before any run
+        require_matplotlib()
     result = diverge(script, parse_setup(a, "--a"), parse_setup(b, "--b"), steps=steps)
     if json_path is not None:
         from ..render.formats import render
 
         json_path.write_text(str(render(result, "json")) + "\n", encoding="utf-8")
+    if plot is not None:
+        from ..plot.diverge import draw_diverge
+
+        draw_diverge(result, plot)
     show(result)
+    if plot is not None:
+        say(f"picture written to {plot}")
     raise typer.Exit(exit_status(result.ok))
