@@ -22,7 +22,7 @@ def diverge_command(
         help="The training script and its own arguments, as you would give them to python (with -m: the module's arguments).")] = None,
     module: Annotated[Optional[str], typer.Option("-m", metavar="MODULE", help="Run a module as `python -m MODULE` would.")] = None,
     a: Annotated[str, typer.Option("--a", metavar="SETUP", help="The first run's setup (default: the script as written).")] = "same",
-    b: Annotated[str, typer.Option("--b", metavar="SETUP", help="The second run's setup: same, float64, compile[:BACKEND], autocast:bfloat16|float16, deterministic.")] = "same",
+    b: Annotated[str, typer.Option("--b", metavar="SETUP", help="The second run's setup: same, float64, compile[:BACKEND], autocast:bfloat16|float16, deterministic, ranks:N (torchrun), python:PATH.")] = "same",
     steps: Annotated[Optional[int], typer.Option("--steps", metavar="N", help="Stop both runs after N optimizer steps (default: the script's own end).")] = None,
     json_path: Annotated[Optional[Path], typer.Option("--json", metavar="PATH", help="Write the result as JSON to PATH (docs/json.md, diverge).")] = None,
     plot: Annotated[Optional[str], typer.Option("--plot", metavar="PATH", help="Draw both losses and each parameter's gradient distance in bands over the steps to PATH: .png, .svg or .pdf.")] = None,

@@ -38,6 +38,8 @@ def find_cause(parted: StepJudged, a: RunLog, b: RunLog, where: Where | None) ->
         return Cause("overflow", {"module": where.module, "module_class": where.module_class, "call": None, "kind": "inf or nan", "dtype": run.setup.precision,
                                   "run": where.nonfinite, "setup": run.setup.text, "file": where.file, "line": where.line,
                                   "code": where.code})
+    if a.setup.ranks != b.setup.ranks:
+        return _ranks(parted, a, b)
     compiled = [log for log in (a, b) if log.setup.kind == "compile"]
     eager = [log for log in (a, b) if log.setup.kind != "compile"]
     if compiled and eager:
@@ -51,6 +53,25 @@ def find_cause(parted: StepJudged, a: RunLog, b: RunLog, where: Where | None) ->
         if any(draws):
             dropout = [m["path"] for m in a.modules or [] if "Dropout" in m["cls"]]
             return Cause("random-ops", {"modules": dropout, "compiled": compiled[0].setup.text})
+    return None
+
+
+def _ranks(parted: StepJudged, a: RunLog, b: RunLog) -> Cause | None:
+    """One process against N: BatchNorm layers each rank runs on its own shard, or gradients
+    that are all N times (or 1/N) the one process's (a loss scaled by the world size, when DDP
+    already averages)."""
+    many = b if b.setup.ranks > a.setup.ranks else a
+    one = a if many is b else b
+    norms = many.steps[0].get("batchnorm", []) if many.steps else []
+    if norms and parted.step == 1:
+        return Cause("batchnorm-per-rank", {"modules": [n["path"] for n in norms], "module_class": norms[0]["cls"],
+                                            "ranks": many.setup.ranks})
+    k = parted.step - 1
+    if k < len(one.steps) and k < len(many.steps):
+        g1, gn = one.steps[k]["grads"], many.steps[k]["grads"]
+        ratios = [gn[n][0] / g1[n][0] for n in g1 if n in gn and g1[n][0]]
+        if ratios and max(ratios) - min(ratios) < 0.01 * max(ratios) and abs(ratios[0] - 1) > 0.01:
+            return Cause("gradients-scaled", {"ratio": ratios[0], "ranks": many.setup.ranks})
     return None
 
 

@@ -11,6 +11,7 @@ the file says how the run ended: finished, stopped at its last step, or the scri
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -22,9 +23,11 @@ def main(spec_path: str) -> int:
     from .setups import RunSetup
 
     script = Script(spec["path"], spec["module"], tuple(spec["args"]))
-    setup = RunSetup(spec["setup"]["kind"], spec["setup"]["backend"], spec["setup"]["half"])
+    setup = RunSetup(spec["setup"]["kind"], spec["setup"]["backend"], spec["setup"]["half"], spec["setup"]["ranks"])
     error = None
-    with open(spec["out"], "w", encoding="utf-8") as out:
+    rank = int(os.environ.get("RANK", "0") or 0)  # under torchrun: rank 0 writes the run's file
+    path = spec["out"] if rank == 0 else f"{spec['out']}.rank{rank}"
+    with open(path, "w", encoding="utf-8") as out:
         try:
             with Recorder(setup, out, steps=spec["steps"], locate=spec["locate"]):
                 run_script(script)

@@ -57,10 +57,11 @@ class StepJudged:
 def judge(a: RunLog, b: RunLog, float32: RunLog, float64: RunLog, band: Band) -> list[StepJudged]:
     """Every step all four runs reached."""
     count = min(len(a.steps), len(b.steps), len(float32.steps), len(float64.steps))
+    sharded = a.setup.ranks != b.setup.ranks  # a rank's batch is its shard: not the whole batch's bytes
     judged = []
     for k in range(count):
         sa, sb, s32, s64 = a.steps[k], b.steps[k], float32.steps[k], float64.steps[k]
-        same = None if sa["batch"] is None or sb["batch"] is None else sa["batch"] == sb["batch"]
+        same = None if sa["batch"] is None or sb["batch"] is None or sharded else sa["batch"] == sb["batch"]
         loss = _ratio(_loss(sa), _loss(sb), _loss(s32), _loss(s64), band)
         layers = _ratios(sa["grads"], sb["grads"], s32["grads"], s64["grads"], band)
         params = _ratios(sa["params"], sb["params"], s32["params"], s64["params"], band)

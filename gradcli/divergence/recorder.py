@@ -117,16 +117,18 @@ class Recorder:
             return None
         from ..targets.record import ForwardRecorder
 
-        return ForwardRecorder({id(m): path for path, m in self.top.named_modules()}, watch_nonfinite=True)
+        return ForwardRecorder({id(m): path for path, m in _unwrapped(self.top).named_modules()}, watch_nonfinite=True)
 
     def _found(self, module: torch.nn.Module) -> None:
-        """The model: named, set up, and (locating) its computing modules hooked."""
+        """The model: named, set up, and (locating) its computing modules hooked. A model
+        wrapped by DDP or FSDP is named by what it wraps (`fc1.weight`, not `module.fc1.weight`),
+        as the same script run in one process names it."""
         self.top = module
-        self.names = {id(p): name for name, p in module.named_parameters()}
+        self.names = {id(p): name for name, p in _unwrapped(module).named_parameters()}
         if self.setup.kind == "float64":
             module.to(torch.float64)
         if self.locate is not None:
-            self._hooks = ModuleHooks(modules=computing_modules(module), leave=self._leave, eager=True).__enter__()
+            self._hooks = ModuleHooks(modules=computing_modules(_unwrapped(module)), leave=self._leave, eager=True).__enter__()
         if self.setup.kind == "compile":
             module.compile(backend=self.setup.backend)
 
@@ -187,9 +189,9 @@ class Recorder:
         self.step += 1
         params = [p for group in optimizer.param_groups for p in group["params"]]
         grads = self.grads_before_skip if self.skipped else self.grads
-        record = {"kind": "step", "step": self.step, "batch": self.batch, "loss": self.loss, "grads": grads,
+        record = {"kind": "step", "step": self.step, "batch": self.batch, "loss": _mean_over_ranks(self.loss), "grads": grads,
                   "params": {self._name(i, p): summary(p) for i, p in enumerate(params)}, "skipped": self.skipped,
-                  "hooked": self._hooked()}
+                  "hooked": self._hooked(), **({"batchnorm": self._batchnorm()} if self.step == 1 else {})}
         self._write(record)
         self.batch, self.loss, self.skipped = None, None, False
         if self.step == self.locate:
@@ -205,7 +207,16 @@ class Recorder:
         if self.top is None or self.locate is not None:  # (locating, every computing module has gradcli's)
             return []
         return [{"path": path, "cls": type(m).__name__, **_code_line(next(iter({**m._forward_pre_hooks, **m._forward_hooks}.values())))}
-                for path, m in self.top.named_modules() if m._forward_hooks or m._forward_pre_hooks]
+                for path, m in _unwrapped(self.top).named_modules() if m._forward_hooks or m._forward_pre_hooks]
+
+    def _batchnorm(self) -> list[dict[str, str]]:
+        """The model's BatchNorm layers that are not synchronised across ranks (SyncBatchNorm)."""
+        from torch.nn.modules.batchnorm import SyncBatchNorm, _BatchNorm
+
+        if self.top is None:
+            return []
+        return [{"path": path, "cls": type(m).__name__} for path, m in _unwrapped(self.top).named_modules()
+                if isinstance(m, _BatchNorm) and not isinstance(m, SyncBatchNorm)]
 
     def _name(self, i: int, p: torch.Tensor) -> str:
         return self.names.get(id(p), f"param{i}")
@@ -246,3 +257,22 @@ def _event(event: Any) -> dict[str, Any] | None:
     o = event.origin
     return {"call": event.call, "module": o.module, "module_class": o.module_class, "file": o.file, "line": o.line,
             "code": o.code, "kind": event.detail["kind"], "dtype": event.detail["dtype"]}
+
+
+def _unwrapped(module: torch.nn.Module) -> torch.nn.Module:
+    """The model inside DDP (`.module`), or the model itself."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    return module.module if isinstance(module, DistributedDataParallel) else module
+
+
+def _mean_over_ranks(loss: float | None) -> float | None:
+    """Under torch.distributed each rank's loss is its shard's: their mean is the whole batch's
+    (for a mean loss over equal shards), what one process computes."""
+    import torch.distributed as dist
+
+    if loss is None or not dist.is_available() or not dist.is_initialized() or dist.get_world_size() == 1:
+        return loss
+    value = torch.tensor([loss], dtype=torch.float64)
+    dist.all_reduce(value)
+    return float(value) / dist.get_world_size()

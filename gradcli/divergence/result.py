@@ -15,7 +15,8 @@ from .judge import Phase, StepJudged
 from .locate import Where
 from .setups import RunSetup
 
-CauseKind = Literal["batches-differ", "hook-after-compile", "random-ops", "overflow", "loss-scale-skip"]
+CauseKind = Literal["batches-differ", "hook-after-compile", "random-ops", "overflow", "loss-scale-skip", "batchnorm-per-rank",
+                    "gradients-scaled"]
 
 
 @dataclass

@@ -43,7 +43,8 @@ def diverge(script: Script, a: RunSetup, b: RunSetup, *, steps: int | None = Non
     if parted is None:
         return result
     evident = find_cause(parted, ra, rb, None)
-    if parted.phase in ("forward", "backward") and (evident is None or evident.kind != "hook-after-compile"):
+    sharded = a.ranks != b.ranks  # (a rank's activations are its shard's: no module to compare with one process's)
+    if parted.phase in ("forward", "backward") and not sharded and (evident is None or evident.kind != "hook-after-compile"):
         # (a hook the compiled run never saw is evidence enough; hooking every module would recompile it)
         located = launch(script, setups, steps=parted.step, locate=parted.step)
         la, lb, l32, l64 = (located[k] for k in roles)
@@ -62,6 +63,9 @@ def diverge(script: Script, a: RunSetup, b: RunSetup, *, steps: int | None = Non
                                  born["file"], born["line"], born["code"])
     if result.where is None and result.cause is not None and result.cause.kind == "hook-after-compile":
         result.where = _module_seen(result.cause.detail["module"], ra, rb)
+    if result.where is None and result.cause is not None and result.cause.kind == "batchnorm-per-rank":
+        path = result.cause.detail["modules"][0]
+        result.where = Where(path, result.cause.detail["module_class"], float("nan"), None, None, None)
     return result
 
 

@@ -47,11 +47,12 @@ def launch(script: Script, setups: list[RunSetup], *, steps: int | None, locate:
     for k, setup in enumerate(setups):
         out = folder / f"run{k}.jsonl"
         spec = {"path": str(Path(script.path).resolve()) if script.path else None, "module": script.module,
-                "args": list(script.args), "setup": {"kind": setup.kind, "backend": setup.backend, "half": setup.half},
+                "args": list(script.args),
+                "setup": {"kind": setup.kind, "backend": setup.backend, "half": setup.half, "ranks": setup.ranks},
                 "steps": steps, "locate": locate, "out": str(out)}
         (folder / f"run{k}.json").write_text(json.dumps(spec), encoding="utf-8")
         stderr = open(folder / f"run{k}.stderr", "w+", encoding="utf-8")
-        process = subprocess.Popen([sys.executable, "-m", "gradcli.divergence.child", str(folder / f"run{k}.json")],
+        process = subprocess.Popen([*_interpreter(setup), "-m", "gradcli.divergence.child", str(folder / f"run{k}.json")],
                                    stdout=subprocess.DEVNULL, stderr=stderr, env=_environment())
         children.append((setup, process, out, stderr))
     logs = []
@@ -61,6 +62,16 @@ def launch(script: Script, setups: list[RunSetup], *, steps: int | None, locate:
         logs.append(_read(setup, out, stderr.read(), process.returncode))
         stderr.close()
     return logs
+
+
+def _interpreter(setup: RunSetup) -> list[str]:
+    """How a run is started: this python, another one (python:PATH), or torchrun's N ranks on
+    this python, rank 0 writing the run's file (the ranks agree on every step's values)."""
+    if setup.kind == "python" and setup.python:
+        return [setup.python]
+    if setup.kind == "ranks":
+        return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={setup.ranks}"]
+    return [sys.executable]
 
 
 def _environment() -> dict[str, str]:

@@ -6,6 +6,8 @@ process starts.
     compile[:BACKEND]          the model's forward compiled (inductor, aot_eager, eager)
     autocast:bfloat16|float16  the model's forward under CPU autocast (float16 with a loss scale)
     deterministic              torch.use_deterministic_algorithms(True) for the whole run
+    ranks:N                    torchrun with N processes (the script's own torch.distributed, e.g. DDP on gloo)
+    python:PATH                the script as written, under another interpreter (a venv with another torch)
 
 A setup is data (`RunSetup`); the child process (child.py) applies it to the script's first
 model call, and the band (band.py) reads its precision.
@@ -19,8 +21,11 @@ from typing import Literal
 from ..comparison.setup import BACKENDS, COMPILERS, HALVES, cpp_compiler
 from ..errors import UsageError
 
-Kind = Literal["same", "float64", "compile", "autocast", "deterministic"]
-KINDS: tuple[str, ...] = ("same", "float64", "compile[:BACKEND]", "autocast:bfloat16|float16", "deterministic")
+Kind = Literal["same", "float64", "compile", "autocast", "deterministic", "ranks", "python"]
+KINDS: tuple[str, ...] = ("same", "float64", "compile[:BACKEND]", "autocast:bfloat16|float16", "deterministic", "ranks:N",
+                          "python:PATH")
+#: The most ranks a run on one machine is given.
+MAX_RANKS = 16
 
 
 @dataclass(frozen=True)
@@ -30,6 +35,8 @@ class RunSetup:
     kind: Kind = "same"
     backend: str = "inductor"  # compile's
     half: str | None = None  # autocast's dtype
+    ranks: int = 1  # ranks: torchrun's processes
+    python: str | None = None  # python's: the interpreter
 
     @property
     def text(self) -> str:
@@ -38,6 +45,10 @@ class RunSetup:
             return f"compile:{self.backend}"
         if self.kind == "autocast":
             return f"autocast:{self.half}"
+        if self.kind == "ranks":
+            return f"ranks:{self.ranks}"
+        if self.kind == "python":
+            return f"python:{self.python}"
         return self.kind
 
     @property
@@ -54,6 +65,8 @@ class RunSetup:
             "compile": f"torch.compile(backend={self.backend})",
             "autocast": f"autocast({self.half})" + (" + loss scaling" if self.half == "float16" else ""),
             "deterministic": "torch.use_deterministic_algorithms(True)",
+            "ranks": f"torchrun with {self.ranks} processes",
+            "python": f"the script as written, under {self.python}",
         }[self.kind]
 
     def as_dict(self) -> dict[str, object]:
@@ -86,4 +99,17 @@ def parse_setup(text: str, option: str = "--b") -> RunSetup:
             raise UsageError(f"{option} {text!r}: autocast takes a dtype, one of: {', '.join(HALVES)}",
                              hint=f"give {option} autocast:bfloat16")
         return RunSetup("autocast", half=arg)
+    if kind == "ranks":
+        if not arg.isdigit() or not 2 <= int(arg) <= MAX_RANKS:
+            raise UsageError(f"{option} {text!r}: ranks takes the number of processes, 2 to {MAX_RANKS}",
+                             hint=f"give {option} ranks:2")
+        return RunSetup("ranks", ranks=int(arg))
+    if kind == "python":
+        import os
+        import shutil
+
+        found = shutil.which(arg) if arg else None
+        if found is None or not os.access(found, os.X_OK):
+            raise UsageError(f"{option} {text!r}: no interpreter '{arg}' to run", hint=f"give {option} python:/path/to/venv/bin/python")
+        return RunSetup("python", python=found)
     raise UsageError(f"{option} {text!r} is not a setup; the setups are: {', '.join(KINDS)}")

@@ -38,7 +38,8 @@ def diverge_lines(result: DivergeResult) -> list[str]:
             place = f"{os.path.basename(where.file)}:{where.line}" if where.file else "(no line)"
             far = "" if math.isnan(where.bands) else f", {_bands(where.bands)} bands apart"
             lines.append(f"  module: {where.module} ({where.module_class}){far}")
-            lines.append(f"  line:   {place}  {where.code or ''}".rstrip())
+            if where.file:
+                lines.append(f"  line:   {place}  {where.code or ''}".rstrip())
         elif phase in ("forward", "backward"):
             lines.append("  module: not located")
         if result.node:
@@ -75,6 +76,12 @@ def _cause(cause: Cause, result: DivergeResult) -> str:
         modules = f" ({', '.join(d['modules'])})" if d["modules"] else ""
         return (f"the forward draws random numbers{modules}, and {d['compiled']} draws its own; align them with "
                 "torch._inductor.config.fallback_random = True, or compare in eval mode")
+    if cause.kind == "batchnorm-per-rank":
+        return (f"{', '.join(d['modules'])}: BatchNorm on {d['ranks']} ranks normalises each rank's shard with its own "
+                "statistics; nn.SyncBatchNorm.convert_sync_batchnorm(model) computes them over the whole batch")
+    if cause.kind == "gradients-scaled":
+        return (f"every gradient on {d['ranks']} ranks is {d['ratio']:.3g} times the one process's: DDP already averages "
+                "the gradients over the ranks, so a loss scaled by the world size is scaled twice")
     return f"run {d['run']} skipped step {d['step']}: its scaled gradient was not finite (the loss scale is halved)"
 
 
@@ -84,7 +91,7 @@ def _steps(result: DivergeResult) -> list[str]:
         return []
     k = (result.parted_at.step - 1) if result.parted_at else len(steps) - 1
     shown = steps[max(k - BEFORE, 0): k + AFTER + 1] if result.parted_at else steps[-BEFORE - 1:]
-    rows = [[str(s.step), "same" if s.batch_same is not False else "differ", _loss(s.loss[0]), _loss(s.loss[1]),
+    rows = [[str(s.step), {True: "same", False: "differ", None: "-"}[s.batch_same], _loss(s.loss[0]), _loss(s.loss[1]),
              _bands(s.loss_ratio), _bands(s.grad_ratio), _bands(s.param_ratio), s.phase or "-"] for s in shown]
     return table(["step", "batch", "loss a", "loss b", "loss", "grads", "weights", "parted"], rows, {0, 2, 3, 4, 5, 6}) + \
         ["  (loss, grads, weights: the distance between the runs in bands; above 1 is past the band)"]
