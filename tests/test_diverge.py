@@ -217,3 +217,27 @@ def test_the_plot_draws_the_gap_over_the_steps(hooked, tmp_path):
                                                                        [s.loss[1] for s in hooked.steps]]
     assert {line.get_label() for line in bands.lines} >= {"fc1.weight", "fc2.bias", "the band"}
     assert draw_diverge(hooked, tmp_path / "gap.png").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_dropout_under_inductor_parts_at_step_1_as_random_ops():
+    from gradcli.comparison.setup import cpp_compiler
+
+    if cpp_compiler() is None:
+        pytest.skip("inductor needs a C++ compiler")
+    example = _example()
+    losses = []
+    for compiled in (False, True):  # by hand: the same seed, eager's masks and inductor's own
+        torch.manual_seed(0)
+        model = example.MLP(0.2)
+        if compiled:
+            torch._dynamo.reset()
+            model.compile(backend="inductor")
+        x = torch.randn(32, 8, generator=torch.Generator().manual_seed(1))
+        losses.append(float(torch.nn.functional.mse_loss(model(x), torch.sin(x.sum(dim=1, keepdim=True)))))
+    assert abs(losses[0] - losses[1]) > 1e-4 * abs(losses[0])
+    result = diverge(Script(str(EXAMPLE), None, ("--dropout", "0.2")), RunSetup("same"), parse_setup("compile:inductor"),
+                     steps=2)
+    assert (result.first_step, result.parted) == (1, "forward")
+    assert result.where is not None and result.where.module == "drop"
+    assert result.cause is not None and result.cause.kind == "random-ops" and result.cause.detail["modules"] == ["drop"]
