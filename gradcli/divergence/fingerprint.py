@@ -1,6 +1,6 @@
 """Fingerprints small enough to write at every step, and comparable across precisions.
 
-A tensor is summed up by two numbers in float64: its norm and its projection on a fixed random
+A tensor is summed up by two numbers: its norm and its projection on a fixed random
 direction (a unit-variance vector drawn from a private generator seeded by the tensor's size,
 so both runs project on the same direction and the script's own random state is never drawn
 from). Two tensors that agree to rounding give close pairs; a changed tensor moves the
@@ -16,20 +16,27 @@ from typing import Any
 
 import torch
 
-_DIRECTIONS: dict[int, torch.Tensor] = {}
+_DIRECTIONS: dict[tuple[int, torch.dtype], torch.Tensor] = {}
 
 
 def summary(t: torch.Tensor) -> list[float]:
-    """[norm, projection] of `t` in float64 (nan when `t` holds a nan or inf)."""
-    flat = t.detach().reshape(-1).to(torch.float64)
+    """[norm, projection] of `t` (nan when `t` holds a nan or inf). The norm accumulates in
+    float64; the projection is taken in `t`'s own precision (float64 for float64, float32
+    otherwise), without a float64 copy of the tensor: a step reads every gradient and every
+    parameter once more for each, no more (bench/diverge.py)."""
+    flat = t.detach().reshape(-1)
     n = flat.numel()
     if not n:
         return [0.0, 0.0]
-    direction = _DIRECTIONS.get(n)
+    dtype = torch.float64 if flat.dtype == torch.float64 else torch.float32
+    if flat.dtype != dtype:
+        flat = flat.to(dtype)
+    direction = _DIRECTIONS.get((n, dtype))
     if direction is None:
         generator = torch.Generator().manual_seed(n)
-        direction = _DIRECTIONS[n] = torch.randn(n, generator=generator, dtype=torch.float64) / math.sqrt(n)
-    return [float(torch.linalg.vector_norm(flat)), float(flat @ direction)]
+        drawn = torch.randn(n, generator=generator, dtype=torch.float64) / math.sqrt(n)
+        direction = _DIRECTIONS[(n, dtype)] = drawn.to(dtype)
+    return [float(torch.linalg.vector_norm(flat, dtype=torch.float64)), float(torch.dot(flat, direction))]
 
 
 def batch_hash(args: Any, kwargs: Any) -> str | None:

@@ -40,6 +40,8 @@ class Enough(Exception):
 
 
 class Recorder:
+    """Install with `with Recorder(setup, out):` around the script's run: one JSON line per step to `out`."""
+
     def __init__(self, setup: RunSetup, out: TextIO, *, steps: int | None = None, locate: int | None = None) -> None:
         self.setup, self.out, self.steps, self.locate = setup, out, steps, locate
         self.step = 0  # optimizer steps done
@@ -121,7 +123,7 @@ class Recorder:
 
     def _found(self, module: torch.nn.Module) -> None:
         """The model: named, set up, and (locating) its computing modules hooked. A model
-        wrapped by DDP or FSDP is named by what it wraps (`fc1.weight`, not `module.fc1.weight`),
+        wrapped by DDP is named by what it wraps (`fc1.weight`, not `module.fc1.weight`),
         as the same script run in one process names it."""
         self.top = module
         self.names = {id(p): name for name, p in _unwrapped(module).named_parameters()}

@@ -55,18 +55,26 @@ def diverge(script: Script, a: RunSetup, b: RunSetup, *, steps: int | None = Non
                                 f"{parted.step}: the hooks change what runs, so no module is located")
         ra, rb = _with_located(ra, la), _with_located(rb, lb)
     result.cause = find_cause(parted, ra, rb, result.where)
-    if result.cause is not None and result.cause.kind == "overflow" and result.cause.detail.get("call"):
-        born = result.cause.detail
-        result.node = born["call"]
-        if result.where is None or result.where.module == born["module"]:  # the line of the operation itself
-            result.where = Where(born["module"] or "", born["module_class"] or "", result.where.bands if result.where else float("nan"),
-                                 born["file"], born["line"], born["code"])
-    if result.where is None and result.cause is not None and result.cause.kind == "hook-after-compile":
-        result.where = _module_seen(result.cause.detail["module"], ra, rb)
-    if result.where is None and result.cause is not None and result.cause.kind == "batchnorm-per-rank":
-        path = result.cause.detail["modules"][0]
-        result.where = Where(path, result.cause.detail["module_class"], float("nan"), None, None, None)
+    _placed_by_cause(result, ra, rb)
     return result
+
+
+def _placed_by_cause(result: DivergeResult, a: RunLog, b: RunLog) -> None:
+    """Where the evidence itself points: the operation that made a nan or inf (its line, in
+    place of the module's call), the module a late hook was put on, the BatchNorm each rank ran."""
+    cause = result.cause
+    if cause is None:
+        return
+    d = cause.detail
+    if cause.kind == "overflow" and d.get("call"):
+        result.node = d["call"]
+        if result.where is None or result.where.module == d["module"]:
+            bands = result.where.bands if result.where else float("nan")
+            result.where = Where(d["module"] or "", d["module_class"] or "", bands, d["file"], d["line"], d["code"])
+    elif cause.kind == "hook-after-compile" and result.where is None:
+        result.where = _module_seen(d["module"], a, b)
+    elif cause.kind == "batchnorm-per-rank" and result.where is None:
+        result.where = Where(d["modules"][0], d["module_class"], float("nan"), None, None, None)
 
 
 def _module_seen(path: str, *logs: RunLog) -> Where | None:
