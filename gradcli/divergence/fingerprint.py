@@ -20,23 +20,36 @@ _DIRECTIONS: dict[tuple[int, torch.dtype], torch.Tensor] = {}
 
 
 def summary(t: torch.Tensor) -> list[float]:
-    """[norm, projection] of `t` (nan when `t` holds a nan or inf). The norm accumulates in
-    float64; the projection is taken in `t`'s own precision (float64 for float64, float32
-    otherwise), without a float64 copy of the tensor: a step reads every gradient and every
-    parameter once more for each, no more (bench/diverge.py)."""
-    flat = t.detach().reshape(-1)
-    n = flat.numel()
-    if not n:
-        return [0.0, 0.0]
-    dtype = torch.float64 if flat.dtype == torch.float64 else torch.float32
-    if flat.dtype != dtype:
-        flat = flat.to(dtype)
+    """[norm, projection] of `t` (nan when `t` holds a nan or inf)."""
+    return summaries([t])[0]
+
+
+def summaries(tensors: list[torch.Tensor]) -> list[list[float]]:
+    """[norm, projection] of each tensor without a float64 copy of it, and one host read for
+    all (bench/diverge.py). The norm accumulates in float64 (torch's float32 norm of a million
+    elements is 8e-6 off, more than the band of a float32 run's first steps); the projection is
+    a dot in the tensor's own precision (float64 for float64, float32 otherwise)."""
+    flats = []
+    for t in tensors:
+        flat = t.detach().reshape(-1)
+        flats.append(flat if flat.dtype in (torch.float32, torch.float64) else flat.to(torch.float32))
+    if not flats:
+        return []
+    norms = [torch.linalg.vector_norm(flat, dtype=torch.float64) for flat in flats]
+    dots = [torch.dot(flat, _direction(flat.numel(), flat.dtype)) if flat.numel() else flat.new_zeros(()) for flat in flats]
+    values = torch.stack([torch.stack([n, d.double()]) for n, d in zip(norms, dots)]).tolist()
+    return [[float(n), float(d)] for n, d in values]
+
+
+def _direction(n: int, dtype: torch.dtype) -> torch.Tensor:
+    """The fixed direction of a tensor of n elements: the same in every run, drawn from a
+    private generator (never the script's)."""
     direction = _DIRECTIONS.get((n, dtype))
     if direction is None:
         generator = torch.Generator().manual_seed(n)
         drawn = torch.randn(n, generator=generator, dtype=torch.float64) / math.sqrt(n)
         direction = _DIRECTIONS[(n, dtype)] = drawn.to(dtype)
-    return [float(torch.linalg.vector_norm(flat, dtype=torch.float64)), float(torch.dot(flat, direction))]
+    return direction
 
 
 def batch_hash(args: Any, kwargs: Any) -> str | None:

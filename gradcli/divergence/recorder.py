@@ -26,7 +26,7 @@ import torch
 from ..comparison.side import _cast, _first_floating, computing_modules
 from ..targets.load import is_user_file
 from ..targets.modules import ModuleHooks
-from .fingerprint import batch_hash, summary
+from .fingerprint import batch_hash, summaries, summary
 from .setups import RunSetup
 
 #: The loss scale a float16 run starts from (GradScaler's own loop: halved at a step with a
@@ -169,7 +169,7 @@ class Recorder:
         params = [p for group in optimizer.param_groups for p in group["params"]]
         if self.scale is not None:
             self.skipped = self._unscale(params)
-        self.grads = {self._name(i, p): summary(p.grad) for i, p in enumerate(params) if p.grad is not None}
+        self.grads = self._fingerprints(params, grads=True)
 
     def _unscale(self, params: list[torch.Tensor]) -> bool:
         """GradScaler's loop: unscale; a non-finite gradient skips the step (no gradient, no
@@ -179,7 +179,7 @@ class Recorder:
             g.div_(self.scale)
         finite = all(bool(torch.isfinite(g).all()) for g in grads)
         if not finite:
-            self.grads_before_skip = {self._name(i, p): summary(p.grad) for i, p in enumerate(params) if p.grad is not None}
+            self.grads_before_skip = self._fingerprints(params, grads=True)
             for p in params:
                 p.grad = None
             self.scale = (self.scale or INIT_SCALE) / 2
@@ -192,7 +192,7 @@ class Recorder:
         params = [p for group in optimizer.param_groups for p in group["params"]]
         grads = self.grads_before_skip if self.skipped else self.grads
         record = {"kind": "step", "step": self.step, "batch": self.batch, "loss": _mean_over_ranks(self.loss), "grads": grads,
-                  "params": {self._name(i, p): summary(p) for i, p in enumerate(params)}, "skipped": self.skipped,
+                  "params": self._fingerprints(params), "skipped": self.skipped,
                   "hooked": self._hooked(), **({"batchnorm": self._batchnorm()} if self.step == 1 else {})}
         self._write(record)
         self.batch, self.loss, self.skipped = None, None, False
@@ -219,6 +219,12 @@ class Recorder:
             return []
         return [{"path": path, "cls": type(m).__name__} for path, m in _unwrapped(self.top).named_modules()
                 if isinstance(m, _BatchNorm) and not isinstance(m, SyncBatchNorm)]
+
+    def _fingerprints(self, params: list[torch.Tensor], *, grads: bool = False) -> dict[str, list[float]]:
+        """{parameter name: [norm, projection]} of each parameter's gradient (or value)."""
+        named = [(self._name(i, p), p.grad if grads else p) for i, p in enumerate(params)]
+        named = [(name, t) for name, t in named if t is not None]
+        return dict(zip([name for name, _ in named], summaries([t for _, t in named])))
 
     def _name(self, i: int, p: torch.Tensor) -> str:
         return self.names.get(id(p), f"param{i}")
