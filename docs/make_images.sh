@@ -51,4 +51,12 @@ status=0
     || status=$?
 [ "$status" -eq 1 ] || { echo "expected exit status 1 (the run is stopped at step 12), got $status" >&2; exit 1; }
 
+# diverge: eager against compile:aot_eager, a forward hook registered at step 5 after the model
+#    was compiled: each parameter's gradient distance in bands jumps past the band there. Exit 1.
+status=0
+"$GRADCLI" diverge --b compile:aot_eager --plot "$out/diverge_hook.png" examples/diverge/train.py --steps 20 --hook-at 5 \
+    >/dev/null || status=$?
+[ "$status" -eq 1 ] || { echo "expected exit status 1 (the runs part at step 5), got $status" >&2; exit 1; }
+
 ls -l "$out"
+

@@ -80,7 +80,7 @@ def test_readme_has_an_example_of_every_command():
     readme = [c for block in doc_pages.blocks(doc_pages.README, doc_pages.SHELL) for c, _ in doc_pages.commands(block)]
     readme += [s.command for s in doc_pages.sessions(doc_pages.README)]
     shown = {command.split()[1] for command in readme}
-    assert {"trace", "grads", "check", "check-function", "compare", "memory", "plot", "list", "demo", "watch"} <= shown
+    assert {"trace", "grads", "check", "check-function", "compare", "memory", "plot", "list", "demo", "watch", "diverge"} <= shown
 
 
 def test_a_shortened_output_matches_only_in_order():

@@ -125,6 +125,12 @@ WATCH_RUNS = [
 ]
 
 
+# diverge (issue 47): a hook registered after compiling, located with its line and cause.
+DIVERGE_RUNS = [
+    ["--b", "compile:aot_eager", "examples/diverge/train.py", "--steps", "6", "--hook-at", "5"],
+]
+
+
 @pytest.fixture(scope="module")
 def documents(tmp_path_factory):
     """Each run's document, produced once for the module."""
@@ -147,11 +153,17 @@ def documents(tmp_path_factory):
             result = runner.invoke(app, ["watch", "-q", "--json", str(path), *args], catch_exceptions=False)
             assert result.exit_code == status, (args, result.stderr)
             produced.append(("watch", "gradcli watch --json PATH " + " ".join(args), json.loads(path.read_text())))
+        for args in DIVERGE_RUNS:
+            path = tmp_path_factory.mktemp("diverge") / "diverge.json"
+            result = runner.invoke(app, ["diverge", "--json", str(path), *args], catch_exceptions=False)
+            assert result.exit_code == 1, (args, result.stdout, result.stderr)
+            produced.append(("diverge", "gradcli diverge --json PATH " + " ".join(args), json.loads(path.read_text())))
     return produced
 
 
-@pytest.mark.parametrize("index", range(len(RUNS) + len(WATCH_RUNS)),
-                         ids=[" ".join(r[1][:2]) for r in RUNS] + [f"watch {r[0][0].split('/')[-1]} {r[0][2]}" for r in WATCH_RUNS])
+@pytest.mark.parametrize("index", range(len(RUNS) + len(WATCH_RUNS) + len(DIVERGE_RUNS)),
+                         ids=[" ".join(r[1][:2]) for r in RUNS] + [f"watch {r[0][0].split('/')[-1]} {r[0][2]}" for r in WATCH_RUNS]
+                         + [f"diverge {r[1]}" for r in DIVERGE_RUNS])
 def test_every_produced_key_is_documented_with_its_type(documents, index):
     table, origin, document = documents[index]
     checker = Checker(read_tables())

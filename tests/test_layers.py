@@ -42,6 +42,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("gradcli.verify.discovery", "gradcli.verify"),
     ("gradcli.tracing",),
     ("gradcli.watcher",),  # a run checked step by step: health's verdicts, causes' reasoning, the recorder
+    ("gradcli.divergence",),  # two runs of one script side by side (watch's way of running a script, compare's setups)
     ("gradcli.demos",),
     ("gradcli.plot",),
     ("gradcli.render",),
@@ -49,7 +50,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("gradcli.cli", "gradcli.__main__"),
 ]
 LIBRARY = ("language", "interpret", "exact", "targets", "graph", "verify", "chain", "health", "comparison", "footprint",
-           "distributed", "tracing", "watcher")
+           "distributed", "tracing", "watcher", "divergence")
 UPPER = ("typer", "rich", "click", "gradcli.cli", "gradcli.render", "gradcli.plot", "gradcli.api", "gradcli.demos")
 
 

@@ -176,7 +176,7 @@ def result_classes() -> set[str]:
 #: The result classes the cases below run; a new command's result adds its cases here.
 COVERED = {"TraceResult", "CheckResult", "LibraryCheck", "FunctionResult", "DiscoveryResult", "GradsResult",
            "MemoryResult", "CompareResult", "PlotData", "DemoRun", "WatchResult",
-           "DistributedResult", "DistributedGrads"}
+           "DistributedResult", "DistributedGrads", "DivergeResult"}
 
 
 #: Results whose runs start process groups: their passing and failing cases run in their own
@@ -184,6 +184,7 @@ COVERED = {"TraceResult", "CheckResult", "LibraryCheck", "FunctionResult", "Disc
 ELSEWHERE = {
     "DistributedResult": "tests/test_distributed.py::test_the_results_follow_the_protocol",
     "DistributedGrads": "tests/test_distributed.py::test_the_results_follow_the_protocol",
+    "DivergeResult": "tests/test_diverge.py::test_the_results_follow_the_protocol",  # (child processes)
 }
 
 

@@ -16,6 +16,7 @@ from . import memory  # noqa: F401
 from . import compare  # noqa: F401
 from . import library  # noqa: F401
 from . import watch  # noqa: F401
+from . import diverge  # noqa: F401
 from .app import app
 
 

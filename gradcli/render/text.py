@@ -77,6 +77,11 @@ class TextFormat(Format):
 
         return [Line(line, soft_wrap=True) for line in watch_lines(result)]
 
+    def _render_DivergeResult(self, result: Any) -> list[Line]:
+        from .training.diverge import diverge_lines
+
+        return [Line(line, soft_wrap=True) for line in diverge_lines(result)]
+
     def _render_Listing(self, result: Any) -> list[Line]:
         from .listing import listing_lines
 

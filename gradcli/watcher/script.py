@@ -27,13 +27,13 @@ class Script:
         return self.path if self.path is not None else f"-m {self.module}"
 
 
-def check_script(script: Script) -> None:
+def check_script(script: Script, command: str = "watch") -> None:
     """Refuse what python itself would refuse before running anything (exit status 2)."""
     if script.path is not None:
         path = Path(script.path)
         if not path.is_file():
-            raise UsageError(f"can't open file '{script.path}': no such file (gradcli watch runs a training "
-                             "script: gradcli watch train.py [ARGS...], or gradcli watch -m package.module)")
+            raise UsageError(f"can't open file '{script.path}': no such file (gradcli {command} runs a training "
+                             f"script: gradcli {command} train.py [ARGS...], or gradcli {command} -m package.module)")
     else:
         import importlib.util
 
@@ -42,7 +42,7 @@ def check_script(script: Script) -> None:
         except (ImportError, ValueError):
             spec = None
         if spec is None:
-            raise UsageError(f"no module named '{script.module}' (gradcli watch -m takes a module python -m could run)")
+            raise UsageError(f"no module named '{script.module}' (gradcli {command} -m takes a module python -m could run)")
 
 
 def run_script(script: Script) -> None:
