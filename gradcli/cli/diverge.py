@@ -8,7 +8,7 @@ from typing import Annotated, List, Optional
 import typer
 
 from ..errors import UsageError
-from .app import app, reports_errors
+from .app import PlotOption, app, reports_errors
 
 
 @app.command(
@@ -25,7 +25,7 @@ def diverge_command(
     b: Annotated[str, typer.Option("--b", metavar="SETUP", help="The second run's setup: same, float64, compile[:BACKEND], autocast:bfloat16|float16, deterministic, ranks:N (torchrun), python:PATH.")] = "same",
     steps: Annotated[Optional[int], typer.Option("--steps", metavar="N", help="Stop both runs after N optimizer steps (default: the script's own end).")] = None,
     json_path: Annotated[Optional[Path], typer.Option("--json", metavar="PATH", help="Write the result as JSON to PATH (docs/json.md, diverge).")] = None,
-    plot: Annotated[Optional[str], typer.Option("--plot", metavar="PATH", help="Draw both losses and each parameter's gradient distance in bands over the steps to PATH: .png, .svg or .pdf.")] = None,
+    plot: PlotOption = None,
 ) -> None:
     """Run a training script twice, side by side, under two setups (--a, --b), and find the
     first optimizer step where the runs part: in the data (other batches), the forward (another
@@ -36,6 +36,7 @@ def diverge_command(
     The script runs unchanged, as `python SCRIPT ARGS` would; gradcli seeds nothing, so a
     script that is not reproducible shows it. gradcli's options come before the script.
     Exit status: 0 the runs stay within the band, 1 they part, 2 a run could not be run.
+    --plot draws both losses and each parameter's gradient distance in bands over the steps.
 
     Examples:
 
