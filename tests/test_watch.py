@@ -294,7 +294,9 @@ def test_the_hooks_are_gone_after_the_block():
     from torch.optim import lr_scheduler
 
     wrapped = [(torch.optim.Optimizer, "__init__"), (torch.optim.Optimizer, "zero_grad"), (torch.nn.Module, "zero_grad"),
-               (torch.nn.Module, "train"), (lr_scheduler.LRScheduler, "__init__"), (torch.amp.GradScaler, "step")]
+               (torch.nn.Module, "train"), (lr_scheduler.LRScheduler, "__init__"), (torch.amp.GradScaler, "step"),
+               (torch.amp.GradScaler, "scale"), *((module, clip) for module in (torch.nn.utils, torch.nn.utils.clip_grad)
+                                                  for clip in ("clip_grad_norm_", "clip_grad_value_"))]
     own = [owner.__dict__[name] for owner, name in wrapped]
     modes = torch.overrides._get_current_function_mode_stack()
     with gradcli.watch():

@@ -90,6 +90,3 @@ WORDS: dict[str, Words] = {
                        warning=True),
 }
 
-
-def words(kind: str) -> Words:
-    return WORDS[kind]
