@@ -34,3 +34,20 @@ def detached(value: Any) -> Any:
         items = [detached(v) for v in value]
         return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
     return value
+
+
+class buffers_restored:
+    """The modules' buffers (BatchNorm's running statistics, step counters) put back as they
+    were, when a replay or a rerun of the step has run them forward again. A buffer shared by
+    several modules is kept once."""
+
+    def __init__(self, modules: Any) -> None:
+        self.saved = {id(b): (b, b.detach().clone()) for m in modules for b in m.buffers()}
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        with torch.no_grad():
+            for buffer, saved in self.saved.values():
+                buffer.copy_(saved)

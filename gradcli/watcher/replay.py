@@ -27,7 +27,7 @@ import torch
 
 from ..health.nonfinite import first_nonfinite_node
 from ..targets.record import ForwardRecorder, origin_of
-from .calls import detached, output_tensors
+from .calls import buffers_restored, detached, output_tensors
 from .causes import backward_cause, forward_cause, function_origin, origin_from
 from .result import Replay, Stop, WatchCause, WatchOrigin
 
@@ -45,7 +45,7 @@ def _replay(stop: Stop, calls: list[Any], params: dict[str, torch.Tensor], names
         stop.replay = Replay("inspected")
         return
     stop.replay = Replay("replayed")
-    with _buffers_restored(calls):
+    with buffers_restored(c.module for c in calls):
         recorder = ForwardRecorder(names, watch_nonfinite=True)
         with torch.enable_grad():
             outputs_finite, root, arrived_bad = _forward(calls, recorder)
@@ -78,7 +78,7 @@ def _inside_backward(node: Any, calls: list[Any], params: dict[str, torch.Tensor
     if file is None:
         return None
     arrived: list[tuple[Any, tuple[Any, ...]]] = []
-    with _buffers_restored(calls), torch.enable_grad():
+    with buffers_restored(c.module for c in calls), torch.enable_grad():
         root = _forward(calls, ForwardRecorder(names))[1]
         if root is None or root.grad_fn is None:
             return None
@@ -279,7 +279,7 @@ def _backward_cause(node: Any, calls: list[Any], params: dict[str, torch.Tensor]
     from ..verify.causes.run import explain_nonfinite
 
     try:
-        with _buffers_restored(calls):
+        with buffers_restored(c.module for c in calls):
             cause = explain_nonfinite(lambda: _replayed_root(calls, names), dict(params))
     except RuntimeError:
         cause = None
@@ -289,23 +289,6 @@ def _backward_cause(node: Any, calls: list[Any], params: dict[str, torch.Tensor]
 def _replayed_root(calls: list[Any], names: dict[int, str]) -> torch.Tensor:
     root = _forward(calls, ForwardRecorder(names))[1]
     return root if root is not None else torch.zeros(())
-
-
-
-
-class _buffers_restored:
-    """The models' buffers (running statistics, step counters) as they were before the replay."""
-
-    def __init__(self, calls: list[Any]) -> None:
-        self.buffers = {id(b): (b, b.detach().clone()) for call in calls for b in call.module.buffers()}
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: Any) -> None:
-        with torch.no_grad():
-            for buffer, saved in self.buffers.values():
-                buffer.copy_(saved)
 
 
 def _finite(value: float | None) -> bool:

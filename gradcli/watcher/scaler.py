@@ -18,8 +18,7 @@ from typing import Any
 import torch
 
 from ..graph.nodes import walk
-from .calls import detached, output_tensors
-from .replay import _buffers_restored
+from .calls import buffers_restored, detached, output_tensors
 
 FLOAT16_MAX = 65504.0
 
@@ -28,7 +27,7 @@ def fitting_scale(calls: list[Any], params: list[torch.Tensor], scale: float) ->
     """The largest power of two that keeps the replayed step's unscaled gradients under 65504 once
     scaled; None when the gradient that arrived at the model's outputs was itself non-finite."""
     root = None
-    with _buffers_restored(calls), torch.enable_grad():
+    with buffers_restored(c.module for c in calls), torch.enable_grad():
         for call in calls:
             with torch.random.fork_rng(devices=[]):
                 torch.random.set_rng_state(call.rng)

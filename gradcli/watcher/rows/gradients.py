@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import torch
 
-from ..calls import detached, output_tensors
+from ..calls import buffers_restored, detached, output_tensors
 from .losses import row_losses
 
 #: Per-sample gradients held at once by vmap (rows × parameters' elements).
@@ -23,7 +23,7 @@ def call_rows(call: Any, note: dict[str, Any] | None, trained: set[int], limit: 
     weights = {n: p for n, p in module.named_parameters() if id(p) in trained}
     if not weights:
         return "the model has no trained parameter"
-    with buffers_kept(module), torch.enable_grad():
+    with buffers_restored([module]), torch.enable_grad():
         out = replayed_forward(call, lambda: module(*args, **kwargs))
         outputs = [t for t in output_tensors(out) if t.requires_grad]
         grads = list(call.grads)
@@ -141,18 +141,3 @@ def local(module: torch.nn.Module) -> torch.nn.Module:
     from torch.nn.parallel import DistributedDataParallel
 
     return module.module if isinstance(module, DistributedDataParallel) else module
-
-
-class buffers_kept:
-    """The module's buffers (BatchNorm's running statistics) as they were, after the replays."""
-
-    def __init__(self, module: torch.nn.Module) -> None:
-        self.saved = [(b, b.detach().clone()) for b in module.buffers()]
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: Any) -> None:
-        with torch.no_grad():
-            for buffer, value in self.saved:
-                buffer.copy_(value)

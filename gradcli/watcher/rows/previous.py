@@ -14,7 +14,8 @@ from typing import Any
 import torch
 
 from ..calls import detached, output_tensors
-from .gradients import buffers_kept, local, replayed_forward
+from ..calls import buffers_restored
+from .gradients import local, replayed_forward
 from .losses import loss_of, row_losses
 
 
@@ -59,7 +60,7 @@ def at_previous(call: Any, note: dict[str, Any], trained: set[int], before: dict
     module = local(call.module)
     weights = {k: v.detach().requires_grad_(True) for k, v in before.items()}
     args, kwargs = detached(call.args), detached(call.kwargs or {})
-    with buffers_kept(module), torch.enable_grad():
+    with buffers_restored([module]), torch.enable_grad():
         out = replayed_forward(call, lambda: functional_call(module, weights, args, kwargs, strict=False))
         tensor = next(t for t in output_tensors(out) if t.requires_grad)
         loss = loss_of(tensor, note)

@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping
 
 import torch
 
+from ..calls import buffers_restored
 from ..replay import replay_loss
 from ..result import Stop
 
@@ -63,7 +64,7 @@ class LightningSteps(Steps):
         strategy = getattr(self.trainer, "strategy", None)
         precision = getattr(strategy, "precision_plugin", None) or getattr(self.trainer, "precision_plugin", None)
         context = precision.train_step_context() if precision is not None else nullcontext()
-        with torch.random.fork_rng(devices=[]), buffers_restored(self.module), context:
+        with torch.random.fork_rng(devices=[]), buffers_restored([self.module]), context:
             torch.random.set_rng_state(rng)
             return loss_of(self.module.training_step(batch, index))
 
@@ -104,7 +105,7 @@ class TrainerSteps(Steps):
              rng: torch.Tensor) -> torch.Tensor:
         autocast = getattr(self.trainer, "autocast_smart_context_manager", None)
         kwargs = {k: v for k, v in kwargs.items() if k != "return_outputs"}
-        with torch.random.fork_rng(devices=[]), buffers_restored(model), (autocast() if autocast else nullcontext()):
+        with torch.random.fork_rng(devices=[]), buffers_restored([model]), (autocast() if autocast else nullcontext()):
             torch.random.set_rng_state(rng)
             return loss_of(self._compute(model, dict(inputs), *args, **kwargs))  # type: ignore[misc]
 
@@ -118,18 +119,3 @@ def loss_of(out: Any) -> torch.Tensor:
     if not isinstance(out, torch.Tensor):
         raise TypeError(f"the step returned {type(out).__name__}, not a loss tensor")
     return out
-
-
-class buffers_restored:
-    """A module's buffers (running statistics, step counters) as they were before the run."""
-
-    def __init__(self, module: torch.nn.Module) -> None:
-        self.saved = [(b, b.detach().clone()) for b in module.buffers()]
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: Any) -> None:
-        with torch.no_grad():
-            for buffer, saved in self.saved:
-                buffer.copy_(saved)
