@@ -34,11 +34,11 @@ def _subclasses_of(name: str) -> list[str]:
 FIX_TRIALS = ["verify/causes/masked_rows.py:_FiniteFill", "verify/causes/masked_rows.py:_ZeroMaskedRows"]
 
 
-#: watch's line notes: during one step of a training run, the user's line of a few named calls
+#: watch's line notes (one base, two modes): during one step of a training run, the user's line of a few named calls
 #: (softmax and the losses in the first step; an in-place write to a parameter after a suspicion),
 #: against the result's grad_fn or the parameter. Not observers of a forward (no modules, no cuts,
 #: no values): the recorder would cost a whole step's recording for a line.
-WATCH_LINES = ["watcher/events/opsites.py:OpSites", "watcher/detectors/outside.py:InPlaceSites"]
+WATCH_LINES = ["watcher/events/opsites.py:LineNotes"]  # OpSites and outside.py's InPlaceSites
 
 
 def test_exactly_one_class_subclasses_torch_function_mode_to_record():

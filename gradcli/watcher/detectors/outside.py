@@ -35,8 +35,8 @@ import sys
 from typing import Any, Callable
 
 import torch
-from torch.overrides import TorchFunctionMode
 
+from ..events.opsites import LineNotes, Site
 from .found import Found
 from .protocol import CheckedStep, Detector, local
 
@@ -44,8 +44,6 @@ from .protocol import CheckedStep, Detector, local
 REPLACED = 0.5
 #: What is left of the optimizer's update once the outside change is added, at most: undone.
 RESTORED = 0.1
-
-Site = tuple[str, int]
 
 
 class ChangedOutside(Detector):
@@ -137,25 +135,13 @@ def _judge(w: torch.Tensor, c0: torch.Tensor, c1: torch.Tensor) -> tuple[str | N
         return None, relative
 
 
-class InPlaceSites(TorchFunctionMode):
+class InPlaceSites(LineNotes):
     """`found`: id(parameter) -> the user's lines of the in-place calls made on it."""
 
     def __init__(self, user_site: Callable[[Any], Site | None], watched: set[int]) -> None:
-        super().__init__()
-        self.user_site, self.watched = user_site, watched
+        super().__init__(user_site)
+        self.watched = watched
         self.found: dict[int, list[Site]] = {}
-        self.active = False
-
-    def start(self) -> "InPlaceSites":
-        self.__enter__()
-        self.active = True
-        return self
-
-    def stop(self) -> None:
-        """Leave the mode stack (only if it is on top: another mode entered since is the user's)."""
-        if self.active and torch.overrides._get_current_function_mode() is self:
-            self.__exit__(None, None, None)
-        self.active = False
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         name = getattr(func, "__name__", "")

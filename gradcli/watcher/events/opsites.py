@@ -31,25 +31,32 @@ WATCHED = frozenset({
 Site = tuple[str, int]
 
 
-class OpSites(TorchFunctionMode):
-    """`sites`: grad_fn node -> (function name, user line, the shapes of its tensor arguments)."""
+class LineNotes(TorchFunctionMode):
+    """A mode that notes user lines for a while: `start()` enters it, `stop()` leaves the mode
+    stack (only if it is on top: another mode entered since is the user's, left in place)."""
 
     def __init__(self, user_site: Callable[[Any], Site | None]) -> None:
         super().__init__()
         self.user_site = user_site
-        self.sites: dict[Any, tuple[str, Site | None, list[list[int]]]] = {}
         self.active = False
 
-    def start(self) -> "OpSites":
+    def start(self) -> "LineNotes":
         self.__enter__()
         self.active = True
         return self
 
     def stop(self) -> None:
-        """Leave the mode stack (only if it is on top: another mode entered since is the user's)."""
         if self.active and torch.overrides._get_current_function_mode() is self:
             self.__exit__(None, None, None)
             self.active = False
+
+
+class OpSites(LineNotes):
+    """`sites`: grad_fn node -> (function name, user line, the shapes of its tensor arguments)."""
+
+    def __init__(self, user_site: Callable[[Any], Site | None]) -> None:
+        super().__init__(user_site)
+        self.sites: dict[Any, tuple[str, Site | None, list[list[int]]]] = {}
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         name = getattr(func, "__name__", "")
