@@ -42,12 +42,31 @@ for step in range({steps}):
 
 MLP = "net = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 3))\n"
 
+
+def fixed(bug: str, wrong: str, right: str) -> tuple[str, str]:
+    """A buggy script and its twin: the same script with its one line (`wrong`) fixed."""
+    assert bug.count(wrong) == 1, wrong
+    return bug, bug.replace(wrong, right)
+
+
+SMALL = ("net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))\n"
+         "opt = torch.optim.Adam(net.parameters(), lr=1e-2)\n")
+CROSS_ENTROPY = "nn.functional.cross_entropy(net(X[i]), Y[i])"
+VALIDATION = """\
+    if step == 12:
+        net.eval()
+        with torch.no_grad():
+            accuracy = (net(X).argmax(1) == Y).float().mean()
+"""
+PER_EPOCH = ("for epoch in range(3):\n" + "\n".join("    " + line for line in LOOP.format(steps=40).splitlines())
+             + "\n        sched.step()\n")
+
 #: name -> (the buggy script, the fixed twin)
 SCRIPTS = {
-    "carried_gradients": (
+    "carried_gradients": fixed(
         HEADER + MLP + "opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)\n"
         + LOOP.format(steps=60).replace("    opt.zero_grad()\n", ""),
-        HEADER + MLP + "opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)\n" + LOOP.format(steps=60)),
+        "    loss = ", "    opt.zero_grad()\n    loss = "),
     "no_optimizer": (
         HEADER + """\
 class Net(nn.Module):
@@ -85,58 +104,25 @@ opt = torch.optim.Adam(net.parameters(), lr=1e-3)
         + LOOP.format(steps=20).replace("    opt.zero_grad()\n", "").replace(
             "    loss.backward()\n", "    loss.backward()\n    opt.zero_grad()\n"),
         None),
-    "softmax_twice": (
+    "softmax_twice": fixed(
         HEADER + "net = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 3), nn.Softmax(dim=1))\n"
         "opt = torch.optim.Adam(net.parameters(), lr=1e-2)\n" + LOOP.format(steps=150),
-        HEADER + "net = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 3))\n"
-        "opt = torch.optim.Adam(net.parameters(), lr=1e-2)\n" + LOOP.format(steps=150)),
-    "sigmoid_twice": (
-        HEADER + "net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))\n"
-        "opt = torch.optim.Adam(net.parameters(), lr=1e-2)\n"
-        + LOOP.format(steps=20).replace(
-            "nn.functional.cross_entropy(net(X[i]), Y[i])",
-            "nn.BCEWithLogitsLoss()(torch.sigmoid(net(X[i])).squeeze(1), (Y[i] > 0).float())"),
-        HEADER + "net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))\n"
-        "opt = torch.optim.Adam(net.parameters(), lr=1e-2)\n"
-        + LOOP.format(steps=20).replace(
-            "nn.functional.cross_entropy(net(X[i]), Y[i])",
-            "nn.BCEWithLogitsLoss()(net(X[i]).squeeze(1), (Y[i] > 0).float())")),
-    "broadcast_target": (
-        HEADER + "net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))\n"
-        "opt = torch.optim.Adam(net.parameters(), lr=1e-2)\n"
-        + LOOP.format(steps=20).replace("nn.functional.cross_entropy(net(X[i]), Y[i])",
-                                         "nn.functional.mse_loss(net(X[i]), X[i, 0])"),
-        HEADER + "net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))\n"
-        "opt = torch.optim.Adam(net.parameters(), lr=1e-2)\n"
-        + LOOP.format(steps=20).replace("nn.functional.cross_entropy(net(X[i]), Y[i])",
-                                         "nn.functional.mse_loss(net(X[i]).squeeze(1), X[i, 0])")),
-    "eval_mode": (
+        ", nn.Softmax(dim=1))", ")"),
+    "sigmoid_twice": fixed(
+        HEADER + SMALL + LOOP.format(steps=20).replace(
+            CROSS_ENTROPY, "nn.BCEWithLogitsLoss()(torch.sigmoid(net(X[i])).squeeze(1), (Y[i] > 0).float())"),
+        "torch.sigmoid(net(X[i]))", "net(X[i])"),
+    "broadcast_target": fixed(
+        HEADER + SMALL + LOOP.format(steps=20).replace(CROSS_ENTROPY, "nn.functional.mse_loss(net(X[i]), X[i, 0])"),
+        "mse_loss(net(X[i]), ", "mse_loss(net(X[i]).squeeze(1), "),
+    "eval_mode": fixed(
         HEADER + "net = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Dropout(0.5), nn.Linear(32, 3))\n"
-        "opt = torch.optim.Adam(net.parameters(), lr=1e-3)\n"
-        + LOOP.format(steps=30) + """\
-    if step == 12:
-        net.eval()
-        with torch.no_grad():
-            accuracy = (net(X).argmax(1) == Y).float().mean()
-""",
-        HEADER + "net = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Dropout(0.5), nn.Linear(32, 3))\n"
-        "opt = torch.optim.Adam(net.parameters(), lr=1e-3)\n"
-        + LOOP.format(steps=30) + """\
-    if step == 12:
-        net.eval()
-        with torch.no_grad():
-            accuracy = (net(X).argmax(1) == Y).float().mean()
-        net.train()
-"""),
-    "scheduler_per_batch": (
+        "opt = torch.optim.Adam(net.parameters(), lr=1e-3)\n" + LOOP.format(steps=30) + VALIDATION,
+        VALIDATION, VALIDATION + "        net.train()\n"),
+    "scheduler_per_batch": fixed(
         HEADER + MLP + "opt = torch.optim.SGD(net.parameters(), lr=0.1)\n"
-        "sched = torch.optim.lr_scheduler.StepLR(opt, step_size=10, gamma=0.1)\n"
-        "for epoch in range(3):\n" + "\n".join("    " + line for line in LOOP.format(steps=40).splitlines())
-        + "\n        sched.step()\n",
-        HEADER + MLP + "opt = torch.optim.SGD(net.parameters(), lr=0.1)\n"
-        "sched = torch.optim.lr_scheduler.StepLR(opt, step_size=10, gamma=0.1)\n"
-        "for epoch in range(3):\n" + "\n".join("    " + line for line in LOOP.format(steps=40).splitlines())
-        + "\n    sched.step()\n"),
+        "sched = torch.optim.lr_scheduler.StepLR(opt, step_size=10, gamma=0.1)\n" + PER_EPOCH,
+        "\n        sched.step()\n", "\n    sched.step()\n"),
 }
 
 
