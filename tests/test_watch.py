@@ -231,6 +231,25 @@ def test_one_host_read_per_checked_step():
     assert result.checks == 2 and reading.HOST_READS[0] - before == 2
 
 
+def test_at_every_n_only_the_steps_to_be_checked_keep_their_calls_and_the_stop_is_still_replayed():
+    """--every 3: the model calls of an unchecked step are not kept (nothing replays them); a
+    checked step's are, so the stop at step AT (a multiple of 3) is replayed to torch's node."""
+    truth = torch_truth("where")
+    held: dict[int, int] = {}
+
+    def before(step, m, loss):
+        held[step] = len(gradcli.watcher.session.current().calls)
+
+    with gradcli.watch(every=3) as w:
+        with pytest.raises(gradcli.WatchStop):
+            T.train("mlp", "where", STEPS, AT, before_step=before)
+    # the first step's calls are kept too: before it no optimizer is known, nor its count
+    assert {step: kept > 0 for step, kept in held.items()} == {step: step % 3 == 0 or step == 1
+                                                                for step in range(1, AT + 1)}
+    assert w.result.stop.step == truth["step"] == AT and w.result.stop.replay.how == "replayed"
+    assert w.result.stop.origin.node == first_bad_backward("where", truth)[0]
+
+
 def test_two_optimizers_are_both_watched_and_named():
     torch.manual_seed(0)
     gen, disc = torch.nn.Linear(4, 4), torch.nn.Linear(4, 1)
@@ -287,6 +306,11 @@ def test_lbfgs_step_with_a_closure_is_checked():
         opt.step(bad_closure)
     assert w.result.stop.origin.phase == "input"
     assert all(torch.equal(a, b) for a, b in zip(weights, model.parameters()))
+    # at --every 2 the closure of the second step is the one checked: its calls replay the stop
+    with gradcli.watch(model, opt, every=2) as w, pytest.raises(gradcli.WatchStop):
+        opt.step(closure)
+        opt.step(bad_closure)
+    assert w.result.stop.step == 2 and w.result.stop.origin.phase == "input"
 
 
 def test_the_hooks_are_gone_after_the_block():
@@ -415,13 +439,17 @@ def test_a_watch_leaves_no_process_wide_hook_behind():
 
 
 def test_the_norms_a_check_reads_are_torchs():
-    """reading._norms: BLAS's dot for large CPU gradients (their sum for the L1 norm of Adam's
-    second moments, which are >= 0), _foreach_norm for the rest (small, float16, strided): each
-    norm as torch computes it in float64, and nan or inf kept."""
+    """reading._norms: BLAS's dot for dense float32/float64 CPU gradients, large or small (their
+    sum for the L1 norm of Adam's second moments, which are >= 0), _foreach_norm for the rest
+    (float16, strided): each norm as torch computes it in float64, all-dense lists (the usual
+    case) and mixed ones alike, and nan or inf kept."""
     g = torch.Generator().manual_seed(0)
     big = torch.randn(1 << 17, generator=g)
     tensors = [big, torch.randn(3, 5, generator=g), torch.randn(1 << 17, generator=g).half(),
                torch.randn(512, 512, generator=g).t(), torch.randn(1 << 16, generator=g, dtype=torch.float64)]
+    dense = [t for t in tensors if t.dtype != torch.half and t.is_contiguous()]
+    assert reading._norms(dense).tolist() == pytest.approx([float(torch.linalg.vector_norm(t.double())) for t in dense],
+                                                           rel=1e-5)
     norms = reading._norms(tensors).tolist()
     for t, n in zip(tensors, norms):
         exact = float(torch.linalg.vector_norm(t.double()))  # float16's own norm is a float16: 3 digits

@@ -161,10 +161,10 @@ def plain(path: Path) -> dict:
     return seen
 
 
-def watched(path: Path):
+def watched(path: Path, **options):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return watch_script(Script(str(path), None, ()), WatchOptions())
+        return watch_script(Script(str(path), None, ()), WatchOptions(**options))
 
 
 def kinds(result) -> list[str]:
@@ -199,6 +199,19 @@ def test_gradients_carried_over(tmp_path):
     assert f.line == line_of(path, "loss.backward()")
     assert f.detail["times"] == pytest.approx(total / own, rel=1e-4)
     assert not result.ok
+
+
+def test_gradients_carried_over_are_found_at_every_third_check(tmp_path):
+    """--every 3 notes the gradients only after the step before a check (step 2): the carry is
+    found at step 3, with torch's step-3 gradient against what its own backward added."""
+    path = write(tmp_path, "carried", SCRIPTS["carried_gradients"][0])
+    truth = plain(path)
+    assert all(a is b for a, b in zip(truth["objects"][1], truth["objects"][2]))
+    g2, g3 = truth["grads"][1], truth["grads"][2]
+    total = math.sqrt(sum(float(g.pow(2).sum()) for g in g3))
+    own = math.sqrt(sum(float((b - a).pow(2).sum()) for a, b in zip(g2, g3)))
+    f = only(watched(path, every=3), "carried_gradients")
+    assert f.step == 3 and f.detail["times"] == pytest.approx(total / own, rel=1e-4)
 
 
 def test_the_forgotten_zero_grad_loss_climbs(tmp_path):

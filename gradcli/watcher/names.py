@@ -40,9 +40,10 @@ class Names:
         self._modules: dict[int, str] | None = None
         self._within: dict[int, tuple[int, str]] | None = None  # id(param) -> (id(its model), its path there)
         self._labels: dict[int, str] | None = None
+        self._named: tuple[tuple[int, ...], list[str]] | None = None  # the last parameters() asked, and their names
 
     def refresh(self) -> None:
-        self._modules = self._within = self._labels = None
+        self._modules = self._within = self._labels = self._named = None
 
     def _models(self) -> list[Any]:
         seen: dict[int, Any] = {}
@@ -80,7 +81,16 @@ class Names:
         return self._modules
 
     def parameters(self, params: list[Any]) -> list[str]:
-        """Each parameter's name (the module docstring says how)."""
+        """Each parameter's name (the module docstring says how); an optimizer's, asked again at
+        each check, are remembered."""
+        key = tuple(map(id, params))
+        if self._named is not None and self._named[0] == key:
+            return self._named[1]
+        names = self._named_now(params)
+        self._named = key, names
+        return names
+
+    def _named_now(self, params: list[Any]) -> list[str]:
         within = self._parameters()
         owners = {within[id(p)][0] for p in params if id(p) in within}
         prefixed = len(owners) > 1

@@ -140,7 +140,7 @@ class Precursors:
             if spike is not None:
                 flagged.append(("layer_spike", layer, members,
                                 {"value": spike.value, "median": spike.median, "z": round(spike.z, 1)}))
-            ratio = self._ratio(reading, params, members)
+            ratio = self._ratio(reading, params, members) if self.moments.sums else None
             if ratio is not None:
                 self.ratios[layer] = ratio
             if ratio is not None and ratio > self.adam_ratio:

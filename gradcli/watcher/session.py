@@ -123,6 +123,7 @@ class Watch:
         self.events = RunEvents(_user_site)  # the optimizers, schedulers, zero_grad and eval calls, with their lines
         self.opsites: OpSites | None = None  # the first step's softmax and loss calls, with their lines
         self.pending: list[Found] = []  # findings made at a backward, reported at the next check
+        self._closure_of: Watched | None = None  # the optimizer whose LBFGS closure is running
         self._ended = False
         # a trainer's callback: (stop, parameters by name, module names) -> runs the trainer's own loss code again
         self.loss_replay: Callable[[Stop, dict[str, torch.Tensor], dict[int, str]], None] | None = None
@@ -282,13 +283,23 @@ class Watch:
     def _enter(self, path: str, module: torch.nn.Module, args: Any) -> None:
         # Only calls that build a graph can have made the step's gradients: a validation loop
         # under no_grad between two steps keeps nothing alive.
-        if self._paused or not torch.is_grad_enabled():
+        if self._paused or not torch.is_grad_enabled() or not self._checks_next():
             return
         if len(self.calls) >= MAX_CALLS:  # many calls before one step: keep the latest, say so at a replay
             del self.calls[0]
             self.dropped = True
         self.calls.append(Call(module, tuple(args), None, torch.get_rng_state(), _user_site(sys._getframe(1)),
                                autocast=_autocast()))
+
+    def _checks_next(self) -> bool:
+        """Whether the coming step may be checked (and so replayed): always at --every 1; at
+        --every N, only when an optimizer's next step is its N-th, or none has stepped yet."""
+        every = self.options.every
+        if every == 1 or not self.watched:
+            return True
+        if self._closure_of is not None:  # inside LBFGS's step(): its count already includes this step
+            return self._closure_of.steps % every == 0
+        return any((w.steps + 1) % every == 0 for w in self.watched.values())
 
     def _leave(self, path: str, module: torch.nn.Module, args: Any, kwargs: Any, output: Any) -> None:
         if self._paused:
@@ -343,7 +354,11 @@ class Watch:
     def _checked_closure(self, optimizer: torch.optim.Optimizer, watched: Watched, closure: Callable[[], Any]) -> Any:
         def checked() -> Any:
             self.calls, self.losses = [], []
-            loss = closure()
+            self._closure_of = watched
+            try:
+                loss = closure()
+            finally:
+                self._closure_of = None
             if watched.steps % self.options.every == 0:
                 self._check(optimizer, watched)
             return loss

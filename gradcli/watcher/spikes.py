@@ -18,6 +18,7 @@ is what the HUGE rule is for). No verdict before the window holds MIN_VALUES val
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import deque
 from dataclasses import dataclass
@@ -41,7 +42,9 @@ class SpikeDetector:
     layer: the median absolute deviation's sort is then skipped on ordinary steps)."""
 
     def __init__(self, window: int, threshold: float, ratio: float, scored: bool = True) -> None:
-        self.values: deque[float] = deque(maxlen=window)
+        self.values: deque[float] = deque()  # the window's logs, oldest first
+        self.ordered: list[float] = []  # the same, sorted (kept so: one per layer is judged every check)
+        self.window = window
         self.threshold, self.ratio, self.scored = threshold, ratio, scored
         self.last_z: float | None = None
 
@@ -54,7 +57,7 @@ class SpikeDetector:
         log = math.log(value)
         spike = None
         if len(self.values) >= MIN_VALUES:
-            ordered = sorted(self.values)
+            ordered = self.ordered
             median = _middle(ordered)
             above = log - median
             if self.scored or above > math.log(self.ratio):
@@ -62,8 +65,12 @@ class SpikeDetector:
                 self.last_z = z
                 if above > math.log(self.ratio) and (z > self.threshold or above > math.log(HUGE)):
                     spike = Spike(value, math.exp(median), z)
-        if spike is None:
+        if spike is None and self.window > 0:
+            if len(self.values) == self.window:
+                oldest = self.values.popleft()
+                del self.ordered[bisect.bisect_left(self.ordered, oldest)]
             self.values.append(log)
+            bisect.insort(self.ordered, log)
         return spike
 
 

@@ -7,7 +7,8 @@ the old gradient again plus the new one, and the sum grows step after step.
 
 Each parameter's `.grad` is noted after its optimizer's step (the object and its `_version`);
 the next backward compares, and a tensor that was reset leaves the list, so a healthy loop pays
-one pass over the parameters per step and one at the first backward. A carry is a finding only
+one pass over the parameters after each step that comes before a check, and one at the
+next backward. A carry is a finding only
 when the optimizer then steps with it: a GAN's generator loss backpropagates through the
 discriminator onto gradients its step used, and the discriminator's own zero_grad() resets them
 before its next step.
@@ -39,10 +40,13 @@ class CarriedGradients(Detector):
         self.reported = False
 
     def applied(self, step: CheckedStep) -> None:
-        if not self.reported:
-            # the gradient held weakly: zero_grad(set_to_none=True) must still free it before the next forward
-            self.tracked[id(step.optimizer)] = [[p, weakref.ref(p.grad), p.grad._version, False] for p in step.params
-                                                if p.grad is not None]
+        if self.reported or (step.step + 1) % step.run.options.every:  # only before a checked step
+            self.tracked.pop(id(step.optimizer), None)
+            return
+        # the gradient held weakly: zero_grad(set_to_none=True) must still free it before the next forward
+        ref = weakref.ref
+        self.tracked[id(step.optimizer)] = [[p, ref(g), g._version, False] for p, g in
+                                            zip(step.params, [p.grad for p in step.params]) if g is not None]
 
     def backward(self, run: Run, roots: list[torch.Tensor]) -> None:
         for key, entries in list(self.tracked.items()):

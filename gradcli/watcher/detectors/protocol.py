@@ -11,7 +11,7 @@ import torch
 from ..events import OpSites, RunEvents
 from ..names import Names
 from ..options import WatchOptions
-from ..reading import StepReading
+from ..reading import StepReading, local  # noqa: F401 - the detectors import local from here
 from .found import Found
 
 
@@ -72,13 +72,6 @@ class Detector:
 
     def end(self, run: Run) -> list[Found]:
         return []
-
-
-def local(tensor: torch.Tensor) -> torch.Tensor:
-    """This rank's own values: an FSDP2 DTensor's local shard (torch reads a DTensor's numbers
-    only through a collective), any other tensor as it is. XXX: a statistic over shards is each
-    rank's own, not the whole parameter's."""
-    return tensor.to_local() if hasattr(tensor, "to_local") else tensor
 
 
 def graph_leaves(roots: list[Any]) -> list[torch.Tensor]:
