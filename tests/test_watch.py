@@ -465,3 +465,24 @@ def test_the_norms_a_check_reads_are_torchs():
     for t, n in zip(moments, sums):
         exact = float(torch.linalg.vector_norm(t.double(), 1))
         assert n == pytest.approx(exact, rel=1e-3 if t.dtype == torch.half else 1e-5)
+
+
+def test_the_layer_spikes_of_one_step_are_one_entry_of_the_report():
+    """The text report: layer spikes at the same step of the same optimizer are one entry, the
+    layers largest first (by value over median), with the largest's numbers; another step's
+    spike and another kind stay entries of their own."""
+    from gradcli.render.training.watch import watch_lines
+    from gradcli.watcher.result import WatchFinding, WatchResult
+
+    def spike(step, layer, value, median):
+        return WatchFinding(step, "layer_spike", "SGD", [f"{layer}.weight"], layer,
+                            {"layer": layer, "value": value, "median": median, "z": 20.0})
+
+    result = WatchResult(steps=30, checks=30, finished=True, findings=[
+        spike(12, "conv1", 4.0, 1.0), spike(12, "fc", 90.0, 3.0), spike(12, "bn1", 2.0, 0.5), spike(20, "fc", 8.0, 2.0),
+        WatchFinding(12, "adam_ratio", "SGD", ["fc.weight"], "fc", {"layer": "fc", "ratio": 40.0})])
+    text = "\n".join(watch_lines(result))
+    assert "step 12  layer gradient-norm spike (SGD) in 3 layers: fc, conv1, bn1" in text
+    assert "the largest, fc: 90 vs median 3 (z 20.0)" in text
+    assert text.count("layer gradient-norm spike") == 2 and "step 20  layer gradient-norm spike (SGD): fc.weight" in text
+    assert "step 12  g² far above Adam's v (SGD): fc.weight" in text

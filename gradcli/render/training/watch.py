@@ -40,8 +40,8 @@ def watch_lines(result: "WatchResult") -> list[str]:
         shown = [f for f in result.findings if f.warning == chosen]
         if shown:
             lines += ["", heading]
-            for f in shown:
-                lines += _finding_lines(f)
+            for group in _by_step_layer_spikes(shown):
+                lines += _finding_lines(group[0]) if len(group) == 1 else _layer_spikes_lines(group)
     lines += [f"note: {note}" for note in result.notes]
     return lines
 
@@ -110,6 +110,34 @@ def _finding_lines(f: "WatchFinding") -> list[str]:
     if not words.warning:
         lines.append(f"    fix: {words.fix}")
     return lines
+
+
+def _by_step_layer_spikes(findings: list["WatchFinding"]) -> list[list["WatchFinding"]]:
+    """The findings in their order, one list each, except that the layer spikes of one step of
+    one optimizer make one list: a spike that reaches every layer of a ResNet is one event."""
+    groups: list[list["WatchFinding"]] = []
+    at: dict[tuple[int, str | None], list["WatchFinding"]] = {}
+    for f in findings:
+        if f.kind != "layer_spike":
+            groups.append([f])
+            continue
+        key = (f.step, f.optimizer)
+        if key not in at:
+            at[key] = []
+            groups.append(at[key])
+        at[key].append(f)
+    return groups
+
+
+def _layer_spikes_lines(group: list["WatchFinding"]) -> list[str]:
+    """Several layers' spikes at one step: the layers, the largest first, and the largest's numbers."""
+    first = group[0]
+    ordered = sorted(group, key=lambda f: f.detail["value"] / f.detail["median"], reverse=True)
+    layers = [f.detail.get("layer") or "the model" for f in ordered]
+    top = ordered[0]
+    return [f"  step {first.step}  {WORDS[first.kind].label}" + (f" ({first.optimizer})" if first.optimizer else "")
+            + f" in {len(group)} layers: {_names(layers)}",
+            f"    the largest, {layers[0]}: {_numbers(top.detail)}"]
 
 
 def _evidence(f: "WatchFinding") -> str:
