@@ -89,7 +89,7 @@ def test_the_wgan_critics_output_bias_gets_exactly_zero_from_torch_and_is_a_note
 
 #: A known false alarm of the global gradient-norm spike (z 8 and 3x the window's median, spikes.py):
 #: fine-tuning with frozen BatchNorm, seed 1, step 25: 1.53 against a median of 0.47, z 8.3.
-FALSE_ALARMS = {("frozen_batchnorm", 1): "grad_spike at step 25 (z 8.3, 3.2x): the global spike threshold"}
+FALSE_ALARMS: dict[tuple[str, int], str] = {}  # (run, seed) -> why it is expected to fail: none today
 
 
 @pytest.mark.slow

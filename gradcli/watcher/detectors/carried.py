@@ -5,10 +5,11 @@ adds onto those same tensors, untouched since that step (the same object, its ve
 where the step left it: `zero_()` and `grad = None` both change that), the next step applies
 the old gradient again plus the new one, and the sum grows step after step.
 
-Each parameter's `.grad` is noted after its optimizer's step (the object and its `_version`);
-the next backward compares, and a tensor that was reset leaves the list, so a healthy loop pays
-one pass over the parameters after each step that comes before a check, and one at the
-next backward. A carry is a finding only
+Each parameter's `.grad` is noted after its optimizer's step (the object and its `_version`)
+when the next check is on the health cadence (protocol.measured: checks 1, 2, 4, 8, ... and
+every --health-every-th); the next backward compares, and a tensor that was reset leaves the
+list, so a healthy loop pays one pass over the parameters after such a step and one at the
+next backward. A loop that never zeroes carries at every step, so it is found at check 2. A carry is a finding only
 when the optimizer then steps with it: a GAN's generator loss backpropagates through the
 discriminator onto gradients its step used, and the discriminator's own zero_grad() resets them
 before its next step.
@@ -27,7 +28,7 @@ from typing import Any
 import torch
 
 from .found import Found
-from .protocol import CheckedStep, Detector, Run, local
+from .protocol import CheckedStep, Detector, Run, local, next_check_measured
 
 
 
@@ -40,7 +41,7 @@ class CarriedGradients(Detector):
         self.reported = False
 
     def applied(self, step: CheckedStep) -> None:
-        if self.reported or (step.step + 1) % step.run.options.every:  # only before a checked step
+        if self.reported or not next_check_measured(step):  # only before a check on the health cadence
             self.tracked.pop(id(step.optimizer), None)
             return
         # the gradient held weakly: zero_grad(set_to_none=True) must still free it before the next forward

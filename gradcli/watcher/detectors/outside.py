@@ -4,8 +4,9 @@ put back from a copy, so the optimizer's updates are lost.
 Every in-place change of a tensor bumps its version counter (`_version`): an optimizer's update,
 `nn.init.*_`, `load_state_dict`, `p.copy_(...)` and `p.clamp_(...)` under no_grad alike (not
 `p.data.clamp_()`, which goes around autograd: such a change is not seen). The versions of an
-optimizer's parameters are noted after its step is applied (only before a step that will be
-checked) and compared at the check: a Python pass over the parameters, ~30 µs for 150 of them.
+optimizer's parameters are noted after its step is applied (only before a check on the health
+cadence: protocol.measured) and compared at that check: a Python pass over the parameters,
+~30 µs for 150 of them; once a parameter is suspected, at every check until it is judged.
 
 A bump is only a suspicion. Many changes outside the optimizer are meant: WGAN's clamping of
 the critic's weights, a max-norm renormalisation, a checkpoint loaded once to resume or to roll
@@ -38,7 +39,7 @@ import torch
 
 from ..events.opsites import LineNotes, Site
 from .found import Found
-from .protocol import CheckedStep, Detector, local
+from .protocol import CheckedStep, Detector, local, next_check_measured
 
 #: A change outside the optimizer this large against the weight's norm: re-initialised.
 REPLACED = 0.5
@@ -65,7 +66,7 @@ class ChangedOutside(Detector):
                     entry[2] = local(entry[0].detach()).clone()
             if self.sites is None:
                 self.sites = InPlaceSites(step.run.events.user_site, {id(e[0]) for e in suspects.values()}).start()
-        if (step.step + 1) % step.run.options.every == 0 or suspects:
+        if next_check_measured(step) or suspects:
             self.versions[key] = [p._version for p in step.params]
 
     def check(self, step: CheckedStep) -> list[Found]:

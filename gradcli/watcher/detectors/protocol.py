@@ -74,6 +74,20 @@ class Detector:
         return []
 
 
+def measured(checks: int, every: int) -> bool:
+    """The health cadence of the silent checks that cost a pass over the parameters: whether an
+    optimizer's `checks`-th check is measured: powers of two (early in a run), and every
+    `every`-th (--health-every; 0: none beyond the powers of two)."""
+    return checks & (checks - 1) == 0 or (every > 0 and checks % every == 0)
+
+
+def next_check_measured(step: CheckedStep) -> bool:
+    """At a step just applied: whether the optimizer's next step is checked (--every) and that
+    check is measured (above): what a detector noting this step for the next check asks."""
+    options = step.run.options
+    return (step.step + 1) % options.every == 0 and measured(step.watched.checks + 1, options.health_every)
+
+
 def graph_leaves(roots: list[Any]) -> list[torch.Tensor]:
     """The leaves backward reaches from `roots` (their AccumulateGrad nodes' variables)."""
     from ...graph.nodes import is_accumulate, walk

@@ -39,7 +39,7 @@ import torch
 
 from .found import Found
 from ..names import module_of
-from .protocol import CheckedStep, Detector, Run, local
+from .protocol import CheckedStep, Detector, Run, local, measured
 from .learning_rate import _rate
 
 
@@ -49,11 +49,6 @@ LOW = 1e-5
 HIGH = 0.5
 LOW_TIMES = 3
 HIGH_TIMES = 2
-
-
-def measured(checks: int, every: int) -> bool:
-    """Whether the `checks`-th check of an optimizer measures: powers of two, and every `every`-th."""
-    return checks & (checks - 1) == 0 or (every > 0 and checks % every == 0)
 
 
 class UpdateRatio(Detector):
