@@ -85,7 +85,9 @@ def evaluate(
     torch_dtype = resolve_dtype(dtype)
     size = next(iter(points.values())).numel() if points else 1
     rounded = {n: _rounded(v, torch_dtype) for n, v in points.items()}
-    leaves = {n: v.to(torch_dtype).to(device).clone().requires_grad_(True) for n, v in points.items()}
+    # The leaves share the points' memory where no conversion copies them (a float64 check on
+    # the cpu): the program reads its leaves and never writes them (10^7 points: 80 MB less).
+    leaves = {n: v.detach().to(torch_dtype).to(device).requires_grad_(True) for n, v in points.items()}
     try:
         auto, _ = ew.autograd(program, library, leaves, order)
     except RuntimeError as err:

@@ -160,6 +160,9 @@ class _NodeReader:
         return data
 
 
+_NUMBER = object()  # what a binding without .grad_fn gives Labels
+
+
 class Labels(dict):
     """id(grad_fn) -> the assigned names bound to its output, in order (`g = h` gives "h, g").
 
@@ -170,22 +173,28 @@ class Labels(dict):
 
     def __init__(self, bindings: Iterable[tuple[str, Any]] = ()) -> None:
         super().__init__()
-        self._alive: list[Any] = []
-        self.tensors: dict[int, str] = {}  # id(bound tensor) -> its names, for saved tensors
-        names: dict[int, list[str]] = {}
+        alive: list[tuple[Any, Any]] = []
+        self._alive = alive
+        tensors: dict[int, str] = {}  # id(bound tensor) -> its names, for saved tensors
+        self.tensors = tensors
+        more: dict[int, list[str]] = {}  # a node's names, where it has more than one
+        # Once per assignment (a 20,000-line program's 20,000): each call here counts.
         for name, value in bindings:
-            if not hasattr(value, "grad_fn"):  # a plain number
+            grad_fn = getattr(value, "grad_fn", _NUMBER)  # each read is a call into torch: read it once
+            if grad_fn is _NUMBER:  # a plain number
                 continue
-            self._alive.append(value)
-            known = self.tensors.get(id(value))
-            self.tensors[id(value)] = name if known in (None, name) else f"{known}, {name}"
-            grad_fn = value.grad_fn  # each read is a call into torch: read it once
+            alive.append((value, grad_fn))
+            key = id(value)
+            known = tensors.get(key)
+            tensors[key] = name if known is None or known == name else f"{known}, {name}"
             if grad_fn is not None:
-                self._alive.append(grad_fn)
-                bound = names.setdefault(id(grad_fn), [])
-                if name not in bound:
-                    bound.append(name)
-        self.update({key: ", ".join(bound) for key, bound in names.items()})
+                node = id(grad_fn)
+                first = self.setdefault(node, name)
+                if first != name:
+                    bound = more.setdefault(node, [first])
+                    if name not in bound:
+                        bound.append(name)
+        self.update({node: ", ".join(bound) for node, bound in more.items()})
 
 
 def leaf_ids(leaves: Mapping[str, Any]) -> dict[int, str]:

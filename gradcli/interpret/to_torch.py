@@ -212,16 +212,20 @@ class _TorchBuilder(Interpreter):
         # A number for a tensor parameter waits until every operand is known: torch's type
         # promotion decides its dtype (maximum(y, 3) stays int64 for an int64 y).
         args = [self._argument(p.kind, self.visit(a), a.span, later=True) for p, a in zip(op.params, node.args)]
-        kinds = {p.name: p.kind for p in op.params}
         kwargs: dict[str, Any] = {}
+        # Keywords are rare (a 20,000-op chain has none): their kinds are looked up only then.
+        kinds = {p.name: p.kind for p in op.params} if node.kwargs else {}
         if node.kwargs:
             kwargs = {key: self._argument(kinds[key], self.visit(value), value.span, later=True)
                       for key, value in node.kwargs}
-        operands = [v for p, v in (*zip(op.params, args), *((kinds[k], v) for k, v in kwargs.items()))
-                    if isinstance(v, tensor) and getattr(p, "kind", p) in ("tensor", "scalar")]
+        operands = [v for p, v in zip(op.params, args) if isinstance(v, tensor) and p.kind in _OPERAND_KINDS]
+        if kwargs:
+            operands += [v for k, v in kwargs.items() if isinstance(v, tensor) and kinds[k] in _OPERAND_KINDS]
         made = []  # numbers made tensors here: operands too from now on (logsumexp(0.5, dim=0)'s
         # dim must not be taken for a lone number below)
         for index, (p, value) in enumerate(zip(op.params, args)):
+            if isinstance(value, tensor):
+                continue  # neither a number for a tensor nor a float beside integers
             if (p.kind == "tensor" and _is_number(value)) or (p.kind == "scalar" and self._float_beside_integers(value, operands)):
                 args[index] = self._number(value, operands)
                 made.append(args[index])
@@ -278,6 +282,8 @@ class _TorchBuilder(Interpreter):
         return torch.tensor(value, dtype=dtype, device=self.device)
 
     def _argument(self, kind: str, value: Any, span: Span | None = None, *, later: bool = False) -> Any:
+        if kind in _TENSOR_KINDS and isinstance(value, self.torch.Tensor):
+            return value  # the common case, which every test below lets through
         if kind == "tensor" and _is_number(value):
             return value if later else self.torch.tensor(value, dtype=self.dtype, device=self.device)
         if kind == "sizes" and value is not None:
@@ -316,10 +322,12 @@ class _TorchBuilder(Interpreter):
     ) -> Any:
         if self.observe is not None:
             self.observe(name, args, kwargs or {})
-        if any(type(a) is int and not _INT64_MIN <= a <= _INT64_MAX for a in args):
-            # Constants fold exactly as Python ints; torch takes an int only within int64, so a
-            # larger one (2**70, still under MAX_CONSTANT) enters torch as the float it is.
-            args = tuple(float(a) if type(a) is int else a for a in args)
+        for a in args:  # a loop, not any(generator): this runs once per operation
+            if type(a) is int and not _INT64_MIN <= a <= _INT64_MAX:
+                # Constants fold exactly as Python ints; torch takes an int only within int64, so a
+                # larger one (2**70, still under MAX_CONSTANT) enters torch as the float it is.
+                args = tuple(float(a) if type(a) is int else a for a in args)
+                break
         try:
             result = fn(*args, **(kwargs or {}))
         except (RuntimeError, IndexError, TypeError, ValueError, OverflowError) as err:
@@ -403,6 +411,12 @@ def _hint(name: str, args: tuple[Any, ...]) -> str | None:
         # --var i=[1, 0] is a float leaf, as every written list is.
         return "an index is integer data: --var 'i=randint(0, 5, (3,))', or arange(n) in the expression"
     return None
+
+
+#: Parameter kinds whose tensors are a call's operands (for type promotion).
+_OPERAND_KINDS = frozenset({"tensor", "scalar"})
+#: Parameter kinds that take a tensor as it is (`sizes` and `tensors` read theirs).
+_TENSOR_KINDS = frozenset({"tensor", "scalar", "cond", "mask"})
 
 
 def _is_number(value: Any) -> bool:

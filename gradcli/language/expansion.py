@@ -39,12 +39,15 @@ def _program_size(program: n.Program, functions: Mapping[str, Any], sizes: dict[
     # n.walk's loop, inlined: this runs on every command, over every node of the program
     # (80,000 for a 20,000-line chain), and the generator's per-node cost was half of it.
     stack: list[n.Expr] = [s.value for s in program.statements] + [program.output]
-    children, call = n.children, n.Call
+    children, call, leaves = n.children, n.Call, n.LEAF_TYPES
     total = 0
     while stack:
         node = stack.pop()
         total += 1
-        if type(node) is call and node.func in functions and node.func not in OPS:
+        kind = type(node)
+        if kind in leaves:
+            continue
+        if kind is call and node.func in functions and node.func not in OPS:
             total += _entry_size(node.func, functions, sizes)
         stack.extend(children(node))
     return total

@@ -155,8 +155,19 @@ CONSTANTS = {"pi", "e"}
 EXPR_TYPES = (Num, Const, Name, Tuple, UnaryOp, BinOp, Compare, Call, Str, Slice, Special, Field)
 
 
+#: The expression nodes that hold no other expression.
+LEAF_TYPES = frozenset({Num, Const, Name, Str, Special})
+
+
 def children(node: Expr) -> tuple[Expr, ...]:
     """The expressions directly inside `node`, in source order."""
+    # The two commonest kinds first, by exact type (every walk of a program asks this of each
+    # node: a 20,000-line chain's 40,000): a call without keywords, and a leaf.
+    kind = type(node)
+    if kind is Call and not node.kwargs:
+        return node.args
+    if kind in LEAF_TYPES:
+        return ()
     if isinstance(node, Call):
         return (*node.args, *(value for _, value in node.kwargs))
     if isinstance(node, (BinOp, Compare)):

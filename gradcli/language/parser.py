@@ -79,6 +79,7 @@ class _Parser(AccessParser):
         self.count = 0
         self.depth = 0
         self.bound: set[str] = set()
+        self.allowed_names: set[str] = set()  # names _check_identifier accepted: each asked once
         self.variables: list[str] = []
 
     # -- entry -------------------------------------------------------------------------------
@@ -103,8 +104,9 @@ class _Parser(AccessParser):
             raise ParseError("the expression is empty", hint='give one, e.g. "x.pow(2).sum()"')
         statements: list[n.Assign] = []
         output: n.Expr | None = None
+        final = len(body) - 1
         for index, stmt in enumerate(body):
-            last = index == len(body) - 1
+            last = index == final
             if isinstance(stmt, ast.Assign):
                 assign = self.assign(stmt)
                 statements.append(assign)
@@ -166,7 +168,9 @@ class _Parser(AccessParser):
                 "an assignment binds exactly one name (h = ...)", span=self.span(stmt.targets[0])
             )
         target = stmt.targets[0]
-        name = self._check_identifier(target.id, target)
+        name = target.id
+        if name not in self.allowed_names:
+            self._check_identifier(name, target)
         if name in n.CONSTANTS:
             raise ParseError(f"'{name}' is a constant and cannot be assigned", span=self.span(target))
         value = self.expr(stmt.value)
@@ -177,6 +181,7 @@ class _Parser(AccessParser):
         if name.startswith("__") or not name.isidentifier():
             raise ParseError(f"the name '{name}' is not allowed", span=self.span(node),
                              hint="names starting with '__' are reserved")
+        self.allowed_names.add(name)
         return name
 
     # -- expressions -------------------------------------------------------------------------
@@ -235,7 +240,8 @@ class _Parser(AccessParser):
         name = node.id
         if name in n.CONSTANTS:
             return n.Const(name, span=self.span(node))
-        self._check_identifier(name, node)
+        if name not in self.allowed_names:
+            self._check_identifier(name, node)
         if name not in self.bound:
             if self.allowed_variables is not None and name not in self.allowed_variables:
                 raise UnknownNameError(
