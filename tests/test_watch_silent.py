@@ -404,3 +404,40 @@ def test_a_loss_that_never_falls_is_a_warning(tmp_path):
     assert f.warning and f.detail["from"] == pytest.approx(first, rel=1e-6)
     twin = watched(write(tmp_path, "twin", script.format(lr="0.05")))
     assert twin.ok and twin.findings == [], twin.findings
+
+
+# The same classifier compiled (aot_eager: no C++ compiler needed), with BatchNorm and dropout:
+# the compiled forward is one node in the graph, so watch reads what made the loss's input from
+# the model's eager original, run once on the step's own call. That run must leave nothing
+# behind: the weights and buffers end bit-identical to the same script run without gradcli.
+COMPILED = REPORTED.replace(
+    "        self.fc = nn.Linear", "        self.norm = nn.BatchNorm2d(8)\n        self.drop = nn.Dropout(0.3)\n"
+    "        self.fc = nn.Linear").replace(
+    "F.relu(self.conv(x))", "F.relu(self.norm(self.conv(x)))").replace(
+    "self.fc(x.flatten(1))", "self.fc(self.drop(x.flatten(1)))").replace(
+    "net = Net()", 'net = torch.compile(Net(), backend="aot_eager")').replace("range(40)", "range(8)")
+
+
+@pytest.mark.parametrize("last, criterion, kind", [
+    ("F.softmax", "nn.CrossEntropyLoss()", "activation_twice"),
+    ("F.softmax", "nn.NLLLoss()", "probabilities_to_nll"),
+    ("F.log_softmax", "nn.NLLLoss()", None)])
+def test_a_softmax_inside_a_compiled_model(tmp_path, last, criterion, kind):
+    import gradcli
+
+    path = write(tmp_path, "compiled", COMPILED.format(last=last, criterion=criterion))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain_net = runpy.run_path(str(path), run_name="__main__")["net"]
+        with gradcli.watch() as w:
+            watched_net = runpy.run_path(str(path), run_name="__main__")["net"]
+    left, right = plain_net.state_dict(), watched_net.state_dict()
+    assert list(left) == list(right) and "_orig_mod.norm.running_mean" in left
+    for key in left:
+        assert torch.equal(left[key], right[key]), key  # bit for bit, BatchNorm's statistics included
+    result = w.result
+    if kind is None:
+        assert result.ok and result.findings == [], result.findings
+        return
+    f = only(result, kind)
+    assert f.step == 1 and f.line == line_of(path, f"return {last}(")

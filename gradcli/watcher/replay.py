@@ -206,12 +206,7 @@ def _forward(calls: list[Any], recorder: ForwardRecorder) -> tuple[bool, torch.T
     root: torch.Tensor | None = None
     finite, arrived_bad = True, False
     for call in calls:
-        with torch.random.fork_rng(devices=[]), ExitStack() as autocast:
-            torch.random.set_rng_state(call.rng)
-            for device, dtype in call.autocast:  # the real step's float16 ops compute in float16 again
-                autocast.enter_context(torch.autocast(device, dtype=dtype))
-            with recorder:
-                out = _local(call.module)(*detached(call.args), **detached(call.kwargs or {}))
+        out = eager_again(call, recorder)
         tensors = [t for t in output_tensors(out) if t.requires_grad]
         for tensor, grad in zip(tensors, call.grads):
             if not bool(torch.isfinite(tensor.detach()).all()):
@@ -223,6 +218,19 @@ def _forward(calls: list[Any], recorder: ForwardRecorder) -> tuple[bool, torch.T
             term = (tensor * grad.detach()).sum()
             root = term if root is None else root + term
     return finite, root, arrived_bad
+
+
+def eager_again(call: Any, *within: Any) -> Any:
+    """A recorded model call run again through its eager module (`_local`), from the random
+    state and under the autocast it ran with (the real step's float16 ops compute in float16
+    again), inside the context managers `within` (a recorder, a mode)."""
+    with torch.random.fork_rng(devices=[]), ExitStack() as stack:
+        torch.random.set_rng_state(call.rng)
+        for device, dtype in call.autocast:
+            stack.enter_context(torch.autocast(device, dtype=dtype))
+        for context in within:
+            stack.enter_context(context)
+        return _local(call.module)(*detached(call.args), **detached(call.kwargs or {}))
 
 
 def _local(module: torch.nn.Module) -> torch.nn.Module:

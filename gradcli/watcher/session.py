@@ -24,8 +24,9 @@ import sys
 import time
 import warnings
 import weakref
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
@@ -234,6 +235,16 @@ class Watch:
                 self.trackers.remove(tracker)
 
         return untrack
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """While gradcli runs the model itself (a replay, a rerun of a call): its calls, backward
+        passes and steps are not the run's."""
+        self._paused = True
+        try:
+            yield
+        finally:
+            self._paused = False
 
     # -- what the run does -----------------------------------------------------------------
     def _on_backward(self, tensors: Any, *args: Any, **kwargs: Any) -> Any:
@@ -482,13 +493,11 @@ class Watch:
         if self.options.replay and all(math.isfinite(v) for v in reading.losses):
             from .scaler import fitting_scale
 
-            self._paused = True
-            try:
-                fits = fitting_scale(list(self.calls), params, scale)
-            except Exception:  # noqa: BLE001 - an estimate that fails must not hide the stop
-                fits = None
-            finally:
-                self._paused = False
+            with self.paused():
+                try:
+                    fits = fitting_scale(list(self.calls), params, scale)
+                except Exception:  # noqa: BLE001 - an estimate that fails must not hide the stop
+                    fits = None
         if fits is not None:
             note += (f"; the step's unscaled gradients would fit float16 at a scale of {fits:g}" +
                      (" (below 1: the model's own gradients overflow float16, whatever the scaler does)" if fits < 1
@@ -515,21 +524,20 @@ class Watch:
             from .replay import replay
 
             started = time.perf_counter()
-            self._paused = True
-            try:
-                if self.dropped:
-                    raise RuntimeError(f"the step made more than {MAX_CALLS} model calls; only the latest were kept")
-                replay(stop, list(self.calls), dict(zip(names, params)), self.names.modules)
-            except Exception as err:  # noqa: BLE001 - a replay that fails must not hide the stop
-                stop.replay = Replay("not_replayed", why_not=f"the replay failed: {type(err).__name__}: {err}")
-            try:
-                if stop.origin is None and self.loss_replay is not None:  # the trainer's own step code again
-                    self.loss_replay(stop, dict(zip(names, params)), self.names.modules)
-            except Exception as err:  # noqa: BLE001
-                stop.replay = Replay("not_replayed", why_not=(f"{stop.replay.why_not}; " if stop.replay and stop.replay.why_not
-                                                              else "") + f"its loss code failed: {type(err).__name__}: {err}")
-            finally:
-                self._paused = False
+            with self.paused():
+                try:
+                    if self.dropped:
+                        raise RuntimeError(f"the step made more than {MAX_CALLS} model calls; only the latest were kept")
+                    replay(stop, list(self.calls), dict(zip(names, params)), self.names.modules)
+                except Exception as err:  # noqa: BLE001 - a replay that fails must not hide the stop
+                    stop.replay = Replay("not_replayed", why_not=f"the replay failed: {type(err).__name__}: {err}")
+                try:
+                    if stop.origin is None and self.loss_replay is not None:  # the trainer's own step code again
+                        self.loss_replay(stop, dict(zip(names, params)), self.names.modules)
+                except Exception as err:  # noqa: BLE001
+                    stop.replay = Replay("not_replayed", why_not=(f"{stop.replay.why_not}; " if stop.replay and
+                                                                  stop.replay.why_not else "")
+                                         + f"its loss code failed: {type(err).__name__}: {err}")
             if stop.replay is not None:
                 stop.replay.seconds = time.perf_counter() - started
             stop.rows = rows_of(self, optimizer, params)  # which rows of the batch carry it (watcher/rows/)

@@ -14,7 +14,8 @@ saved tensor still alive):
   compares every output with every target (an `[N, N]` loss). In the graph: the loss's input
   passes through ExpandBackward0, whose saved size is the output's, to the loss's saved size.
 
-The lines are the calls' own, noted while the first step ran (events/opsites.py).
+The lines are the calls' own, noted while the first step ran (events/opsites.py). A compiled
+model's output is one opaque node: what made it is read from its eager original (_inside_compiled).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 import torch
 
+from ..events.opsites import Site
 from .found import Found
 from .protocol import Detector, Run
 
@@ -59,11 +61,9 @@ class LossInput(Detector):
 
     def _twice(self, run: Run, node: Any, name: str, sites: dict) -> None:
         own, given, function = _APPLIES[name]
-        below = _input(node)
-        if name == "NllLossBackward0" and _through_reshapes(below) is not None \
-                and _through_reshapes(below).name() == "SoftmaxBackward0":  # nll_loss(softmax(z)): the log is missing
-            softmax = _through_reshapes(below)
-            _, site, _ = sites.get(softmax, ("softmax", None, []))
+        below, output = _feeding(node)
+        made, site = _made(run, below, output, sites)
+        if name == "NllLossBackward0" and made == "SoftmaxBackward0":  # nll_loss(softmax(z)): the log is missing
             _, loss_site, _ = sites.get(node, ("nll_loss", None, []))
             run.pending.append(Found("probabilities_to_nll", [], {"loss": "nll_loss", "activation_line": _line(site),
                                                                   "loss_line": _line(loss_site)},
@@ -72,12 +72,11 @@ class LossInput(Detector):
         if own is not None:
             if below is None or below.name() != own:
                 return
-            below = _input(below)
-        below = _through_reshapes(below)
-        if below is None or below.name() != given:
+            below, output = _feeding(below)
+            made, site = _made(run, below, output, sites)
+        if made != given:
             return
         activation = "softmax" if given == "SoftmaxBackward0" else "sigmoid"
-        used, site, _ = sites.get(below, (activation, None, []))
         loss_call, loss_site, _ = sites.get(node, (function, None, []))
         run.pending.append(Found(
             "activation_twice", [], {"activation": activation, "loss": _loss_name(loss_call, function),
@@ -108,6 +107,56 @@ def _input(node: Any) -> Any:
 
     inputs = inputs_of(node)
     return inputs[0] if inputs else None
+
+
+def _feeding(node: Any) -> tuple[Any, int]:
+    """The node that made `node`'s first input, past reshapes, and which of its outputs it was."""
+    from ...graph.nodes import edges
+
+    below, output = (edges(node) or [(None, 0)])[0]
+    while below is not None and below.name() in _RESHAPES:
+        below, output = (edges(below) or [(None, 0)])[0]
+    return below, output
+
+
+def _made(run: Run, node: Any, output: int, sites: dict) -> tuple[str | None, Site | None]:
+    """The operation that made a loss's input, and the user line that called it. A compiled
+    model's output comes from one opaque node (CompiledFunctionBackward): what made it is read
+    from the model's eager original, run once on the step's own call."""
+    if node is None:
+        return None, None
+    if "CompiledFunction" in node.name():
+        return _inside_compiled(run, output)
+    return node.name(), sites.get(node, (None, None, []))[1]
+
+
+def _inside_compiled(run: Run, output: int) -> tuple[str | None, Site | None]:
+    """Run the step's compiled call again through its eager module (once per run, only when a
+    loss is fed straight from a compiled model): its output's own node, and the line that made
+    it (the model's own line, else the line that called the model). The buffers are put back
+    and the random state is the call's: the run goes on as it would have."""
+    from ..calls import buffers_restored, output_tensors
+    from ..events.opsites import OpSites
+    from ..replay import eager_again, quiet_compiler
+
+    call = next((c for c in reversed(run.calls) if hasattr(c.module, "_orig_mod") and c.kwargs is not None), None)
+    if call is None or run.opsites is None:
+        return None, None
+    notes = OpSites(run.opsites.user_site)
+    try:
+        with run.paused(), buffers_restored([call.module]), quiet_compiler(), torch.enable_grad():
+            out = eager_again(call, notes)
+    except Exception:  # noqa: BLE001 - a model that cannot run eagerly here keeps its compiled node unread
+        return None, None
+    tensors = [t for t in output_tensors(out) if t.requires_grad]
+    if len(tensors) != 1 and output >= len(tensors):
+        return None, None
+    made = _through_reshapes(tensors[0 if len(tensors) == 1 else output].grad_fn)
+    if made is None:
+        return None, None
+    site = notes.sites.get(made, (None, None, []))[1]
+    # no line of the model's own (nn.Sequential's): the first user frame is the loop's backward()
+    return made.name(), call.site if site is None or site == run.backward_site else site
 
 
 def _through_reshapes(node: Any) -> Any:

@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, ContextManager, Protocol
 
 import torch
 
+from ..calls import Call
 from ..events import OpSites, RunEvents
 from ..names import Names
 from ..options import WatchOptions
@@ -37,6 +38,10 @@ class Run(Protocol):
     backward_site: tuple[str, int] | None  # the user's line of the last backward()
     pending: list[Found]  # findings made at a backward, reported at the next check
     watched: dict[int, Any]  # id(optimizer) -> its Stepped
+    calls: list[Call]  # the models' top-level calls of this step, kept to replay them
+
+    def paused(self) -> ContextManager[None]:
+        """While a detector runs a model itself: its calls are not the run's."""
 
 
 @dataclass
