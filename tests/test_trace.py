@@ -21,6 +21,17 @@ def test_backward_fills_leaf_grad_with_2x():
     assert result.problems == []
 
 
+def test_inputs_given_as_a_dict_are_the_same_as_var_texts():
+    """gradcli.trace(text, {"x": 0.5}) as check takes it; not the dict's keys read as --var texts."""
+    by_dict = trace("x * sin(x)", {"x": 0.5})
+    x = torch.tensor(0.5, dtype=torch.float64, requires_grad=True)
+    (x * torch.sin(x)).backward()
+    assert by_dict.leaves[0].grad == pytest.approx(x.grad.item(), rel=0, abs=1e-15)
+    assert by_dict.leaves[0].grad == trace("x * sin(x)", ["x=0.5"]).leaves[0].grad
+    with pytest.raises(GradcliError, match="given twice"):
+        trace("x * sin(x)", {"x": 0.5}, ["x=1.0"])
+
+
 def test_same_seed_same_values():
     first = trace("x.sum()", ["x=randn(4)"], seed=7)
     again = trace("x.sum()", ["x=randn(4)"], seed=7)

@@ -82,7 +82,7 @@ def bind_inputs(
     except TypeError as err:
         raise UsageError(f"the inputs do not fit {where}{signature}: {err}") from None
     specs: dict[str, VarSpec] = {}
-    parsed = [parse_var(option) for option in variables]
+    parsed = [option if isinstance(option, VarSpec) else parse_var(option) for option in variables]
     renamed = _sole_input(params, given, parsed, loss_names) if data_inputs else {}
     for spec in parsed:
         if spec.name in renamed:

@@ -47,7 +47,7 @@ def trace(
     """Trace `target` and return what `gradcli trace` renders.
 
     `target` is an expression's text with its `--var` texts as `inputs` (one list of them:
-    `trace("x*x", ["x=2.0"])`); code named as `"model.py:NAME"` or `"package.module:NAME"`
+    `trace("x*x", ["x=2.0"])`, or a dict by name: `trace("x*x", {"x": 2.0})`); code named as `"model.py:NAME"` or `"package.module:NAME"`
     (inputs: `--var` texts; `init`: `--init KEY=VALUE` texts); an nn.Module, a function or an
     autograd.Function called with `inputs` (tensors; other keywords are inputs by name, for
     forward or for `loss`); or a `Target`. `loss` reduces a code
