@@ -387,3 +387,32 @@ def test_the_parser_knows_no_library_until_given_one():
     expected = n.Call("swish", (n.Name("x"),), (), False)
     assert parser.parse("swish(x)", default_library().functions).output == expected
     assert gradcli.parse("swish(x)").output == expected
+
+
+REPEATED = {
+    "lines whole alone": "h = sin(x)\nh = sin(h)\n\n# a comment\nh = sin(h); g = h * 2\nh = sin(h)\nh = sin(g)\nh",
+    "a bracket continued": "h = sin(x)\nh = sin(h)\nh = (h +\n  x)\nh = sin(h)\nh = sin(h)\nh",
+    "a backslash continued": "h = sin(x)\nh = sin(h) + \\\n  x\nh = sin(h)\nh = sin(h)\nh",
+}
+
+
+@pytest.mark.parametrize("source", REPEATED.values(), ids=REPEATED.keys())
+def test_each_statement_keeps_the_lines_python_gives_it(source):
+    """Repeated lines are parsed once (refusals.python_statements); the spans are still the
+    lines and columns Python's parse of the whole text gives."""
+    import ast
+
+    program = parse(source)
+    whole = ast.parse(source).body
+    assigned = [(s.lineno, s.col_offset, s.end_lineno, s.end_col_offset) for s in whole if isinstance(s, ast.Assign)]
+    assert [(a.span.line, a.span.col, a.span.end_line, a.span.end_col) for a in program.statements] == assigned
+    last = whole[-1].value
+    span = program.output.span
+    assert (span.line, span.col, span.end_line, span.end_col) == (last.lineno, last.col_offset, last.end_lineno, last.end_col_offset)
+
+
+@pytest.mark.parametrize("continued", [False, True])
+def test_an_unknown_function_on_a_repeated_line_is_pointed_at_its_own_line(continued):
+    lines = ["h = sin(x)"] + ["h = sin(h)"] * 5 + (["h = (h +", "  x)"] if continued else []) + ["h = sinn(h)", "h"]
+    err = refused("\n".join(lines), UnknownNameError)
+    assert err.span.line == len(lines) - 1

@@ -30,7 +30,7 @@ from ..errors import (
 from . import nodes as n
 from .access import AccessParser
 from .ops import OPS, Param
-from .refusals import BINOP_HINTS, MODULE_PREFIXES, did_you_mean, op_text, python_parse, refusal
+from .refusals import BINOP_HINTS, MODULE_PREFIXES, did_you_mean, op_text, python_statements, refusal
 from .signatures import Signature, bind, is_constant, is_dim, signature_text
 
 _BINOPS = {
@@ -78,6 +78,7 @@ class _Parser(AccessParser):
         self.all_ascii = all(self.ascii)
         self.count = 0
         self.depth = 0
+        self.lines_before = 0  # the statement being read: its nodes' line numbers are its own (refusals.py)
         self.bound: set[str] = set()
         self.allowed_names: set[str] = set()  # names _check_identifier accepted: each asked once
         self.variables: list[str] = []
@@ -94,8 +95,7 @@ class _Parser(AccessParser):
             raise ParseError("the expression contains a null byte", span=self._offset_span(source.index("\x00")))
         if not source.strip():
             raise ParseError("the expression is empty", hint='give one, e.g. "x.pow(2).sum()"')
-        tree = python_parse(source)
-        body = tree.body
+        body = python_statements(source)
         if len(body) > limits.MAX_STATEMENTS:
             raise LimitError(
                 f"the program has {len(body):,} statements; the limit is {limits.MAX_STATEMENTS:,}"
@@ -105,7 +105,8 @@ class _Parser(AccessParser):
         statements: list[n.Assign] = []
         output: n.Expr | None = None
         final = len(body) - 1
-        for index, stmt in enumerate(body):
+        for index, (lines_before, stmt) in enumerate(body):
+            self.lines_before = lines_before
             last = index == final
             if isinstance(stmt, ast.Assign):
                 assign = self.assign(stmt)
@@ -145,10 +146,11 @@ class _Parser(AccessParser):
     def span(self, node: ast.AST) -> Span:
         # Called for every node: a 20,000-statement program makes 60,000 spans.
         end_col = node.end_col_offset  # type: ignore[attr-defined]
+        before = self.lines_before
         if self.all_ascii and end_col is not None:
-            return Span(node.lineno, node.col_offset, node.end_lineno, end_col)  # type: ignore[attr-defined]
-        line = node.lineno  # type: ignore[attr-defined]
-        end_line = node.end_lineno or line  # type: ignore[attr-defined]
+            return Span(node.lineno + before, node.col_offset, node.end_lineno + before, end_col)  # type: ignore[attr-defined]
+        line = node.lineno + before  # type: ignore[attr-defined]
+        end_line = (node.end_lineno or node.lineno) + before  # type: ignore[attr-defined]
         col = node.col_offset  # type: ignore[attr-defined]
         if end_col is None:
             end_col = col + 1
