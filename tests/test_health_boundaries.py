@@ -202,3 +202,23 @@ def test_a_nonfinite_gradient_says_nan_or_inf_as_torch_finds_it(gain, kind):
     third = {p.name: p for p in result.params}["knobs.2"]
     assert third.flags == ["NONFINITE"] and third.findings[0].reason.startswith(f"{kind} in its gradient")
     assert [p.flags for p in result.params[:2]] == [[], []] and not result.ok
+
+
+@pytest.mark.parametrize("offset", [0, DOWN])
+def test_in_a_split_under_the_band_a_knob_at_its_floor_is_not_vanishing(offset):
+    """Median 1e-6, anchor 1.0; a fifth knob at the band's floor (3e-4, in it) is judged by the
+    median (within the spread: nothing), one float below it vanishes with the median's side."""
+    gain = HEALTHY_LOW if offset == 0 else math.nextafter(HEALTHY_LOW, offset)
+    result, truth, params = _run([1e-6, 1e-6, 1e-6, gain, 1.0])
+    below = truth["knobs.3"] < HEALTHY_LOW
+    assert [f.flag for f in params["knobs.3"].findings] == (["VANISHING"] if below else [])
+    assert [f.flag for f in params["knobs.0"].findings] == ["VANISHING"] and params["knobs.4"].findings == []
+
+
+@pytest.mark.parametrize("offset", [0, UP])
+def test_in_a_split_over_the_band_a_knob_at_its_ceiling_is_not_exploding(offset):
+    gain = HEALTHY_HIGH if offset == 0 else math.nextafter(HEALTHY_HIGH, offset)
+    result, truth, params = _run([2e3, 2e3, 2e3, gain, 0.05])
+    above = truth["knobs.3"] > HEALTHY_HIGH
+    assert [f.flag for f in params["knobs.3"].findings] == (["EXPLODING"] if above else [])
+    assert [f.flag for f in params["knobs.0"].findings] == ["EXPLODING"] and params["knobs.4"].findings == []
