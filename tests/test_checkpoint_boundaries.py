@@ -1,0 +1,165 @@
+"""`memory`'s checkpoint advice (footprint/checkpoint.py) at the cases that decide it.
+
+The bytes are torch's: a saved_tensors_hooks counter (every saved storage once, while a graph
+holds it) around the plain run and around the run with torch.utils.checkpoint applied to the
+module by hand. The forward times are the machine's, so they are fixed by the test (as in
+test_memory.py's ranking test): the advice leaves out a module whose forward is more than 80%
+of the model's, and one nested in a module already chosen, where nested means a path below it
+("b1.0" under "b1"), not a name that starts alike ("b10" beside "b1"). A storage is freed only
+when every node that saved it ran inside the module: one saved outside too stays alive.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+
+import pytest
+import torch
+from torch import nn
+
+import gradcli
+
+
+def square(out):
+    return out.pow(2).mean()
+
+
+class _Box:
+    def __init__(self, value):
+        self.value = value
+
+
+class Counter:
+    """Every saved storage once, by address, counted while some graph still holds it."""
+
+    def __init__(self):
+        self.sizes, self.boxes = [], []
+
+    def pack(self, tensor):
+        box = _Box(tensor.detach())
+        self.sizes.append((tensor.untyped_storage().data_ptr(), tensor.untyped_storage().nbytes()))
+        self.boxes.append(weakref.ref(box))
+        return box
+
+    def unpack(self, box):
+        return box.value
+
+    def total(self, leave_out):
+        alive = {ptr: size for (ptr, size), ref in zip(self.sizes, self.boxes) if ref() is not None}
+        return sum(size for ptr, size in alive.items() if ptr not in leave_out)
+
+
+def torch_drop(model, x, path):
+    """The saved bytes torch's own checkpoint of `path` frees."""
+    own = {t.untyped_storage().data_ptr() for t in (*model.parameters(), x)}
+    counter = Counter()
+    with torch.autograd.graph.saved_tensors_hooks(counter.pack, counter.unpack):
+        plain = square(model(x))
+    before = counter.total(own)
+    module = model.get_submodule(path)
+    module.forward = lambda *a, f=module.forward: torch.utils.checkpoint.checkpoint(f, *a, use_reentrant=False)
+    try:
+        counter = Counter()
+        with torch.autograd.graph.saved_tensors_hooks(counter.pack, counter.unpack):
+            tried = square(model(x))
+        return before - counter.total(own)
+    finally:
+        del module.forward, plain, tried
+
+
+class Twins(nn.Module):
+    """Two blocks whose names start alike (b10 is not inside b1), a block inside b1 that frees
+    bytes of its own (b1.0), a block whose input nobody saved (b10 starts with a Tanh, which
+    saves its output: a checkpoint must keep b10's input, torch's bytes count it), and a head
+    that frees nothing (a Linear saves its input, which a checkpoint keeps anyway)."""
+
+    def __init__(self):
+        super().__init__()
+        self.b1 = nn.Sequential(nn.Sequential(nn.Linear(8, 32), nn.Tanh(), nn.Linear(32, 32)), nn.Tanh(), nn.Linear(32, 8))
+        self.b10 = nn.Sequential(nn.Tanh(), nn.Linear(8, 32), nn.Tanh(), nn.Linear(32, 8))
+        self.head = nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.head(self.b10(self.b1(x)))
+
+
+PATHS = ("b1", "b1.0", "b10", "head")
+
+
+def _fixed_seconds(monkeypatch, model, seconds):
+    from gradcli.footprint import checkpoint as advice
+
+    every = {path: 1.0 for path, _ in model.named_modules()}  # the rest: slow, ranked last
+    every.update(seconds)
+    monkeypatch.setattr(advice, "forward_seconds", lambda run: (dict(every), every[""]))
+    # the timed runs repeat until 0.3 s of CPU: timings only, never the advice's input
+    monkeypatch.setattr(advice, "timed_pair", lambda run, params, applied, repeats: (1.0, 1.0))
+
+
+@pytest.fixture
+def twins():
+    torch.manual_seed(0)
+    model, x = Twins(), torch.randn(16, 8)
+    drops = {path: torch_drop(model, x, path) for path in PATHS}
+    assert drops["b1"] > 0 and drops["b1.0"] > 0 and drops["b10"] > 0 and drops["head"] == 0
+    return model, x, drops
+
+
+def _advised(model, x, drops, count):
+    result = gradcli.memory(model, x, loss=square, checkpoint=count, create_graph=False, repeats=1)
+    trials = [trial for trial in result.checkpoint if trial.segments is None]  # not a stack's segments
+    for trial in trials:  # each prediction is torch's drop, and so is the rerun's
+        assert trial.predicted_freed == drops[trial.module] == trial.saved_bytes_before - trial.saved_bytes_after
+    return [trial.module for trial in trials]
+
+
+@pytest.mark.parametrize("b1_seconds", [8.0, math.nextafter(8.0, math.inf)])
+def test_a_module_is_advised_up_to_and_at_80_percent_of_the_forward(monkeypatch, twins, b1_seconds):
+    """b1 takes 8 s of a 10 s forward (0.8 * 10.0 is 8.0 in floats), or one float more."""
+    _fixed_seconds(monkeypatch, twins[0], {"": 10.0, "b1": b1_seconds, "b10": 0.001, "b1.0": 9.0})
+    advised = _advised(*twins, count=2)
+    assert ("b1" in advised) is (b1_seconds <= 0.8 * 10.0)
+    assert "b10" in advised
+
+
+def test_a_module_inside_a_chosen_one_is_not_chosen_and_a_name_starting_alike_is_not_inside(monkeypatch, twins):
+    _fixed_seconds(monkeypatch, twins[0], {"": 10.0, "b1": 1e-6, "b1.0": 1e-5, "b10": 1e-3, "head": 1e-3})
+    assert _advised(*twins, count=2) == ["b1", "b10"]
+
+
+def test_a_module_around_a_chosen_one_is_not_chosen(monkeypatch, twins):
+    _fixed_seconds(monkeypatch, twins[0], {"": 10.0, "b1.0": 1e-6, "b1": 1e-5, "b10": 1e-3, "head": 1e-3})
+    assert _advised(*twins, count=2) == ["b1.0", "b10"]
+
+
+def test_the_advice_stops_at_the_count_and_never_advises_a_module_that_frees_nothing(monkeypatch, twins):
+    _fixed_seconds(monkeypatch, twins[0], {"": 10.0, "b1": 1e-6, "b1.0": 1e-5, "b10": 1e-3, "head": 1e-9})
+    assert _advised(*twins, count=1) == ["b1"]
+    assert _advised(*twins, count=3) == ["b1", "b10"]  # head frees 0 bytes, b1.0 is inside b1
+
+
+class SharedOutput(nn.Module):
+    """inner's last Tanh output is saved by the Tanh (inside) and by the square outside: a
+    checkpoint of inner cannot free it; the first Tanh's output is saved inside only."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = nn.Sequential(nn.Linear(8, 32), nn.Tanh(), nn.Linear(32, 32), nn.Tanh())
+        self.head = nn.Linear(32, 4)
+
+    def forward(self, x):
+        h = self.inner(x)
+        return self.head(h * h)
+
+
+def test_a_storage_saved_inside_and_outside_the_module_is_not_freed(monkeypatch):
+    torch.manual_seed(0)
+    model, x = SharedOutput(), torch.randn(16, 8)
+    drop = torch_drop(model, x, "inner")
+    assert drop == 16 * 32 * 4  # the first Tanh's output only: torch kept the shared one
+    _fixed_seconds(monkeypatch, model, {"": 10.0, "inner": 0.001, "head": 5.0})
+    result = gradcli.memory(model, x, loss=square, checkpoint=1, create_graph=False, repeats=1)
+    (trial,) = [trial for trial in result.checkpoint if trial.segments is None]  # not the stack's segments
+    assert trial.module == "inner"
+    assert trial.predicted_freed == drop == trial.saved_bytes_before - trial.saved_bytes_after

@@ -1,0 +1,224 @@
+"""`grads`' size verdicts at their boundaries, on both sides, with torch's numbers.
+
+Each parameter here is one float64 knob `k` (value 1) and the output is `sum(gain * k * x)`
+with x = 1, so torch's gradient of knob i is exactly its gain and ‖grad‖/‖param‖ is the gain
+to the last bit: a ratio can be put exactly on a threshold, or one float either side of it.
+Every test first checks that gradcli's ratios are torch's (autograd.grad and vector_norm, here),
+then that the flag is there exactly where torch's number crosses the bound (verdicts.py,
+thresholds.py): `>` against `>=`, `<=` against `<`, the median's count, the yardstick's
+inclusive bounds, the split's band and anchors.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import pytest
+import torch
+from torch import nn
+
+import gradcli
+from gradcli.health.thresholds import HEALTHY_HIGH, HEALTHY_LOW
+
+DOWN, UP = -math.inf, math.inf
+
+
+class Knobs(nn.Module):
+    """One float64 parameter per gain; the gradient of knob i is gain i times x."""
+
+    def __init__(self, gains, size: int = 1):
+        super().__init__()
+        self.gains = [float(g) for g in gains]
+        self.knobs = nn.ParameterList(nn.Parameter(torch.ones(size, dtype=torch.float64)) for _ in gains)
+
+    def forward(self, x):
+        return sum(g * (k * x).sum() for g, k in zip(self.gains, self.knobs))
+
+
+def _torch_ratios(model: nn.Module, x: torch.Tensor) -> dict[str, float]:
+    """‖grad‖/‖param‖ of each parameter, from torch alone."""
+    named = list(model.named_parameters())
+    grads = torch.autograd.grad(model(x), [p for _, p in named])
+    return {name: (torch.linalg.vector_norm(g) / torch.linalg.vector_norm(p.detach())).item()
+            for (name, p), g in zip(named, grads)}
+
+
+def _run(gains, **options):
+    model, x = Knobs(gains), torch.ones(1, dtype=torch.float64)
+    truth = _torch_ratios(model, x)
+    result = gradcli.grads(model, x, **options)
+    assert {p.name: p.ratio for p in result.params} == truth  # gradcli's numbers are torch's
+    return result, truth, {p.name: p for p in result.params}
+
+
+def _findings(param, flag):
+    return [f.reason for f in param.findings if f.flag == flag]
+
+
+@pytest.mark.parametrize("gain", [math.nextafter(1e4, DOWN), 1e4, math.nextafter(1e4, UP)])
+def test_exploding_begins_one_float_above_the_explode_bound(gain):
+    result, truth, params = _run([1.0, 2.0, 3.0, gain])
+    last = params["knobs.3"]
+    assert bool(_findings(last, "EXPLODING")) is (truth["knobs.3"] > 1e4)
+    if truth["knobs.3"] > 1e4:
+        assert _findings(last, "EXPLODING") == ["‖grad‖/‖param‖ above 10000: one SGD step would dwarf the weights"]
+    assert all(not p.findings for name, p in params.items() if name != "knobs.3")
+
+
+@pytest.mark.parametrize("gain", [math.nextafter(1e-7, DOWN), 1e-7, math.nextafter(1e-7, UP)])
+def test_vanishing_begins_one_float_below_the_vanish_bound(gain):
+    """spread 1e12 keeps the median's rule out: only the absolute bound speaks."""
+    result, truth, params = _run([1.0, 1.0, 1.0, gain], spread=1e12)
+    expected = ["‖grad‖/‖param‖ below 1e-07: an SGD step cannot change it"] if truth["knobs.3"] < 1e-7 else []
+    assert _findings(params["knobs.3"], "VANISHING") == expected
+
+
+@pytest.mark.parametrize("offset", [DOWN, 0, UP])
+def test_the_median_rule_below_flags_only_past_median_over_spread(offset):
+    bound = 1.0 / 1e4  # the median of [1, 1, 1, g] is 1 for any g < 1
+    gain = bound if offset == 0 else math.nextafter(bound, offset)
+    result, truth, params = _run([1.0, 1.0, 1.0, gain])
+    median = statistics.median(truth.values())
+    assert result.median_ratio == median == 1.0
+    below = truth["knobs.3"] < median / 1e4
+    assert [f.flag for f in params["knobs.3"].findings] == (["VANISHING"] if below else [])
+    if below:
+        assert "more than 10000x below the model's median 1" in params["knobs.3"].findings[0].reason
+
+
+@pytest.mark.parametrize("offset", [DOWN, 0, UP])
+def test_the_median_rule_above_flags_only_past_median_times_spread(offset):
+    gain = 100.0 if offset == 0 else math.nextafter(100.0, offset)
+    result, truth, params = _run([1.0, 1.0, 1.0, gain], spread=100.0, explode=1e9)
+    median = statistics.median(truth.values())
+    above = truth["knobs.3"] > median * 100.0
+    assert [f.flag for f in params["knobs.3"].findings] == (["EXPLODING"] if above else [])
+    if above:
+        assert "more than 100x above the model's median 1" in params["knobs.3"].findings[0].reason
+
+
+@pytest.mark.parametrize("gains", [[1.0, 1e-6], [1.0, 1.0, 1e-6], [1.0, 1.0, 1.0, 1e-6]])
+def test_the_median_needs_three_ratios(gains):
+    """Two ratios give no median (no relative verdict); three or more do."""
+    result, truth, params = _run(gains)
+    if len(truth) >= 3:
+        assert result.median_ratio == statistics.median(truth.values())
+    else:
+        assert result.median_ratio is None
+    last = params[f"knobs.{len(gains) - 1}"]
+    assert [f.flag for f in last.findings] == (["VANISHING"] if len(truth) >= 3 else [])
+
+
+@pytest.mark.parametrize("explode", [1.0, math.nextafter(1.0, DOWN)])
+def test_the_median_judges_up_to_and_at_the_explode_bound(explode):
+    """The median (1.0) judges the others while it is within [vanish, explode], bounds included."""
+    result, truth, params = _run([1e-6, 1.0, 5.0], explode=explode)
+    judged = result.median_ratio <= explode
+    assert _findings(params["knobs.0"], "VANISHING") != [] if judged else params["knobs.0"].findings == []
+    assert [f.flag for f in params["knobs.2"].findings] == ["EXPLODING"]  # 5 > explode either way
+
+
+@pytest.mark.parametrize("vanish", [1.0, math.nextafter(1.0, UP)])
+def test_the_median_judges_down_to_and_at_the_vanish_bound(vanish):
+    result, truth, params = _run([0.5, 1.0, 2e4], vanish=vanish, explode=1e5)
+    judged = result.median_ratio >= vanish
+    assert [f.flag for f in params["knobs.2"].findings] == (["EXPLODING"] if judged else [])
+    assert [f.flag for f in params["knobs.0"].findings] == ["VANISHING"]  # 0.5 < vanish either way
+
+
+@pytest.mark.parametrize("anchor", [1e3, math.nextafter(1e3, UP)])
+def test_a_split_needs_its_anchor_inside_the_healthy_band(anchor):
+    """Median 1e-6 (below the band) and one knob at the band's top: the three at the median
+    vanish (the split's words); one float above the band the anchor is not healthy, and it is
+    the one off (over the median by more than the spread)."""
+    result, truth, params = _run([1e-6, 1e-6, 1e-6, anchor])
+    in_band = HEALTHY_LOW <= truth["knobs.3"] <= HEALTHY_HIGH
+    assert in_band is (anchor == 1e3)
+    for name in ("knobs.0", "knobs.1", "knobs.2"):
+        found = params[name].findings
+        assert [f.flag for f in found] == (["VANISHING"] if in_band else [])
+        if in_band:
+            assert "under the healthy band (0.0003 to 1000), as the model's median 1e-06 is" in found[0].reason
+            assert "knobs.3, which is in the band: the loss barely depends on it" in found[0].reason
+    assert [f.flag for f in params["knobs.3"].findings] == ([] if in_band else ["EXPLODING"])
+
+
+@pytest.mark.parametrize("offset", [0, UP])
+def test_a_split_anchor_must_be_more_than_spread_from_the_median(offset):
+    bound = 1e-6 * 1e4  # the median times the spread, as Python rounds it
+    gain = bound if offset == 0 else math.nextafter(bound, offset)
+    result, truth, params = _run([1e-6, 1e-6, 1e-6, gain])
+    anchored = truth["knobs.3"] > result.median_ratio * 1e4
+    assert [f.flag for f in params["knobs.0"].findings] == (["VANISHING"] if anchored else [])
+    assert params["knobs.3"].findings == []
+
+
+@pytest.mark.parametrize("median", [HEALTHY_LOW, math.nextafter(HEALTHY_LOW, DOWN)])
+def test_no_split_while_the_median_is_in_the_band_its_edge_included(median):
+    result, truth, params = _run([median, median, median, 1.0], spread=100.0)
+    assert result.median_ratio == median
+    split = not (HEALTHY_LOW <= median <= HEALTHY_HIGH)
+    assert [f.flag for f in params["knobs.0"].findings] == (["VANISHING"] if split else [])
+    assert [f.flag for f in params["knobs.3"].findings] == ([] if split else ["EXPLODING"])
+
+
+@pytest.mark.parametrize("median", [HEALTHY_HIGH, math.nextafter(HEALTHY_HIGH, UP)])
+def test_a_split_over_the_band_says_the_median_side_explodes(median):
+    result, truth, params = _run([median, median, median, 0.05])
+    split = median > HEALTHY_HIGH
+    assert [f.flag for f in params["knobs.0"].findings] == (["EXPLODING"] if split else [])
+    if split:
+        assert "over the healthy band" in params["knobs.0"].findings[0].reason
+        assert "a step that suits it would dwarf these weights" in params["knobs.0"].findings[0].reason
+    assert [f.flag for f in params["knobs.3"].findings] == ([] if split else ["VANISHING"])
+
+
+@pytest.mark.parametrize("x", [[0.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+def test_zero_only_when_every_element_of_the_gradient_is_zero(x):
+    model, inputs = Knobs([1.0, 1.0, 1.0], size=2), torch.tensor(x, dtype=torch.float64)
+    grads = torch.autograd.grad(model(inputs), list(model.parameters()))
+    zeros = [int((g == 0).sum()) for g in grads]
+    result = gradcli.grads(model, inputs)
+    for param, count in zip(result.params, zeros):
+        assert param.zero_share == count / 2
+        assert ("ZERO" in param.flags) is (count == 2)
+    assert result.ok  # ZERO fails only with strict
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_only_strict_fails_a_size_finding(strict):
+    result, truth, params = _run([1.0, 1.0, math.nextafter(1e4, UP)], strict=strict)
+    assert params["knobs.2"].flags == ["EXPLODING"]
+    assert result.ok is (not strict)
+
+
+@pytest.mark.parametrize(("gain", "kind"), [(math.inf, "inf"), (math.nan, "nan")])
+def test_a_nonfinite_gradient_says_nan_or_inf_as_torch_finds_it(gain, kind):
+    model, x = Knobs([1.0, 1.0, gain]), torch.ones(1, dtype=torch.float64)
+    grads = torch.autograd.grad(model(x), list(model.parameters()))
+    assert bool(torch.isnan(grads[2]).any()) is (kind == "nan") and not bool(torch.isfinite(grads[2]).all())
+    result = gradcli.grads(model, x)
+    third = {p.name: p for p in result.params}["knobs.2"]
+    assert third.flags == ["NONFINITE"] and third.findings[0].reason.startswith(f"{kind} in its gradient")
+    assert [p.flags for p in result.params[:2]] == [[], []] and not result.ok
+
+
+@pytest.mark.parametrize("offset", [0, DOWN])
+def test_in_a_split_under_the_band_a_knob_at_its_floor_is_not_vanishing(offset):
+    """Median 1e-6, anchor 1.0; a fifth knob at the band's floor (3e-4, in it) is judged by the
+    median (within the spread: nothing), one float below it vanishes with the median's side."""
+    gain = HEALTHY_LOW if offset == 0 else math.nextafter(HEALTHY_LOW, offset)
+    result, truth, params = _run([1e-6, 1e-6, 1e-6, gain, 1.0])
+    below = truth["knobs.3"] < HEALTHY_LOW
+    assert [f.flag for f in params["knobs.3"].findings] == (["VANISHING"] if below else [])
+    assert [f.flag for f in params["knobs.0"].findings] == ["VANISHING"] and params["knobs.4"].findings == []
+
+
+@pytest.mark.parametrize("offset", [0, UP])
+def test_in_a_split_over_the_band_a_knob_at_its_ceiling_is_not_exploding(offset):
+    gain = HEALTHY_HIGH if offset == 0 else math.nextafter(HEALTHY_HIGH, offset)
+    result, truth, params = _run([2e3, 2e3, 2e3, gain, 0.05])
+    above = truth["knobs.3"] > HEALTHY_HIGH
+    assert [f.flag for f in params["knobs.3"].findings] == (["EXPLODING"] if above else [])
+    assert [f.flag for f in params["knobs.0"].findings] == ["EXPLODING"] and params["knobs.4"].findings == []
