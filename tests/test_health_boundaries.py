@@ -222,3 +222,13 @@ def test_in_a_split_over_the_band_a_knob_at_its_ceiling_is_not_exploding(offset)
     above = truth["knobs.3"] > HEALTHY_HIGH
     assert [f.flag for f in params["knobs.3"].findings] == (["EXPLODING"] if above else [])
     assert [f.flag for f in params["knobs.0"].findings] == ["EXPLODING"] and params["knobs.4"].findings == []
+
+
+def test_a_finite_gradient_whose_norm_overflows_is_exploding_not_nonfinite():
+    """[1e308, -1e308] in float64: every element finite (torch.isfinite), the norm inf."""
+    model, x = Knobs([1e308, 1.0, 1.0], size=2), torch.tensor([1.0, -1.0], dtype=torch.float64)
+    grads = torch.autograd.grad(model(x), list(model.parameters()))
+    assert bool(torch.isfinite(grads[0]).all()) and torch.linalg.vector_norm(grads[0]).item() == math.inf
+    params = {p.name: p for p in gradcli.grads(model, x).params}
+    assert [f.flag for f in params["knobs.0"].findings] == ["EXPLODING"]
+    assert not params["knobs.1"].findings and not params["knobs.2"].findings

@@ -95,8 +95,10 @@ def judge_sizes(params: list[ParamHealth], thresholds: Thresholds, median: float
 
 
 def _ratio(param: ParamHealth) -> float | None:
+    """The ratio to judge by size: positive, inf included (a finite gradient whose norm
+    overflows, run._finite), nan never."""
     r = param.ratio
-    return r if r is not None and math.isfinite(r) and r > 0 else None
+    return r if r is not None and r > 0 and not math.isnan(r) else None
 
 
 def _split_words(split: Split, thresholds: Thresholds) -> str:
