@@ -51,6 +51,20 @@ def test_one_required_input_beside_a_default_takes_the_unknown_var():
     assert torch.equal(bound.tensors["x"], torch.tensor(X))
 
 
+def test_a_var_for_the_optional_parameter_leaves_the_unknown_var_to_the_input():
+    """--var x=... --var scale=3: x is the input, scale the option (as docstring and docs say)."""
+    torch.manual_seed(0)
+    model = OneInput()
+    bound = _bind(model.forward, f"x={X}", "scale=3")
+    assert bound.renamed == {"x": "input"}
+    assert torch.equal(model(*bound.args, **bound.kwargs), model(torch.tensor(X), scale=3.0))  # torch, by hand
+
+
+def test_naming_the_input_itself_takes_no_other_var():
+    with pytest.raises(VariableError, match="has no input 'x'"):
+        _bind(OneInput().forward, f"input={X}", f"x={X}")
+
+
 def test_two_required_inputs_take_no_unknown_var():
     with pytest.raises(VariableError, match="has no input 'x'"):
         _bind(TwoInputs().forward, f"x={X}")

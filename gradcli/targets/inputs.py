@@ -184,10 +184,11 @@ def _sole_input(params: list[inspect.Parameter], given: dict[str, Any], parsed: 
                 loss_names: Sequence[str]) -> dict[str, str]:
     """{--var name: parameter} when forward takes exactly one input, nothing gives it, and
     exactly one --var names no parameter (preferring one --loss does not read: a loss that
-    reads `x` too, `out - x`, still gets it); else {}."""
+    reads `x` too, `out - x`, still gets it); else {}. A --var naming an optional parameter
+    (`--var scale=3` for `forward(self, input, scale=2.0)`) gives that one, not the input."""
     required = [p for p in params if p.default is p.empty]
     names = {p.name for p in params}
-    if len(required) != 1 or required[0].name in given or any(spec.name in names for spec in parsed):
+    if len(required) != 1 or required[0].name in given or any(spec.name == required[0].name for spec in parsed):
         return {}
     unknown = [spec.name for spec in parsed if spec.name not in names]
     unread = [name for name in unknown if name not in loss_names]
