@@ -17,11 +17,12 @@ from typing import Any
 import torch
 
 _DIRECTIONS: dict[tuple[int, torch.dtype], torch.Tensor] = {}
-#: The elements per block of a large float32 tensor's norm: each block's sum of squares is one
-#: float32 dot, the blocks' sums are added in float64. One block's dot is ~u·sqrt(256) off (1.7e-7
-#: of the norm on 256 elements), and the blocks' errors average out: against torch's float64 norm
-#: (tests/test_diverge_norm.py) the norm of 2^16 elements or more stays within a tenth of the
-#: band's floor (16 float32 unit roundoffs, 9.5e-7). Blocks of 4096 were 1e-7 off on a million.
+#: The elements per block of a large float32 tensor's norm: each block's norm is taken in
+#: float32 (one reduction over all the blocks), their squares are added in float64. A block of
+#: 256 is typically ~u·sqrt(256) off, and the blocks' errors average out: against torch's float64
+#: norm (tests/test_diverge_norm.py) the norm of 2^16 elements or more stays within a tenth of
+#: the band's floor (16 float32 unit roundoffs, 9.5e-7); 1e-9 on a million. Blocks of 4096 (a
+#: float32 dot each) were 1e-7 off on a million.
 BLOCK = 256
 #: Smaller float32 tensors take torch's float64-accumulated norm: a few blocks would not average
 #: out, and on so few elements it costs no more.
@@ -39,7 +40,7 @@ def summaries(tensors: list[torch.Tensor]) -> list[list[float]]:
     """[norm, projection] of each tensor without a float64 copy of it, and one host read for
     all (bench/diverge.py). The norm of a float32 tensor is `norm()` (torch's float32 norm of a
     million elements is 1e-5 off, more than the band of a float32 run's first steps, and its
-    float64-accumulated norm costs 5 times a float32 pass); the projection is a dot in the
+    float64-accumulated norm costs several times a float32 pass); the projection is a dot in the
     tensor's own precision (float64 for float64, float32 otherwise)."""
     flats = []
     for t in tensors:
@@ -59,9 +60,9 @@ def summaries(tensors: list[torch.Tensor]) -> list[list[float]]:
 
 
 def norm(flat: torch.Tensor) -> torch.Tensor:
-    """The 2-norm of a flat tensor, as a float64 scalar tensor: for a large float32 one, a
-    float32 dot per block of BLOCK elements (one batched BLAS call: each block's rounding is that
-    of 256 terms, not of the million) and the blocks' sums added in float64; else torch's norm
+    """The 2-norm of a flat tensor, as a float64 scalar tensor: for a large float32 one, the
+    float32 norm of each block of BLOCK elements (one reduction: each block's rounding is that of
+    256 terms, not of the million) and their squares added in float64; else torch's norm
     accumulated in float64.
     A nan or inf anywhere makes it nan or inf, as torch's norm does."""
     n = flat.numel()
@@ -70,8 +71,8 @@ def norm(flat: torch.Tensor) -> torch.Tensor:
     full = n - n % BLOCK
     total = flat.new_zeros((), dtype=torch.float64)
     if full:
-        blocks = flat[:full].view(-1, BLOCK)
-        total = torch.bmm(blocks.unsqueeze(1), blocks.unsqueeze(2)).sum(dtype=torch.float64)
+        blocks = torch.linalg.vector_norm(flat[:full].view(-1, BLOCK), dim=1)
+        total = blocks.double().square().sum()
     if n > full:
         tail = flat[full:]
         total = total + torch.dot(tail, tail).double()
