@@ -5,7 +5,8 @@
 
 `gradcli diverge` runs each setup in a child process under divergence/recorder.py: the model's
 call (the batch's hash), the optimizer's step pre-hook (every gradient's fingerprint: its norm
-and its projection on a fixed direction, in float64) and post-hook (every parameter's). Here the
+and its projection on a fixed direction; a large float32 tensor's norm per block of 256, summed in
+float64) and post-hook (every parameter's). Here the
 same loop (bench/watch.py's models: zero_grad, forward, loss, backward, optimizer.step) runs on
 two sides in one process, one step at a time in turn so that the machine's drift falls on both:
 plain, and under the recorder (setup `same`, its lines written to /dev/null). The figure is each

@@ -125,9 +125,11 @@ WATCH_RUNS = [
 ]
 
 
-# diverge (issue 47): a hook registered after compiling, located with its line and cause.
+# diverge (issue 47): a hook registered after compiling, located with its line and cause; a float16
+# run that watch stops (its stops).
 DIVERGE_RUNS = [
     ["--b", "compile:aot_eager", "examples/diverge/train.py", "--steps", "6", "--hook-at", "5"],
+    ["--b", "autocast:float16", "examples/diverge/train.py", "--steps", "3", "--bad-batch", "2"],
 ]
 
 

@@ -10,6 +10,8 @@ Options switch on what happens in real runs:
   --dropout P   a Dropout layer
   --norm        a hand-written RMSNorm after the first layer, and inputs that grow with the step
                 (x 40 per step): in float16 its square passes 65504 after a few steps
+  --bad-batch K the batch of step K scaled by 1e5 (a corrupt batch): float32 takes it, float16's
+                largest is 65504, so under autocast:float16 the loss of step K is nan
 The model is seeded, and the data comes from a generator seeded once, so the script as
 written computes the same steps every time.
 """
@@ -24,6 +26,8 @@ from torch import nn
 
 #: --norm: the inputs' scale at step k is GROWTH * k.
 GROWTH = 40.0
+#: --bad-batch: the corrupt batch's scale (past float16's largest, 65504).
+BAD = 1e5
 
 
 class RMSNorm(nn.Module):
@@ -58,6 +62,7 @@ def main() -> None:
     parser.add_argument("--unseeded", action="store_true")
     parser.add_argument("--dropout", type=float, default=0.0)
     parser.add_argument("--norm", action="store_true")
+    parser.add_argument("--bad-batch", type=int, default=None)
     opts = parser.parse_args()
     torch.manual_seed(0)
     model = MLP(opts.dropout, opts.norm)
@@ -72,6 +77,8 @@ def main() -> None:
         y = torch.sin(x.sum(dim=1, keepdim=True))
         if opts.norm:
             x = x * GROWTH * step
+        if step == opts.bad_batch:
+            x = x * BAD
         if opts.unseeded:
             x = x + 0.01 * torch.randn(x.shape, generator=noise)
         loss = nn.functional.mse_loss(model(x), y)

@@ -35,7 +35,11 @@ def diverge_command(
 
     The script runs unchanged, as `python SCRIPT ARGS` would; gradcli seeds nothing, so a
     script that is not reproducible shows it. gradcli's options come before the script.
-    Exit status: 0 the runs stay within the band, 1 they part, 2 a run could not be run.
+    A run that reaches a step `gradcli watch` would stop (a nan or inf loss or gradient) ends
+    there and is reported in watch's words. The header gives each run's torch version, the end
+    the recorder's measured cost per step.
+    Exit status: 0 the runs stay within the band, 1 they part or one is stopped, 2 a run could
+    not be run.
     --plot draws both losses and each parameter's gradient distance in bands over the steps.
 
     Examples:
@@ -43,6 +47,7 @@ def diverge_command(
     \b
       gradcli diverge --b float64 examples/diverge/train.py --steps 2
       gradcli diverge --b same examples/diverge/train.py --steps 2 --unseeded       # exit 1
+      gradcli diverge --b autocast:float16 examples/diverge/train.py --steps 3 --bad-batch 2   # exit 1
     """
     from ..divergence.run import diverge
     from ..divergence.setups import parse_setup

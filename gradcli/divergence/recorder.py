@@ -12,13 +12,20 @@ each parameter's gradient and value fingerprints (fingerprint.py). With `locate=
 computing modules are hooked from the first step (so that a compiled run is compiled with the
 hooks it will have at step k) and, at step k only, each module's output and the gradients at
 its two ends are fingerprinted, with the line that called it; then the run stops.
+
+A step that `gradcli watch` would stop (a non-finite loss, or a non-finite gradient the loss
+scale did not skip) ends the run before it is applied, with a `stop` line; the parent runs the
+script again to that step under watch itself (child.py, `watch`) for watch's own stop record.
+Each step's line says its wall time and the time spent in these hooks: the cost, measured.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import sys
+import time
 from typing import Any, TextIO
 
 import torch
@@ -42,8 +49,10 @@ class Enough(Exception):
 class Recorder:
     """Install with `with Recorder(setup, out):` around the script's run: one JSON line per step to `out`."""
 
-    def __init__(self, setup: RunSetup, out: TextIO, *, steps: int | None = None, locate: int | None = None) -> None:
+    def __init__(self, setup: RunSetup, out: TextIO, *, steps: int | None = None, locate: int | None = None,
+                 watched: bool = False) -> None:
         self.setup, self.out, self.steps, self.locate = setup, out, steps, locate
+        self.watched = watched  # gradcli watch runs beside: it stops a non-finite step, not this
         self.step = 0  # optimizer steps done
         self.top: torch.nn.Module | None = None
         self.optimizer: int | None = None  # id of the optimizer whose steps are counted
@@ -60,6 +69,8 @@ class Recorder:
         self.nonfinite: dict[str, Any] | None = None  # (located) the first call whose output held nan or inf
         self._hooks: ModuleHooks | None = None
         self._handles: list[Any] = []
+        self._spent = 0.0  # seconds in these hooks since the last step
+        self._last = 0.0  # when the last step ended (perf_counter)
 
     # -- installing ------------------------------------------------------------------------
     def __enter__(self) -> "Recorder":
@@ -74,6 +85,8 @@ class Recorder:
         torch.autograd.backward = self._on_backward
         self._handles = [optim_module.register_optimizer_step_pre_hook(self._pre_step),
                          optim_module.register_optimizer_step_post_hook(self._post_step)]
+        self._write({"kind": "start", "torch": torch.__version__, "python": sys.version.split()[0]})
+        self._last = time.perf_counter()
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -91,7 +104,9 @@ class Recorder:
         if self.top is None:
             self._found(module)
         if self.batch is None:
+            started = time.perf_counter()
             self.batch = batch_hash(args, kwargs)
+            self._spent += time.perf_counter() - started
         if self.setup.kind == "float64":
             args, kwargs = _cast((args, kwargs), torch.float64)
         watching = self.locate is not None and self.step + 1 == self.locate
@@ -166,10 +181,25 @@ class Recorder:
             self.optimizer = id(optimizer)
         if id(optimizer) != self.optimizer:
             return
+        started = time.perf_counter()
         params = [p for group in optimizer.param_groups for p in group["params"]]
         if self.scale is not None:
             self.skipped = self._unscale(params)
         self.grads = self._fingerprints(params, grads=True)
+        self._spent += time.perf_counter() - started
+        if not self.watched:
+            self._stop_if_nonfinite(optimizer)
+
+    def _stop_if_nonfinite(self, optimizer: torch.optim.Optimizer) -> None:
+        """A step watch would stop: its loss or a gradient it would apply is nan or inf. The run
+        ends here, before the step is applied, as watch ends it."""
+        bad = [name for name, (norm, _) in self.grads.items() if not math.isfinite(norm)]
+        loss = _mean_over_ranks(self.loss)  # (under torchrun every rank decides alike)
+        if not bad and (loss is None or math.isfinite(loss)):
+            return
+        self._write({"kind": "stop", "step": self.step + 1, "loss": loss,
+                     "parameters": bad, "optimizer": type(optimizer).__name__})
+        raise Enough
 
     def _unscale(self, params: list[torch.Tensor]) -> bool:
         """GradScaler's loop: unscale; a non-finite gradient skips the step (no gradient, no
@@ -178,6 +208,8 @@ class Recorder:
         for g in grads:
             g.div_(self.scale)
         finite = all(bool(torch.isfinite(g).all()) for g in grads)
+        if not finite and self.watched and self.loss is not None and not math.isfinite(self.loss):
+            return False  # a non-finite loss is watch's stop under a GradScaler too: watch reads these gradients
         if not finite:
             self.grads_before_skip = self._fingerprints(params, grads=True)
             for p in params:
@@ -188,13 +220,18 @@ class Recorder:
     def _post_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         if id(optimizer) != self.optimizer:
             return
+        started = time.perf_counter()
         self.step += 1
         params = [p for group in optimizer.param_groups for p in group["params"]]
         grads = self.grads_before_skip if self.skipped else self.grads
         record = {"kind": "step", "step": self.step, "batch": self.batch, "loss": _mean_over_ranks(self.loss), "grads": grads,
                   "params": self._fingerprints(params), "skipped": self.skipped,
                   "hooked": self._hooked(), **({"batchnorm": self._batchnorm()} if self.step == 1 else {})}
+        ended = time.perf_counter()
+        self._spent += ended - started
+        record["seconds"], record["recorder_seconds"] = ended - self._last, self._spent  # (the step, and these hooks' share)
         self._write(record)
+        self._spent, self._last = 0.0, time.perf_counter()
         self.batch, self.loss, self.skipped = None, None, False
         if self.step == self.locate:
             self._write({"kind": "modules", "step": self.step, "modules": list(self.modules.values()), "draws": self.draws,

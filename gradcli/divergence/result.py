@@ -9,8 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..outcome import Problem, Reported, sentence
+from ..watcher.result import Stop
 from ..words import problem_sentences
 from .band import Band
+from .cost import RunCost
 from .judge import Phase, StepJudged
 from .locate import Where
 from .setups import RunSetup
@@ -31,6 +33,23 @@ class Cause:
 
 
 @dataclass
+class RunStop:
+    """A run that `gradcli watch` stops (a non-finite step): which run, and watch's own stop
+    record (watcher/result.py), found by running the script again to that step under watch."""
+
+    run: Literal["a", "b"]
+    setup: RunSetup
+    stop: Stop
+    checks: int  # the steps watch checked, as watch counts them
+    skipped: int  # steps the loss scale skipped
+    notes: list[str] = field(default_factory=list)  # watch's notes
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"run": self.run, "setup": self.setup.text, "step": self.stop.step, "stop": self.stop.as_dict(),
+                "notes": list(self.notes)}
+
+
+@dataclass
 class DivergeResult(Reported):
     script: str
     a: RunSetup
@@ -43,6 +62,9 @@ class DivergeResult(Reported):
     located_phase: Phase | None = None  # the phase the located rerun's modules tell (locate.py)
     node: str | None = None  # the operation where a non-finite value was born (the located rerun)
     notes: list[str] = field(default_factory=list)
+    stops: list[RunStop] = field(default_factory=list)  # the runs watch stops, a before b
+    torch: tuple[str | None, str | None] = (None, None)  # each run's torch version
+    costs: tuple[RunCost | None, RunCost | None] = (None, None)  # each run's measured cost per step
 
     @property
     def first_step(self) -> int | None:
@@ -56,15 +78,19 @@ class DivergeResult(Reported):
 
     @property
     def problems(self) -> list[Problem]:
+        # a stop reads as watch's (watcher/result.py's "watch-stop"), the run named with its optimizer
+        stops = [Problem("watch-stop", f"{s.stop.optimizer} in run {s.run} ({s.setup.text})",
+                         {"step": s.stop.step, "stop": s.stop.kind}) for s in self.stops]
         if self.parted_at is None:
-            return []
-        return [Problem("runs-part", self.where.module if self.where else "", {
+            return stops
+        return [*stops, Problem("runs-part", self.where.module if self.where else "", {
             "step": self.first_step, "parted": self.parted, "a": self.a.text, "b": self.b.text})]
 
     def as_dict(self) -> dict[str, Any]:
         where = self.where
         return {
-            "ok": self.ok, "script": self.script, "a": self.a.as_dict(), "b": self.b.as_dict(),
+            "ok": self.ok, "script": self.script,
+            "a": {**self.a.as_dict(), "torch": self.torch[0]}, "b": {**self.b.as_dict(), "torch": self.torch[1]},
             "steps_run": len(self.steps), "first_step": self.first_step, "parted": self.parted,
             "module": where.module if where else None, "module_class": where.module_class if where else None,
             "node": self.node,
@@ -72,6 +98,9 @@ class DivergeResult(Reported):
             "cause": self.cause.as_dict() if self.cause else None,
             "band": self.band.as_dict(),
             "series": [s.as_dict() for s in self.steps],
+            "stops": [s.as_dict() for s in self.stops],
+            "cost": {"a": self.costs[0].as_dict() if self.costs[0] else None,
+                     "b": self.costs[1].as_dict() if self.costs[1] else None},
             "problems": problem_sentences(self.problems), "notes": list(self.notes),
         }
 

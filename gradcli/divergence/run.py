@@ -8,17 +8,24 @@ forward or the backward, they are run again to that step with every computing mo
 fingerprinted there (locate.py); those reruns are hooked from the first step, so a compiled
 run is compiled with its hooks, which can change what dynamo captures: when the located runs
 no longer part at that step, the report says so, and the recorded evidence names the cause.
+
+A run that reaches a step `gradcli watch` would stop (a nan or inf in the loss or in a gradient
+about to be applied) ends there; it is run again to that step under watch itself, and watch's
+own stop record (the origin and cause its replay finds) is the report's (`stops`).
 """
 
 from __future__ import annotations
 
+import math
+
 from ..watcher.script import Script, check_script
 from .band import Band, narrower
 from .causes import find_cause
+from .cost import cost_of
 from .judge import first_parting, judge
 from .locate import Where, locate
-from .result import DivergeResult
-from .runs import RunLog, launch
+from .result import DivergeResult, RunStop
+from .runs import RunFailed, RunLog, launch
 from .setups import RunSetup
 
 FLOAT32, FLOAT64 = RunSetup("same"), RunSetup("float64")
@@ -33,7 +40,9 @@ def diverge(script: Script, a: RunSetup, b: RunSetup, *, steps: int | None = Non
     ra, rb, r32, r64 = (logs[k] for k in roles)
     band = Band(narrower(a.precision, b.precision))
     judged = judge(ra, rb, r32, r64, band)
-    result = DivergeResult(script.name, a, b, band, judged, parted_at=first_parting(judged))
+    result = DivergeResult(script.name, a, b, band, judged, parted_at=first_parting(judged),
+                           torch=(ra.torch, rb.torch), costs=(cost_of(ra), cost_of(rb)))
+    result.stops = _stops(script, ra, rb)
     if _measured_by_itself(a, b):
         result.notes.append("float32 against float64: the band is measured by this pair itself, so only the data, "
                             "a non-finite value or a skipped step can part them")
@@ -57,6 +66,43 @@ def diverge(script: Script, a: RunSetup, b: RunSetup, *, steps: int | None = Non
     result.cause = find_cause(parted, ra, rb, result.where)
     _placed_by_cause(result, ra, rb)
     return result
+
+
+def _stops(script: Script, a: RunLog, b: RunLog) -> list[RunStop]:
+    """The runs that reached a step watch stops, each run again to that step under watch (side
+    by side), with watch's own record of the stop."""
+    stopped = [(side, log) for side, log in (("a", a), ("b", b)) if log.stop is not None]
+    if not stopped:
+        return []
+    try:
+        watched = launch(script, [log.setup for _, log in stopped], steps=max(log.stop["step"] for _, log in stopped),  # type: ignore[index]
+                         watch=True)
+    except RunFailed as err:
+        watched = [RunLog(log.setup, error=str(err)) for _, log in stopped]
+    return [_run_stop(side, log, again) for (side, log), again in zip(stopped, watched)]
+
+
+def _run_stop(side: str, log: RunLog, again: RunLog) -> RunStop:
+    from ..watcher.names import module_of
+    from ..watcher.result import Replay, Stop, WatchCause, WatchOrigin
+
+    recorded = log.stop or {}
+    record = again.watch
+    if record is not None and record["stop"]["step"] == recorded["step"]:
+        d = dict(record["stop"])
+        parts = {"origin": WatchOrigin, "cause": WatchCause, "replay": Replay}
+        stop = Stop(**{k: (parts[k](**v) if k in parts and v is not None else v) for k, v in d.items()})
+        return RunStop(side, log.setup, stop, record["checks"], record["skipped"], list(record["notes"]))  # type: ignore[arg-type]
+    # watch's rerun did not stop at that step (the script does not compute the same steps again,
+    # or the rerun failed): the recorder's own finding, in watch's record, without an origin
+    bad = list(recorded.get("parameters", []))
+    loss = recorded.get("loss")
+    why = again.error or (f"run again under gradcli watch, the script stopped at step {record['stop']['step']}" if record
+                          else "run again under gradcli watch, the step was finite: the script does not compute the same steps again")
+    kind = "nonfinite_gradient" if loss is None or math.isfinite(loss) else "nonfinite_loss"
+    stop = Stop(recorded["step"], kind, recorded.get("optimizer", ""), bad, module_of(bad[0]) if bad else None, loss,
+                replay=Replay("not_replayed", why_not=why))
+    return RunStop(side, log.setup, stop, len(log.steps) + 1, sum(bool(s["skipped"]) for s in log.steps))  # type: ignore[arg-type]
 
 
 def _placed_by_cause(result: DivergeResult, a: RunLog, b: RunLog) -> None:

@@ -38,10 +38,15 @@ class RunLog:
     draws: bool | None = None  # (located) whether the model's forward drew random numbers at that step
     nonfinite: dict[str, Any] | None = None  # (located) the first call whose output held nan or inf
     error: str | None = None
+    torch: str | None = None  # the run's torch.__version__
+    stop: dict[str, Any] | None = None  # the step watch would stop (recorder.py): step, loss, parameters, optimizer
+    watch: dict[str, Any] | None = None  # (watched) watch's own stop record, checks, skipped and notes (child.py)
 
 
-def launch(script: Script, setups: list[RunSetup], *, steps: int | None, locate: int | None = None) -> list[RunLog]:
-    """Run the script once per setup, all at once; the logs in the order of `setups`."""
+def launch(script: Script, setups: list[RunSetup], *, steps: int | None, locate: int | None = None,
+           watch: bool = False) -> list[RunLog]:
+    """Run the script once per setup, all at once; the logs in the order of `setups`. With
+    `watch`, gradcli watch runs inside each (child.py)."""
     folder = Path(tempfile.mkdtemp(prefix="gradcli-diverge-"))
     children = []
     for k, setup in enumerate(setups):
@@ -49,7 +54,7 @@ def launch(script: Script, setups: list[RunSetup], *, steps: int | None, locate:
         spec = {"path": str(Path(script.path).resolve()) if script.path else None, "module": script.module,
                 "args": list(script.args),
                 "setup": {"kind": setup.kind, "backend": setup.backend, "half": setup.half, "ranks": setup.ranks},
-                "steps": steps, "locate": locate, "out": str(out)}
+                "steps": steps, "locate": locate, "watch": watch, "out": str(out)}
         (folder / f"run{k}.json").write_text(json.dumps(spec), encoding="utf-8")
         stderr = open(folder / f"run{k}.stderr", "w+", encoding="utf-8")
         process = subprocess.Popen([*_interpreter(setup), "-m", "gradcli.divergence.child", str(folder / f"run{k}.json")],
@@ -92,6 +97,12 @@ def _read(setup: RunSetup, out: Path, stderr: str, status: int) -> RunLog:
                 log.steps.append(record)
             elif record["kind"] == "modules":
                 log.modules, log.draws, log.nonfinite = record["modules"], record["draws"], record["nonfinite"]
+            elif record["kind"] == "start":
+                log.torch = record["torch"]
+            elif record["kind"] == "stop":
+                log.stop = record
+            elif record["kind"] == "watch":
+                log.watch = record
             else:
                 end = record
     if end is None:
@@ -101,7 +112,7 @@ def _read(setup: RunSetup, out: Path, stderr: str, status: int) -> RunLog:
     if log.error is not None:
         tail = "\n".join(stderr.strip().splitlines()[-TAIL:])
         raise RunFailed(f"the run under {setup.text} ({setup.describe()}) failed: {log.error}" + (f"\n{tail}" if tail else ""))
-    if not log.steps:
+    if not log.steps and log.stop is None and log.watch is None:
         raise RunFailed(f"the run under {setup.text} made no optimizer step: diverge compares runs step by step",
                         hint="diverge runs a training script that calls optimizer.step()")
     return log

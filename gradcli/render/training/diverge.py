@@ -24,12 +24,16 @@ _PHASE_WORDS = {"data": "the data: the two runs were given other batches",
 
 
 def diverge_lines(result: DivergeResult) -> list[str]:
-    lines = [f"{result.script}: a = {result.a.text} ({result.a.describe()}), b = {result.b.text} ({result.b.describe()})",
+    lines = [f"{result.script}: a = {result.a.text} ({_setup(result.a, result.torch[0])}), "
+             f"b = {result.b.text} ({_setup(result.b, result.torch[1])})",
              f"band: {result.band.factor:g} x (float32's drift from float64, measured each step, x {result.band.ratio:g}"
              f" + {result.band.precision}'s unit roundoff)", ""]
     parted = result.parted_at
-    if parted is None:
+    lines += _stops(result)
+    if parted is None and not result.stops:
         lines.append(f"OK: the runs stay within the band over the {len(result.steps)} steps run.")
+    elif parted is None:
+        lines.append(f"Within the band over the {len(result.steps)} steps both runs reached.")
     else:
         phase = result.parted or "data"
         lines.append(f"PARTED at step {parted.step}, in {_PHASE_WORDS[phase]}.")
@@ -50,9 +54,46 @@ def diverge_lines(result: DivergeResult) -> list[str]:
             lines.append(f"  worst parameter: {parted.param_worst}, {_bands(parted.param_ratio)} bands apart")
         if result.cause is not None:
             lines += ["  cause:  " + _cause(result.cause, result)]
-    lines += ["", *_steps(result)]
+    lines += ["", *_steps(result), *_costs(result)]
     lines += [f"note: {note}" for note in result.notes]
     return lines
+
+
+def _setup(setup: Any, torch: str | None) -> str:
+    return setup.describe() + (f"; torch {torch}" if torch else "")
+
+
+def _stops(result: DivergeResult) -> list[str]:
+    """Each run watch stops, in watch's own words (render/training/watch.py)."""
+    from ...watcher.result import WatchResult
+    from .watch import stop_lines
+
+    lines = []
+    for s in result.stops:
+        lines.append(f"STOPPED: run {s.run} ({s.setup.text}) at step {s.stop.step}, as gradcli watch stops it:")
+        watched = WatchResult(checks=s.checks, skipped=s.skipped, stop=s.stop, notes=s.notes)
+        lines += ["  " + line for line in stop_lines(f"run {s.run}", watched)]
+        lines += [f"  note: {note}" for note in s.notes]
+        lines.append("")
+    return lines
+
+
+def _costs(result: DivergeResult) -> list[str]:
+    """The recorder's measured cost per step, against the script's own step (divergence/cost.py)."""
+    lines = []
+    for side, cost in zip("ab", result.costs):
+        if cost is None:
+            continue
+        share = f", {cost.overhead * 100:.2g}% on the script's own {_ms(cost.script_seconds)}" if cost.overhead is not None else ""
+        lines.append(f"  run {side}: {_ms(cost.step_seconds)} per step, of which the recorder {_ms(cost.recorder_seconds)}"
+                     f"{share} (medians of {cost.steps_timed} steps)")
+    if lines:
+        lines.insert(0, "cost (measured in the runs, side by side on this machine's cores):")
+    return lines
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3g} ms"
 
 
 def _cause(cause: Cause, result: DivergeResult) -> str:

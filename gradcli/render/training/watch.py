@@ -26,7 +26,7 @@ def watch_lines(result: "WatchResult") -> list[str]:
     what = result.script or "the run"
     lines: list[str] = []
     if result.stop is not None:
-        lines += _stop_lines(what, result)
+        lines += stop_lines(what, result)
     else:
         end = "finished" if result.finished else "ended"
         skipped = f", {result.skipped} skipped by GradScaler" if result.skipped else ""
@@ -46,7 +46,8 @@ def watch_lines(result: "WatchResult") -> list[str]:
     return lines
 
 
-def _stop_lines(what: str, result: "WatchResult") -> list[str]:
+def stop_lines(what: str, result: "WatchResult") -> list[str]:
+    """The stop, as watch words it: also diverge's words for a run watch stops (render/training/diverge.py)."""
     stop: Stop = result.stop  # type: ignore[assignment]
     lines = [f"{what}: stopped at step {stop.step} of {stop.optimizer}, before it was applied "
              f"({stop.step - 1 - result.skipped + (stop.kind == 'scaler_skips')} step(s) of it applied"
