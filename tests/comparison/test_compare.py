@@ -15,50 +15,10 @@ import gradcli
 from gradcli.comparison.gradients import Flag
 from gradcli.errors import GradcliError, UserCodeError, UsageError
 from machine import autocast_refuses, lstm_autocast_refuses
+from models import CNN, LSTM, MLP, Transformer
 from paths import ROOT
 
 TARGET = "examples/compare/models.py:MLP"
-
-
-class MLP(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1, self.fc2, self.head = nn.Linear(16, 32), nn.Linear(32, 32), nn.Linear(32, 4)
-
-    def forward(self, x):
-        return self.head(torch.tanh(self.fc2(torch.relu(self.fc1(x)))))
-
-
-class CNN(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv1, self.bn1 = nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8)
-        self.conv2, self.bn2 = nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8)
-        self.head = nn.Linear(8 * 6 * 6, 4)
-
-    def forward(self, x):
-        x = torch.relu(self.bn1(self.conv1(x)))
-        x = torch.relu(self.bn2(self.conv2(x)))
-        return self.head(x.flatten(1))
-
-
-class LSTM(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.lstm, self.head = nn.LSTM(8, 16, batch_first=True), nn.Linear(16, 4)
-
-    def forward(self, x):
-        return self.head(self.lstm(x)[0][:, -1])
-
-
-class Transformer(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
-        self.head = nn.Linear(16, 4)
-
-    def forward(self, x):
-        return self.head(self.layer(x).mean(1))
 
 
 HEALTHY = {"MLP": (MLP, (16, 16)), "CNN": (CNN, (8, 3, 6, 6)), "LSTM": (LSTM, (8, 6, 8)), "Transformer": (Transformer, (8, 6, 16))}

@@ -16,6 +16,7 @@ from torch import nn
 import gradcli
 from gradcli.footprint.run import RUN_OPTIONS, memory_of
 from gradcli.targets.model import on_python_model
+from models import Cube  # a custom Function that saves its input itself
 
 
 # -- the models ----------------------------------------------------------------------------------
@@ -550,20 +551,6 @@ class CalledWithANumber(nn.Module):
 
     def forward(self, x):
         return self.head(self.scaling(self.fc(x), 0.5))  # 0.5 is an argument, not a tensor
-
-
-class Cube(torch.autograd.Function):
-    """A custom Function that saves its input itself (ctx.save_for_backward)."""
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x**3
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        return 3 * x**2 * grad
 
 
 class WithCube(nn.Module):

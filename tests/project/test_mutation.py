@@ -25,6 +25,7 @@ from typer.testing import CliRunner
 
 import gradcli
 from gradcli.cli import app
+from models import Cube
 
 Function = torch.autograd.Function
 
@@ -54,18 +55,6 @@ class Product(Function):
     def backward(ctx, g):
         x, y = ctx.saved_tensors
         return g * (y + torch.cos(x)), g * x
-
-
-class Cube(Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x**3
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g * 3 * x**2
 
 
 class LogSumExp(Function):
