@@ -22,7 +22,7 @@ from gradcli.verify.finite_differences.arbiter import (
 from gradcli.verify.finite_differences.gradchecks import run_gradcheck
 from paths import FIXTURES
 
-FIXTURES = FIXTURES / "identity_functions.py"
+IDENTITY = FIXTURES / "identity_functions.py"
 
 
 def _exact(derivative, x: float) -> float:
@@ -78,20 +78,20 @@ def test_a_gradient_only_finite_differences_catch_still_fails():
 
 
 def test_check_function_with_a_reference_settles_finite_differences():
-    result = gradcli.check_function(f"{FIXTURES}:Identity", ["x=[1e20, 1.0]"], ref="x")
+    result = gradcli.check_function(f"{IDENTITY}:Identity", ["x=[1e20, 1.0]"], ref="x")
     assert result.ok, str(result)
     assert result.gradcheck.unreliable_points == 1
 
 
 @pytest.mark.parametrize("ref", [None, "x"])
 def test_check_function_still_fails_a_wrong_backward(ref):
-    result = gradcli.check_function(f"{FIXTURES}:IdentityScaled", ["x=[1e20, 1.0]"], ref=ref)
+    result = gradcli.check_function(f"{IDENTITY}:IdentityScaled", ["x=[1e20, 1.0]"], ref=ref)
     assert not result.ok
     assert result.gradcheck.ok is False
 
 
 def test_check_function_without_a_reference_says_why_finite_differences_failed():
-    result = gradcli.check_function(f"{FIXTURES}:Identity", ["x=[1e20, 1.0]"])
+    result = gradcli.check_function(f"{IDENTITY}:Identity", ["x=[1e20, 1.0]"])
     assert not result.ok  # no exact derivative to settle it: the failure stands
     assert any("give --ref" in note and STEP_ROUNDED in note for note in result.notes)
 

@@ -14,11 +14,11 @@ from gradcli.verify.function.forward_mode import jvp_jacobian
 from gradcli.verify.function.userfile import DEFAULT_INPUT
 from paths import FIXTURES
 
-FIXTURES = FIXTURES / "transform_functions.py"
+TRANSFORMS = FIXTURES / "transform_functions.py"
 
 
 def run(name: str, **options):
-    return check_function(f"{FIXTURES}:{name}", **options)
+    return check_function(f"{TRANSFORMS}:{name}", **options)
 
 
 def said(result) -> str:
@@ -47,7 +47,7 @@ def test_a_right_jvp_agrees_with_backward_and_finite_differences():
 def test_jvp_jacobian_equals_the_diagonal_of_the_derivative():
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("transform_functions_jvp", FIXTURES)
+    spec = importlib.util.spec_from_file_location("transform_functions_jvp", TRANSFORMS)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     x = torch.tensor([-1.0, 0.5, 2.0], dtype=torch.float64)

@@ -13,12 +13,12 @@ from gradcli.errors import UsageError
 from gradcli.verify.function.userfile import DEFAULT_INPUT
 from paths import FIXTURES
 
-FIXTURES = FIXTURES / "transform_functions.py"
+TRANSFORMS = FIXTURES / "transform_functions.py"
 STE = "where(abs(x) <= 1, grad_output, 0)"
 
 
 def run(name: str, *expect: str, **options):
-    return check_function(f"{FIXTURES}:{name}", expect_grad=expect, **options)
+    return check_function(f"{TRANSFORMS}:{name}", expect_grad=expect, **options)
 
 
 def test_without_a_declaration_a_gradient_reversal_is_a_flipped_sign():
@@ -105,13 +105,13 @@ def test_expect_grad_with_ref_is_refused_for_now():
 
 
 def test_the_cli_option_exit_statuses_and_json(cli):
-    ok = cli("check-function", f"{FIXTURES}:SignSTE", "--expect-grad", STE)
+    ok = cli("check-function", f"{TRANSFORMS}:SignSTE", "--expect-grad", STE)
     assert ok.exit_code == 0, ok.stdout + ok.stderr
     assert f"declared gradient [x] = {STE}: backward agrees (max abs err 0)" in ok.stdout
-    wrong = cli("check-function", f"{FIXTURES}:SignSTEUnclipped", "--expect-grad", f"x={STE}", "--json")
+    wrong = cli("check-function", f"{TRANSFORMS}:SignSTEUnclipped", "--expect-grad", f"x={STE}", "--json")
     assert wrong.exit_code == 1
     doc = json.loads(wrong.stdout)
     assert doc["expected_gradients"][0]["input"] == "x" and doc["expected_gradients"][0]["mismatches"] == 8
     assert doc["gradcheck"]["ok"] is None
-    bad = cli("check-function", f"{FIXTURES}:RoundTimesWeight", "--expect-grad", "grad_output")
+    bad = cli("check-function", f"{TRANSFORMS}:RoundTimesWeight", "--expect-grad", "grad_output")
     assert bad.exit_code == 2 and bad.stderr.startswith("error: ")
