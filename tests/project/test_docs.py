@@ -3,7 +3,8 @@
 Every page (tests/doc_pages.py says which, and how a page marks commands): each `gradcli ...`
 line of a shell block is run through the CLI (in a scratch folder, so files it writes land
 there) with the exit status its `# exit N` states (default 0); a command shown on several
-pages runs once. Each `$ gradcli ...` of a console block is run and its output compared with
+pages, in a help text or as a console session runs once, and each of those tests asserts on
+that one run. Each `$ gradcli ...` of a console block is run and its output compared with
 the one the page shows. Python blocks are executed, and any `test_*` function they define is
 called, as the user's pytest would. Help texts: each `gradcli ...` line in a command's help is
 run the same way.
@@ -61,14 +62,25 @@ def _needs_graphviz(args: list[str]) -> bool:
     return any(a.startswith("--dot=") and a.lower().endswith(_PICTURES) for a in args)
 
 
-def _run(cli, command: str, expected: int, folder: Path, monkeypatch) -> None:
+#: Each distinct command's result, run once for this module (xdist's --dist loadfile keeps the
+#: module on one worker): a command shown on a page, in a help text and as a console session is
+#: one run, each test asserting on it what it asserts (the status, no traceback, the output).
+_RESULTS: dict[str, object] = {}
+
+
+def _result(command: str, tmp_path_factory):
+    """The command run as a user would from the top of the checkout (doc_pages.run, at the
+    pages' width), in a fresh folder where the files it writes land; once per command."""
+    if command not in _RESULTS:
+        _RESULTS[command] = doc_pages.run(command, tmp_path_factory.mktemp("example"))
+    return _RESULTS[command]
+
+
+def _run(command: str, expected: int, tmp_path_factory) -> None:
     args = shlex.split(command)[1:]
     if _needs_graphviz(args) and shutil.which("dot") is None:
         pytest.skip("Graphviz's `dot` is not on PATH: this example draws a picture with it")
-    # Examples are written from the top of the checkout; files they write land in `folder`.
-    (folder / "examples").symlink_to(doc_pages.ROOT / "examples")
-    monkeypatch.chdir(folder)
-    result = cli(*args)
+    result = _result(command, tmp_path_factory)
     assert result.exit_code == expected, (
         f"`{command}` exited {result.exit_code}, expected {expected}\n"
         f"stdout:\n{result.stdout[-2000:]}\nstderr:\n{result.stderr[-2000:]}"
@@ -100,13 +112,13 @@ def test_every_page_is_found():
 
 
 @pytest.mark.parametrize(("command", "expected"), list(PAGE_COMMANDS), ids=[c for c, _ in PAGE_COMMANDS])
-def test_page_example_runs(cli, command, expected, tmp_path, monkeypatch):
-    _run(cli, command, expected, tmp_path, monkeypatch)
+def test_page_example_runs(command, expected, tmp_path_factory):
+    _run(command, expected, tmp_path_factory)
 
 
 @pytest.mark.parametrize("session", SESSIONS, ids=[f"{s.page}: {s.command}" for s in SESSIONS])
-def test_page_output_is_the_real_output(session, tmp_path):
-    result = doc_pages.run(session.command, tmp_path)
+def test_page_output_is_the_real_output(session, tmp_path_factory):
+    result = _result(session.command, tmp_path_factory)
     assert result.exit_code == session.expected, f"{session.page}: `{session.command}` exited {result.exit_code}"
     assert doc_pages.matches(session.shown, result.output), (
         f"{session.page} shows another output for `{session.command}`: "
@@ -119,8 +131,8 @@ def test_every_command_help_has_an_example():
 
 
 @pytest.mark.parametrize(("command", "expected"), HELP_COMMANDS, ids=[c for c, _ in HELP_COMMANDS])
-def test_help_example_runs(cli, command, expected, tmp_path, monkeypatch):
-    _run(cli, command, expected, tmp_path, monkeypatch)
+def test_help_example_runs(command, expected, tmp_path_factory):
+    _run(command, expected, tmp_path_factory)
 
 
 @pytest.mark.parametrize(("page", "block"), PYTHON_BLOCKS, ids=[f"{p}: {b.splitlines()[0][:40]}" for p, b in PYTHON_BLOCKS])

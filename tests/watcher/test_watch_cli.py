@@ -82,10 +82,11 @@ def test_a_stop_exits_1_with_its_json_and_the_scripts_finally_runs(tmp_path):
     assert document["findings"] == []
 
 
-def test_findings_exit_1_and_the_log_has_a_line_per_checked_step(tmp_path):
+def test_findings_exit_1_and_the_log_has_a_line_per_checked_step(cli, tmp_path):
+    # in this process (typer's CliRunner): the statuses and files, not how the script is started
     log = tmp_path / "steps.jsonl"
-    done = gradcli("-q", "--every", "2", "--log", str(log), str(EXAMPLE), "--fault", "unused", "--steps", "8")
-    assert done.returncode == 1, done.stderr
+    done = cli("watch", "-q", "--every", "2", "--log", str(log), str(EXAMPLE), "--fault", "unused", "--steps", "8")
+    assert done.exit_code == 1, done.stderr
     assert "no gradient" in done.stderr and "spare.weight, spare.bias" in done.stderr
     records = [json.loads(line) for line in log.read_text().splitlines()]
     assert [r["step"] for r in records] == [2, 4, 6, 8]
@@ -103,18 +104,18 @@ def test_the_scripts_own_exception_is_its_traceback_and_exit_2(tmp_path):
     assert "gradcli/" not in done.stderr.replace(str(ROOT / "tests"), "")  # no frame of gradcli's own
 
 
-def test_no_script_or_a_missing_one_is_exit_2():
-    assert gradcli().returncode == 2
-    done = gradcli("no_such_train.py")
-    assert done.returncode == 2 and "can't open file 'no_such_train.py'" in done.stderr
-    done = gradcli("-m", "no_such_module_here")
-    assert done.returncode == 2 and "no module named 'no_such_module_here'" in done.stderr
+def test_no_script_or_a_missing_one_is_exit_2(cli):
+    assert cli("watch").exit_code == 2
+    done = cli("watch", "no_such_train.py")
+    assert done.exit_code == 2 and "can't open file 'no_such_train.py'" in done.stderr
+    done = cli("watch", "-m", "no_such_module_here")
+    assert done.exit_code == 2 and "no module named 'no_such_module_here'" in done.stderr
 
 
-def test_plot_draws_the_log(tmp_path):
+def test_plot_draws_the_log(cli, tmp_path):
     pytest.importorskip("matplotlib")
     picture = tmp_path / "run.png"
-    done = gradcli("-q", "--plot", str(picture), str(EXAMPLE), "--fault", "spike", "--at", "12", "--steps", "16")
-    assert done.returncode == 0, done.stderr  # the spike is a warning (kinds.py): reported, the run not failed
+    done = cli("watch", "-q", "--plot", str(picture), str(EXAMPLE), "--fault", "spike", "--at", "12", "--steps", "16")
+    assert done.exit_code == 0, done.stderr  # the spike is a warning (kinds.py): reported, the run not failed
     assert "warnings (worth a look" in done.stderr and "loss spike" in done.stderr
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
