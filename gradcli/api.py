@@ -3,7 +3,7 @@ plus what a Python user or a notebook asks of them (`.to_json()`, `.to_dot()`, `
 `str()`, `_repr_html_`).
 
 Those conveniences need the renderers, and the library folders never import the upper half
-(only data flows up: tests/test_layers.py). So the public `gradcli.trace`, `gradcli.grads`, `gradcli.memory`,
+(only data flows up: tests/project/test_layers.py). So the public `gradcli.trace`, `gradcli.grads`, `gradcli.memory`,
 `gradcli.check` and `gradcli.check_function` live here, one layer up, and return a `Trace`, a
 `Grads`, a `Check` and a `FunctionCheck`: the same data, the same fields, with the renderers
 at hand.

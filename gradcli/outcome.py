@@ -64,7 +64,7 @@ class Reported:
 
 # -- how each kind of problem reads ------------------------------------------------------------
 #: kind -> the sentence of a problem of that kind, as the text report and the JSON `problems`
-#: show it. Filled by `@sentence` beside each result; tests/test_outcome.py finds every kind
+#: show it. Filled by `@sentence` beside each result; tests/project/test_outcome.py finds every kind
 #: the package makes and fails on one without its sentence.
 SENTENCES: dict[str, Callable[[Problem], str]] = {}
 

@@ -1,7 +1,7 @@
 """The documentation's pages and what runs in them: README.md and every page under docs/.
 
 Shell blocks (```sh, ```bash): each line starting with `gradcli ` is a command, run by
-tests/test_docs.py; a trailing `# exit N` states its exit status (default 0).
+tests/project/test_docs.py; a trailing `# exit N` states its exit status (default 0).
 
 Console blocks (```console) are sessions: each `$ gradcli ...` line is followed by the output
 that command prints on a pipe (100 columns, no colour), up to the next `$ ` line or the end of

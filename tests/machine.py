@@ -8,9 +8,11 @@ machine that lacks it or passing on a premise nobody checked.
 
 from __future__ import annotations
 
+import copy
 import functools
 
 import torch
+from torch import nn
 
 
 def torch_refuses(run) -> str | None:
@@ -23,13 +25,35 @@ def torch_refuses(run) -> str | None:
 
 
 def autocast_refuses(model, x, dtype: torch.dtype) -> str | None:
-    """Why torch cannot run `model(x)` under CPU autocast in `dtype` here, or None."""
+    """Why torch cannot run a training step of `model(x)` under CPU autocast in `dtype` here, or None.
 
-    def forward():
-        with torch.no_grad(), torch.autocast("cpu", dtype=dtype):
-            model(x)
+    Forward with gradients and backward, on a copy, as `compare` and a training loop run it: oneDNN
+    builds another primitive for a forward that keeps what backward needs than for inference, and
+    on some CPUs it builds the inference one and not the training one (a bfloat16 LSTM).
+    """
+    work = copy.deepcopy(model)
 
-    return torch_refuses(forward)
+    def step():
+        with torch.autocast("cpu", dtype=dtype):
+            out = work(x)
+        first = out[0] if isinstance(out, (tuple, list)) else out  # nn.LSTM: (output, (h, c))
+        first.float().sum().backward()
+
+    return torch_refuses(step)
+
+
+@functools.cache
+def lstm_autocast_refuses(dtype: torch.dtype) -> str | None:
+    """Why torch cannot run an LSTM's training step under CPU autocast in `dtype` here, or None.
+
+    oneDNN on some CPUs cannot build the LSTM primitive in bfloat16 or float16 (torch says: "could
+    not create a primitive descriptor for the LSTM forward propagation primitive"). Asked once per
+    dtype, with a small LSTM drawn without touching the caller's random state.
+    """
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        lstm, x = nn.LSTM(8, 16, batch_first=True), torch.randn(2, 3, 8)
+    return autocast_refuses(lstm, x, dtype)
 
 
 @functools.cache

@@ -1,5 +1,5 @@
 """Healthy training loops that do on purpose what a careless monitor would flag: the corpus of
-tests/test_watch_healthy.py (and of bench/watch_calibrate.py's healthy grid).
+tests/watcher/test_watch_healthy.py (and of bench/watch_calibrate.py's healthy grid).
 
 Each `RUNS[name](steps, seed)` builds its models from the seed, trains them on data drawn from
 its own generator, and returns the modules whose state (parameters and buffers) the test

@@ -53,7 +53,8 @@ def prepare(package: str, settings: dict, work: Path) -> None:
     table["only_mutate"] = own["mutate"]
     table["pytest_add_cli_args_test_selection"] = own["tests"]
     lines = ["[tool.mutmut]", *(f"{key} = {_toml(value)}" for key, value in table.items()),
-             "", "[tool.pytest.ini_options]", 'markers = ["slow: long runs"]', "addopts = \"-m 'not slow'\""]
+             "", "[tool.pytest.ini_options]", 'markers = ["slow: long runs"]', "addopts = \"-m 'not slow'\"",
+             'pythonpath = ["tests"]']  # the area folders import the helpers in tests/ (pyproject's own)
     (work / "pyproject.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 

@@ -1,5 +1,5 @@
 """A Hugging Face Trainer run (a small GPT-2 from its config, no download), watched every way
-(tests/test_watch_joined.py runs each):
+(tests/watcher/test_watch_joined.py runs each):
 
     python examples/watch/hf_train.py --callback --bad          # the callback alone: report, WatchStop
     gradcli watch examples/watch/hf_train.py --callback --bad   # the callback joins the command's watch

@@ -14,7 +14,7 @@ such as the seed of ones) is a constant: `saved` names the saved tensor that hol
 or None when torch saves none (AddBackward0), in which case chain/second.py recovers it from
 the node's own value.
 
-tests/test_chain_second.py holds every row against torch's own forward of that node kind
+tests/chain/test_chain_second.py holds every row against torch's own forward of that node kind
 (test_every_backward_op_row_is_torchs_own_node).
 Nothing here imports torch or sympy: the callables receive sympy.
 """

@@ -81,7 +81,7 @@ def _fits(item: Any, width: int) -> bool:
     """Whether `item` is one line of text, shorter than `width`, that rich would print as it
     is: then it is printed as soft wrap, the same text without rich's word wrapping (most of
     a line's cost: a model's 2,275-line trace spent 0.18 s printing, 0.08 s this way). Rich
-    neither divides, pads, justifies nor crops such a line either way (tests/test_output.py)."""
+    neither divides, pads, justifies nor crops such a line either way (tests/render/test_output.py)."""
     from rich.cells import cell_len
     from rich.text import Text
 

@@ -16,8 +16,8 @@ Callers need three things of a graph, and each is one function here:
   node with its edges as the walk read them (read once: each read is a call into torch).
 - its saved tensors: `saved_names(type(node))`, the attributes that unpack them.
 
-This module sits below targets/ (its floor in tests/test_layers.py): the recorder tags nodes
-with it, and it imports nothing of gradcli's. tests/test_one_walk.py fails on a reader of
+This module sits below targets/ (its floor in tests/project/test_layers.py): the recorder tags nodes
+with it, and it imports nothing of gradcli's. tests/graph/test_one_walk.py fails on a reader of
 `next_functions` anywhere else (demos/ excepted: showing it is their point).
 """
 

@@ -9,7 +9,7 @@ not its input) and naming the saved tensor it reads (`uses`). An element-couplin
 (reductions, softmax, matmul) gives its vector-Jacobian product, the rule its backward node
 applies to the whole incoming gradient, and the same in words for the reader.
 
-tests/test_derivatives.py holds every row against sympy's differentiation of the row's own
+tests/language/test_derivatives.py holds every row against sympy's differentiation of the row's own
 `ops.py` meaning and against torch's backward of that op at random points.
 
 Nothing here imports torch, sympy or numpy: the callables receive the modules they need.

@@ -2,7 +2,7 @@
 names them: `reduction`, class `weight`, `ignore_index`, `label_smoothing`, `pos_weight`,
 `beta`/`delta`, `log_target`.
 
-Each meaning follows torch's documented formula (tests/test_losses.py holds every one against
+Each meaning follows torch's documented formula (tests/language/test_losses.py holds every one against
 torch's own function, value and gradient): a `mean` over class indices with weights divides by
 the summed weights of the rows that count, and ignored rows add nothing and count for nothing.
 

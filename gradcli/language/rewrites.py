@@ -5,7 +5,7 @@ that node, else None. A row names what it matches (`before` -> `after`), its pre
 (what must hold for the two to be the same function), the trade-off when there is one, and
 the reports it answers. A rule is only ever a *proposal*: verify/expression/fixes.py builds the rewritten
 expression and runs the same check on the same points; a rewrite that does not fix the check
-is never shown as a fix. Adding a rule is one row here and one test (tests/test_rewrites.py).
+is never shown as a fix. Adding a rule is one row here and one test (tests/language/test_rewrites.py).
 
 Nothing here imports torch or sympy.
 """

@@ -250,7 +250,7 @@ class Listener(Protocol):
 def watching(listener: Listener) -> Any:
     """The TorchFunctionMode that tells `listener` of every torch call (enter it with `with`).
 
-    The one TorchFunctionMode of gradcli (tests/test_recorder.py holds it to that): the forward
+    The one TorchFunctionMode of gradcli (tests/targets/test_recorder.py holds it to that): the forward
     recorder here, grads' observer (health/observe.py) and the cause finder's call log
     (graph/evidence.py) all listen through it, so a torch version that changes how modes see
     calls is handled in one place."""

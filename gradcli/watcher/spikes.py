@@ -9,7 +9,7 @@ it is measured against, and a run's slow trend moves the median only slowly. A v
 spike when it is more than `ratio` (3) times the median AND either z exceeds `threshold` (8)
 or it is more than HUGE (100) times the median:
 mini-batch noise of a healthy run has heavy tails (the largest |z| of the healthy runs in
-tests/test_watch_runs.py, measured: 6.0 for the MLP with Adam over 300 steps, 2.7 for the CNN,
+tests/watcher/test_watch_runs.py, measured: 6.0 for the MLP with Adam over 300 steps, 2.7 for the CNN,
 3.5 for the Transformer LM), while a corrupted batch or a learning-rate jump multiplies the
 value by orders of magnitude (the one-batch label spike of the tests multiplies the loss by
 4e4, at z = 10.5: early in a run the loss falls fast and the window's spread is wide, which

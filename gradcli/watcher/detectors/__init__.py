@@ -15,7 +15,7 @@ per step is measured by bench/watch.py. How a step is caught (the optimizer's pr
 closure, a GradScaler, a trainer's callback) is session.py's business, not a detector's.
 
 Adding one: a module here with a `Detector` subclass, its kind and words in kinds.py, its name in
-`detectors()` below, and its test (tests/test_watch_silent.py shows the pattern: the bug's script and
+`detectors()` below, and its test (tests/watcher/test_watch_silent.py shows the pattern: the bug's script and
 its fixed twin, the truth from torch on the same loop).
 """
 

@@ -4,7 +4,7 @@ steps it covers.
 The checked steps' losses are taken in windows of WINDOW; a window's median is robust to a
 spike (spikes.py reports those). The finding: a window's median above CLIMB (10) times the
 lowest window median before it, on CONFIRM windows in a row. Mini-batch noise moves a healthy
-run's window medians by a few times at most (tests/test_watch_healthy.py measures it); the
+run's window medians by a few times at most (tests/watcher/test_watch_healthy.py measures it); the
 forgotten zero_grad() of the tests climbs 2,800-fold. Judged only when one optimizer trains the
 run and every loss is positive: a GAN's two losses pull against each other, and a WGAN's critic
 loss is negative by design.

@@ -1,0 +1,61 @@
+"""`gradcli diverge` from the shell: the exit statuses (0 within the band, 1 parted, 2 could not
+run), the report and --json's keys (docs/json.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from paths import ROOT
+
+EXAMPLE = ROOT / "examples" / "diverge" / "train.py"
+
+
+def gradcli(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+           "COLUMNS": "200"}
+    return subprocess.run([sys.executable, "-m", "gradcli", "diverge", *args], capture_output=True, text=True, env=env,
+                          timeout=600)
+
+
+def test_an_unseeded_augmentation_parts_same_at_step_1_in_the_data(tmp_path):
+    # the truth: two generators nobody seeds (the script's noise.seed()) draw other numbers
+    first, second = torch.Generator(), torch.Generator()
+    first.seed(), second.seed()
+    assert not torch.equal(torch.randn(4, generator=first), torch.randn(4, generator=second))
+    out = tmp_path / "diverge.json"
+    done = gradcli("--b", "same", "--steps", "2", "--json", str(out), str(EXAMPLE), "--unseeded")
+    assert done.returncode == 1, done.stderr
+    assert "PARTED at step 1, in the data" in done.stdout
+    assert "the same setup twice: the script is not reproducible" in done.stdout
+    document = json.loads(out.read_text())
+    assert {"ok", "first_step", "parted", "module", "node", "line", "cause", "band", "series"} <= set(document)
+    assert (document["ok"], document["first_step"], document["parted"]) == (False, 1, "data")
+    assert document["cause"]["kind"] == "batches-differ" and document["module"] is None
+    assert [s["step"] for s in document["series"]] == [1, 2] and document["series"][0]["batch_same"] is False
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--b", "compile:tvm", str(EXAMPLE)), "the backend 'tvm' is not one of"),
+    (("--b", "same", "no_such_script.py"), "can't open file 'no_such_script.py'"),
+    (("--b", "same"), "gradcli diverge needs a script"),
+    (("--steps", "0", str(EXAMPLE)), "--steps 0: give at least 1 step"),
+    (("--plot", "gap.txt", str(EXAMPLE)), "cannot tell the picture format of 'gap.txt'"),
+])
+def test_bad_input_is_one_paragraph_and_exit_2(args, message, cli):
+    done = cli("diverge", *args)
+    assert done.exit_code == 2
+    assert message in done.stderr and "Traceback" not in done.stderr and not done.stdout
+
+
+def test_a_script_that_raises_is_exit_2_with_its_own_error(tmp_path):
+    script = tmp_path / "broken.py"
+    script.write_text("raise ValueError('no data here')\n")
+    done = gradcli("--b", "float64", str(script))
+    assert done.returncode == 2
+    assert "ValueError: no data here" in done.stderr and "failed" in done.stderr

@@ -1,0 +1,100 @@
+"""The nan of a padded attention mask is blamed on softmax's row, not on the user's -inf
+(issue 24, case 4). Truths come from torch run here on the same model: where the first inf
+and the first nan appear, whose the -inf is, and that each fix makes everything finite."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import torch
+
+import gradcli
+from paths import FIXTURES
+
+MODEL = FIXTURES / "models" / "padded_attention.py"
+TARGET = f"{MODEL}:PaddedSelfAttention"
+FILL_LINE = "scores = scores.masked_fill(~keep[:, None, :], float(\"-inf\"))"
+SOFTMAX_LINE = "attn = torch.softmax(scores, dim=-1)"
+
+
+def _line(code: str) -> int:
+    return next(i for i, text in enumerate(MODEL.read_text().splitlines(), 1) if code in text)
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("padded_attention_truth", MODEL)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _finite_everywhere(model: torch.nn.Module, x: torch.Tensor, forward) -> bool:
+    loss = forward(model, x).sum()
+    grads = torch.autograd.grad(loss, list(model.parameters()), allow_unused=True)
+    return bool(torch.isfinite(loss)) and all(g is None or bool(torch.isfinite(g).all()) for g in grads)
+
+
+def _by_hand(model, x, fill=None, zero_rows=False):
+    """The model's forward written out, with either fix applied."""
+    keep = torch.arange(x.shape[1])[None, :] < torch.tensor([3, 0])[:, None]
+    scores = model.q(x) @ model.k(x).transpose(1, 2) / x.shape[-1] ** 0.5
+    scores = scores.masked_fill(~keep[:, None, :], float("-inf") if fill is None else fill)
+    empty = (scores == float("-inf")).all(dim=-1, keepdim=True)
+    if zero_rows:
+        return torch.softmax(scores.masked_fill(empty, 0.0), dim=-1).masked_fill(empty, 0.0) @ model.v(x)
+    return torch.softmax(scores, dim=-1) @ model.v(x)
+
+
+def test_torch_itself_makes_the_nan_in_softmax_from_a_written_minus_inf():
+    torch.manual_seed(0)
+    model, x = _module().PaddedSelfAttention(), torch.randn(2, 4, 8)
+    keep = torch.arange(4)[None, :] < torch.tensor([3, 0])[:, None]
+    scores = model.q(x) @ model.k(x).transpose(1, 2) / 8 ** 0.5
+    assert torch.isfinite(scores).all()  # no overflow: the -inf is the constant
+    filled = scores.masked_fill(~keep[:, None, :], float("-inf"))
+    assert torch.isinf(filled).any() and not torch.isnan(filled).any()
+    assert torch.isnan(torch.softmax(filled, dim=-1)).any()  # born here: 0/0 on all -inf rows
+    assert int((filled == float("-inf")).all(dim=-1).sum()) == 4
+    assert not _finite_everywhere(model, x, lambda m, v: m(v))
+    assert _finite_everywhere(model, x, lambda m, v: _by_hand(m, v, fill=torch.finfo(v.dtype).min))
+    assert _finite_everywhere(model, x, lambda m, v: _by_hand(m, v, zero_rows=True))
+
+
+def test_grads_names_softmax_as_the_origin_and_checks_both_fixes():
+    torch.manual_seed(0)
+    model, x = _module().PaddedSelfAttention(), torch.randn(2, 4, 8)
+    result = gradcli.grads(model, x, loss="out.sum()")
+    assert not result.ok
+    finding = next(f for p in result.params for f in p.findings if f.flag == "NONFINITE")
+    assert finding.source is not None and finding.source.line == _line(SOFTMAX_LINE)
+    assert "your own -inf constant (not an overflow) in masked_fill" in finding.reason
+    assert "the nan is born in softmax" in finding.reason and "4 rows of its input are -inf throughout" in finding.reason
+    assert "overflow" not in finding.reason.replace("(not an overflow)", "")
+    assert finding.reason.count("checked on your model, loss and gradients finite") == 2
+
+
+
+def test_one_fully_masked_row_is_told_as_one_row():
+    """One query per sequence: the padded sequence leaves a single row of -inf (torch counts it)."""
+    torch.manual_seed(0)
+    model, x = _module().PaddedSelfAttention(), torch.randn(2, 1, 8)
+    keep = torch.arange(1)[None, :] < torch.tensor([3, 0])[:, None]
+    scores = model.q(x) @ model.k(x).transpose(1, 2) / 8 ** 0.5
+    filled = scores.masked_fill(~keep[:, None, :], float("-inf"))
+    assert int((filled == float("-inf")).all(dim=-1).sum()) == 1, "the premise: one row"
+    result = gradcli.grads(model, x, loss="out.sum()")
+    finding = next(f for p in result.params for f in p.findings if f.flag == "NONFINITE")
+    assert "the nan is born in softmax" in finding.reason and ": 1 row of its input is -inf throughout," in finding.reason
+
+def test_trace_flow_tells_the_nan_from_the_inf_and_the_constant_from_an_overflow():
+    result = gradcli.trace(TARGET, ["x=randn(2,4,8)"], loss="out.sum()", seed=0, flow=True)
+    forward = result.forward_nonfinite
+    assert (forward["call"], forward["kind"], forward["written"], forward["line"]) == (
+        "masked_fill", "inf", True, _line(FILL_LINE))
+    nan = forward["first_nan"]
+    assert (nan["call"], nan["kind"], nan["line"], nan["masked_rows"]) == ("softmax", "nan", _line(SOFTMAX_LINE), 4)
+    cause = result.cause
+    assert cause.kind == "masked_row" and cause.node == "SoftmaxBackward0"
+    assert "written by masked_fill()" in cause.summary and "torch.finfo(scores.dtype).min" in cause.summary
+    assert cause.summary.count("checked on your model, loss and gradients finite") == 2
