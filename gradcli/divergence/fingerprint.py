@@ -20,7 +20,7 @@ _DIRECTIONS: dict[tuple[int, torch.dtype], torch.Tensor] = {}
 #: The elements per block of a large float32 tensor's norm: each block's norm is taken in
 #: float32 (one reduction over all the blocks), their squares are added in float64. A block of
 #: 256 is typically ~u·sqrt(256) off, and the blocks' errors average out: against torch's float64
-#: norm (tests/test_diverge_norm.py) the norm of 2^16 elements or more stays within a tenth of
+#: norm (tests/divergence/test_diverge_norm.py) the norm of 2^16 elements or more stays within a tenth of
 #: the band's floor (16 float32 unit roundoffs, 9.5e-7); 1e-9 on a million. Blocks of 4096 (a
 #: float32 dot each) were 1e-7 off on a million.
 BLOCK = 256

@@ -72,7 +72,7 @@ def test_a_loss_scaled_by_the_world_size_doubles_every_gradient():
 
 @pytest.mark.slow
 def test_another_interpreter_running_the_same_script_stays_within_the_band():
-    # the same interpreter reached as python:PATH; another torch version: tests/test_diverge_torch_versions.py
+    # the same interpreter reached as python:PATH; another torch version: tests/divergence/test_diverge_torch_versions.py
     result = diverge(Script(str(ROOT / "examples" / "diverge" / "train.py"), None, ()), RunSetup("same"),
                      parse_setup(f"python:{sys.executable}"), steps=5)
     assert result.ok and len(result.steps) == 5
