@@ -168,7 +168,6 @@ def test_elements_mode_refuses_large_tensors():
 
 
 def test_readme_shows_the_real_output():
-    from pathlib import Path
 
     readme = (ROOT / "docs" / "commands" / "trace.md").read_text(encoding="utf-8")
     shown = readme.split("<!-- symbolic-output -->\n```text\n")[1].split("\n```\n<!-- /symbolic-output -->")[0]

@@ -162,7 +162,6 @@ def test_every_backward_op_row_is_torchs_own_node(name):
 
 
 def test_the_readme_shows_the_real_second_derivative_output():
-    from pathlib import Path
 
     readme = (ROOT / "docs" / "commands" / "trace.md").read_text(encoding="utf-8")
     shown = readme.split("  d/dx sum(gradient of x)\n", 1)[1].split("```", 1)[0]

@@ -7,7 +7,6 @@ command without its row (or a row left behind by a removed option) fails here, b
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 import typer.main

@@ -6,7 +6,6 @@ Each is now an exit-2 message that names what is wrong, or a right result.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import torch

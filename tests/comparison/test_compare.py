@@ -449,7 +449,6 @@ def test_inductor_without_a_cpp_compiler_is_refused_with_the_reason(cli, monkeyp
 def _example_mlp(seed: int) -> nn.Module:
     """examples/compare/models.py:MLP as `--seed` makes it: torch seeded, then the class called."""
     import importlib.util
-    from pathlib import Path
 
     spec = importlib.util.spec_from_file_location("compare_models", ROOT / TARGET.split(":")[0])
     module = importlib.util.module_from_spec(spec)

@@ -415,7 +415,7 @@ def test_grads_ddp_flags_the_parameters_whose_ranks_disagree(ranks, truth):
 
 def test_the_results_follow_the_protocol(ranks, cli):
     from gradcli.distributed.grads import grads_distributed
-    from test_outcome import follows_the_protocol
+    from outcome_protocol import follows_the_protocol
 
     def setup(name):
         return make_setup(ModelSpec.of(f"{MODELS}:{name}", [_var()], loss="out.pow(2).mean()", seed=SEED), world=WORLD)

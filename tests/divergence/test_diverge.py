@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib.util
 import math
-from pathlib import Path
 
 import pytest
 import torch
@@ -173,7 +172,7 @@ def test_a_float16_rmsnorm_that_squares_past_65504_parts_in_forward_at_the_norm(
 
 
 def test_the_results_follow_the_protocol(float64, hooked):
-    from test_outcome import follows_the_protocol
+    from outcome_protocol import follows_the_protocol
 
     follows_the_protocol(float64, passes=True)
     follows_the_protocol(hooked, passes=False)

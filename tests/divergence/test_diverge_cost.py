@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import statistics
-from pathlib import Path
 
 import pytest
 import torch
@@ -16,8 +15,8 @@ import torch
 from gradcli.divergence.cost import RunCost, cost_of
 from gradcli.divergence.runs import RunLog
 from gradcli.divergence.setups import RunSetup
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "diverge" / "train.py"
 STEPS = 4
 

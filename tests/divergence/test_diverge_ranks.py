@@ -5,7 +5,6 @@ it: each rank's forward and backward on its share of the batch, the gradients av
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
 import torch

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 import torch
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "diverge" / "train.py"
 BAD_AT, STEPS = 2, 3
 

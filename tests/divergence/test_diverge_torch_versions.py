@@ -11,13 +11,12 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from gradcli.divergence.band import FACTOR, UNIT
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "diverge" / "train.py"
 STEPS = 200
 OTHER = os.environ.get("GRADCLI_OTHER_TORCH_PYTHON")

@@ -6,7 +6,6 @@ exact/undefined.py)."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
 import sympy

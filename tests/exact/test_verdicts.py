@@ -7,7 +7,6 @@ torch directly, never with gradcli.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import mpmath
 import pytest

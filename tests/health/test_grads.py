@@ -9,7 +9,6 @@ import math
 import dataclasses
 import sys
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 import torch

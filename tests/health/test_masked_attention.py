@@ -5,7 +5,6 @@ and the first nan appear, whose the -inf is, and that each fix makes everything 
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
 import torch
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 import cProfile
 import pstats
 import sys
-from pathlib import Path
 
 import pytest
 

@@ -8,7 +8,6 @@ written, or a row no run produces fails with the key and the table named.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 

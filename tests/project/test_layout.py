@@ -76,3 +76,16 @@ def test_architecture_doc_names_every_area():
     areas = {folder.as_posix() for folder in _folders() if any((TESTS / folder).glob("test_*.py"))}
     assert areas - named == set(), f"areas the doc does not name: {sorted(areas - named)}"
     assert named - areas == set(), f"the doc names folders that do not exist: {sorted(named - areas)}"
+
+
+#: Test files that find a file from their own place, and why they may.
+OWN_PLACE = {"test_hostile.py": "its worker is this file run as a script, without pytest's pythonpath"}
+
+
+def test_no_test_finds_the_project_from_its_own_folder():
+    """paths.ROOT, not the test file's own grandparent folder: a file moved to another area (as four were,
+    merged into this layout from the top of tests/) would look for examples/ in tests/."""
+    climbing = re.compile(r"__file__\)?(\.resolve\(\))?\.parent\.parent")
+    found = sorted(p.relative_to(TESTS).as_posix() for p in _test_files()
+                   if p.name not in OWN_PLACE and climbing.search(p.read_text(encoding="utf-8")))
+    assert not found, f"use `from paths import ROOT` (or TESTS, FIXTURES) in {found}"

@@ -11,8 +11,6 @@ backward, a finite and a non-finite gradient), not gradcli's output.
 from __future__ import annotations
 
 import ast
-import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,10 +18,7 @@ import torch
 from torch import nn
 
 import gradcli
-from gradcli.outcome import Outcome, Problem
-from gradcli.render.formats import render
-from gradcli.render.plain import plain_text
-from gradcli.words import problem_sentence
+from outcome_protocol import COVERED, ELSEWHERE, follows_the_protocol
 from paths import ROOT
 
 FUNCTIONS = "tests/fixtures/functions.py"
@@ -173,21 +168,6 @@ def result_classes() -> set[str]:
     return found
 
 
-#: The result classes the cases below run; a new command's result adds its cases here.
-COVERED = {"TraceResult", "CheckResult", "LibraryCheck", "FunctionResult", "DiscoveryResult", "GradsResult",
-           "MemoryResult", "CompareResult", "PlotData", "DemoRun", "WatchResult",
-           "DistributedResult", "DistributedGrads", "DivergeResult"}
-
-
-#: Results whose runs start process groups: their passing and failing cases run in their own
-#: test file, on the group it shares (seconds each to start), through follows_the_protocol.
-ELSEWHERE = {
-    "DistributedResult": "tests/distributed/test_distributed.py::test_the_results_follow_the_protocol",
-    "DistributedGrads": "tests/distributed/test_distributed.py::test_the_results_follow_the_protocol",
-    "DivergeResult": "tests/divergence/test_diverge.py::test_the_results_follow_the_protocol",  # (child processes)
-}
-
-
 def test_every_result_class_is_covered_by_a_case_here():
     assert result_classes() == COVERED | set(ELSEWHERE), "a result class without a passing and a failing case"
 
@@ -253,28 +233,6 @@ def test_the_kind_finder_sees_a_planted_kind_without_a_sentence(tmp_path):
     assert "planted-kind" not in SENTENCES
     with pytest.raises(ValueError, match="no sentence for a problem of kind 'planted-kind'"):
         say(Problem("planted-kind"))
-
-
-def follows_the_protocol(result, passes: bool) -> None:
-    """`result` is an Outcome whose ok, problems, notes, document and text agree."""
-    assert isinstance(result, Outcome)
-    assert COVERED & {b.__name__ for b in type(result).__mro__}
-    assert result.ok is passes
-    assert result.ok == (not result.problems)
-    assert all(isinstance(p, Problem) and isinstance(p.kind, str) for p in result.problems)
-    assert all(isinstance(note, str) for note in result.notes)
-    sentences = [problem_sentence(p) for p in result.problems]  # every kind has its words
-    assert all(sentences)
-    document = result.as_dict()
-    json.dumps(document, default=str)  # plain data
-    assert document["ok"] is result.ok  # every document carries the verdict and its sentences
-    assert document["problems"] == sentences
-    written = json.loads(plain_text(render(result, "json")))
-    assert written["ok"] is result.ok
-    text = plain_text(render(result, "text"))
-    assert text
-    if hasattr(type(result), "_repr_html_"):  # the public API's results: str() is the text format's
-        assert str(result) == text
 
 
 @pytest.mark.parametrize(("library", "command", "passes"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])

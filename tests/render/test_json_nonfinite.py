@@ -7,7 +7,6 @@ string "nan", "inf" or "-inf"."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,7 +15,7 @@ import torch
 from gradcli import check_function
 from gradcli.render.trace_json import document_json, lines_json, trace_document, trace_json
 from gradcli.render.values import finite_safe
-from paths import FIXTURES, ROOT
+from paths import FIXTURES
 
 
 

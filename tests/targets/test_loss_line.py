@@ -13,7 +13,6 @@ import copy
 import dataclasses
 import sys
 from collections import OrderedDict
-from pathlib import Path
 from typing import Optional
 
 import pytest

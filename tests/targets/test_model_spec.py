@@ -5,7 +5,6 @@ target and the distributed runs. The weights each makes are torch's own under th
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import torch
 

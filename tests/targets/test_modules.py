@@ -8,7 +8,6 @@ dictionaries torch keeps on each module.
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import pytest
 import torch

@@ -10,7 +10,6 @@ same calls, and grads' observer still names the cut and the user's line.
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import torch
 from torch import nn

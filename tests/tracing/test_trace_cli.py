@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 import re
-import shutil
 import shlex
 import shutil
 

@@ -77,7 +77,6 @@ def test_lightnings_logger_gets_the_layer_norms_from_the_callback(tmp_path):
     from gradcli.callbacks import LightningCallback
 
     import importlib.util
-    from pathlib import Path
 
     spec = importlib.util.spec_from_file_location("lit_train_trackers",
                                                   ROOT / "examples/watch/lit_train.py")
@@ -118,7 +117,6 @@ def test_the_hf_trainers_report_to_gets_the_numbers_through_on_log(tmp_path):
     from gradcli.callbacks import TrainerCallback
 
     import importlib.util
-    from pathlib import Path
 
     spec = importlib.util.spec_from_file_location("hf_train_trackers",
                                                   ROOT / "examples/watch/hf_train.py")

@@ -112,8 +112,6 @@ def test_no_claim_without_the_exact_value_showing_it(model: nn.Module, values: l
 
 
 def test_trace_flow_on_the_example_model_exits_1_naming_the_line(monkeypatch) -> None:
-    import os
-
     monkeypatch.chdir(str(ROOT))
     result = gradcli.trace("examples/nan_causes.py:Cancellation", ["x=[[0.1], [0.001], [1e-5], [1e-7]]"],
                            flow=True, dtype="float64", seed=0)

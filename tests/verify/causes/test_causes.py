@@ -152,7 +152,6 @@ def test_leaked_branch_shows_the_branch_and_points() -> None:
 def test_every_key_produced_is_documented() -> None:
     import json
     import re
-    from pathlib import Path
 
     documented = set(re.findall(r"^\| `([a-z_]+)`(?:, `([a-z_]+)`)?", (ROOT / "docs" / "causes.md")
                                 .read_text(encoding="utf-8"), flags=re.M))

@@ -130,8 +130,6 @@ MODELS = "examples/nan_causes.py"
     ("Undefined", "undefined", "SqrtBackward0"),
 ])
 def test_trace_flow_on_a_model_file_names_the_cause_and_line(name: str, kind: str, node: str | None, monkeypatch) -> None:
-    import os
-
     import gradcli
 
     monkeypatch.chdir(str(ROOT))

@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib
 import sys
 import warnings
-from pathlib import Path
 
 import pytest
 import torch

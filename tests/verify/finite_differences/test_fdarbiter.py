@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib
 import math
-from pathlib import Path
 
 import mpmath
 import pytest

@@ -7,7 +7,6 @@ expected values are hand-written derivatives with explicit tolerances.
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
 import pytest
 import torch

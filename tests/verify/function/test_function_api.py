@@ -10,7 +10,6 @@ a matrix input.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner

@@ -4,7 +4,6 @@ inputs with their shape, not flattened; the JSON keeps the values nested with th
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import torch
 

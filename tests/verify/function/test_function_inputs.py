@@ -5,7 +5,6 @@ invented arguments named in errors, and `given` actual values (fn-discover's ent
 from __future__ import annotations
 
 import inspect
-from pathlib import Path
 from typing import Optional
 
 import pytest
