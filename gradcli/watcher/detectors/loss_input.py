@@ -84,7 +84,7 @@ class LossInput(Detector):
             modules=_modules_of(run, activation) or None, site=site or loss_site))
 
     def _broadcast(self, run: Run, node: Any, name: str, sites: dict) -> None:
-        expand = _input(node)
+        expand, _ = _first_edge(node)
         if expand is None or expand.name() != "ExpandBackward0":
             return
         try:
@@ -102,21 +102,23 @@ class LossInput(Detector):
                                  site=site))
 
 
-def _input(node: Any) -> Any:
-    from ...graph.nodes import inputs_of
+def _first_edge(node: Any) -> tuple[Any, int]:
+    """The node behind `node`'s first input, and which of that node's outputs the input is."""
+    from ...graph.nodes import edges
 
-    inputs = inputs_of(node)
-    return inputs[0] if inputs else None
+    return (edges(node) or [(None, 0)])[0]
 
 
 def _feeding(node: Any) -> tuple[Any, int]:
     """The node that made `node`'s first input, past reshapes, and which of its outputs it was."""
-    from ...graph.nodes import edges
+    return _past_reshapes(*_first_edge(node))
 
-    below, output = (edges(node) or [(None, 0)])[0]
-    while below is not None and below.name() in _RESHAPES:
-        below, output = (edges(below) or [(None, 0)])[0]
-    return below, output
+
+def _past_reshapes(node: Any, output: int = 0) -> tuple[Any, int]:
+    """`node`, or the first node below it (through first inputs) that is not a reshape."""
+    while node is not None and node.name() in _RESHAPES:
+        node, output = _first_edge(node)
+    return node, output
 
 
 def _made(run: Run, node: Any, output: int, sites: dict) -> tuple[str | None, Site | None]:
@@ -149,20 +151,15 @@ def _inside_compiled(run: Run, output: int) -> tuple[str | None, Site | None]:
     except Exception:  # noqa: BLE001 - a model that cannot run eagerly here keeps its compiled node unread
         return None, None
     tensors = [t for t in output_tensors(out) if t.requires_grad]
-    if len(tensors) != 1 and output >= len(tensors):
+    index = 0 if len(tensors) == 1 else output
+    if index >= len(tensors):
         return None, None
-    made = _through_reshapes(tensors[0 if len(tensors) == 1 else output].grad_fn)
+    made, _ = _past_reshapes(tensors[index].grad_fn)
     if made is None:
         return None, None
     site = notes.sites.get(made, (None, None, []))[1]
     # no line of the model's own (nn.Sequential's): the first user frame is the loop's backward()
     return made.name(), call.site if site is None or site == run.backward_site else site
-
-
-def _through_reshapes(node: Any) -> Any:
-    while node is not None and node.name() in _RESHAPES:
-        node = _input(node)
-    return node
 
 
 def _loss_name(called: str, function: str) -> str:
