@@ -64,7 +64,7 @@ def _run_watched(script: object, out: object) -> None:
         try:
             run_script(script)  # type: ignore[arg-type]
         except WatchStop:
-            pass
+            pass  # the stop is in watch.result, read below
     result = watch.result
     if result.stop is not None:
         record = {"kind": "watch", "stop": dataclasses.asdict(result.stop), "checks": result.checks,

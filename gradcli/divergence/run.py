@@ -84,14 +84,12 @@ def _stops(script: Script, a: RunLog, b: RunLog) -> list[RunStop]:
 
 def _run_stop(side: str, log: RunLog, again: RunLog) -> RunStop:
     from ..watcher.names import module_of
-    from ..watcher.result import Replay, Stop, WatchCause, WatchOrigin
+    from ..watcher.result import Replay, Stop
 
     recorded = log.stop or {}
     record = again.watch
     if record is not None and record["stop"]["step"] == recorded["step"]:
-        d = dict(record["stop"])
-        parts = {"origin": WatchOrigin, "cause": WatchCause, "replay": Replay}
-        stop = Stop(**{k: (parts[k](**v) if k in parts and v is not None else v) for k, v in d.items()})
+        stop = Stop.from_fields(record["stop"])
         return RunStop(side, log.setup, stop, record["checks"], record["skipped"], list(record["notes"]))  # type: ignore[arg-type]
     # watch's rerun did not stop at that step (the script does not compute the same steps again,
     # or the rerun failed): the recorder's own finding, in watch's record, without an origin

@@ -92,6 +92,14 @@ class Stop:
             "rows": _numbers(self.rows),
         }
 
+    @classmethod
+    def from_fields(cls, fields: dict[str, Any]) -> "Stop":
+        """A stop from `dataclasses.asdict(stop)` (every field, read back from JSON in another
+        process: divergence/child.py writes one, divergence/run.py reads it)."""
+        parts = {"origin": WatchOrigin, "cause": WatchCause, "replay": Replay}
+        return cls(**{key: parts[key](**value) if key in parts and value is not None else value
+                      for key, value in fields.items()})
+
 
 @dataclass
 class WatchFinding:
