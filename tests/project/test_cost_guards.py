@@ -8,6 +8,10 @@ machine's speed (bench/ measures the time; these fail when a change makes the wo
   138 before the parser asked each name's validity once, `children` and the inlined size skipped
   leaves by type, the torch builder let a tensor argument through first and read keyword
   kinds only for keywords, and `Labels` read each binding with one getattr).
+- `trace --json` on a model (bench/model.py's DeepMLP, the benchmark's model): the Python calls
+  per graph node while `gradcli.trace` records the forward, walks the graph and writes the
+  JSON, marginal between 20 and 60 blocks. 181 on 2026-12-04 (issue 46; 202 before the module
+  table's parameter counts came from one walk of the parameters).
 - `check` on many points: the bytes torch's CPU allocator holds at its peak per point, and
   the bytes it allocates per point in all, as torch's profiler reports them
   (`profile_memory=True`), marginal between two sizes, in both of the check's regimes:
@@ -37,8 +41,10 @@ from paths import ROOT
 
 sys.path.insert(0, str(ROOT / "bench"))
 from programs import chain  # noqa: E402  (bench/'s chain: the benchmark's own program)
+from model import DeepMLP  # noqa: E402  (bench/'s model: the benchmark's own)
 
 CALLS_PER_NODE = 101
+MODEL_CALLS_PER_NODE = 181
 #: (points, points) -> (peak, allocated) bytes per point between them
 BYTES_PER_POINT = {
     (20_000, 100_000): (110.99, 684.96),
@@ -64,6 +70,34 @@ def test_trace_makes_a_bounded_number_of_python_calls_per_node():
     trace_calls(20)  # caches filled (node types' saved attributes, imports)
     per_node = (trace_calls(3000) - trace_calls(1000)) / 2000
     assert per_node <= CALLS_PER_NODE * 1.03, f"{per_node:.1f} Python calls per node (was {CALLS_PER_NODE})"
+    assert per_node > 20, "the premise: the count sees the walk"
+
+
+def model_calls(blocks: int) -> tuple[int, int]:
+    """cProfile's count of calls while `gradcli.trace` records, walks and writes the JSON of a
+    `blocks`-block DeepMLP, and the graph's node count (from the document)."""
+    import json
+
+    import torch
+
+    def profiled() -> tuple[int, int]:
+        torch.manual_seed(0)
+        model = DeepMLP(blocks=blocks)
+        profile = cProfile.Profile()
+        profile.enable()
+        text = gradcli.trace(model, x=torch.randn(8, 16), loss="out.pow(2).mean()").to_json()
+        profile.disable()
+        return pstats.Stats(profile).total_calls, len(json.loads(text)["nodes"])
+
+    return run_deep(profiled)
+
+
+def test_trace_of_a_model_makes_a_bounded_number_of_python_calls_per_node():
+    model_calls(5)  # caches filled
+    (calls_a, nodes_a), (calls_b, nodes_b) = model_calls(20), model_calls(60)
+    per_node = (calls_b - calls_a) / (nodes_b - nodes_a)
+    assert nodes_b - nodes_a == 40 * 9, "the premise: 9 nodes a block (4 of them AccumulateGrad)"
+    assert per_node <= MODEL_CALLS_PER_NODE * 1.03, f"{per_node:.1f} Python calls per node (was {MODEL_CALLS_PER_NODE})"
     assert per_node > 20, "the premise: the count sees the walk"
 
 

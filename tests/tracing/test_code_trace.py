@@ -123,6 +123,31 @@ def test_mlp_json_matches_a_direct_grad_fn_walk(cli):
     assert document["modules"][1] == {"path": "fc1", "class": "Linear", "parameters": 16, "inputs": [[2, 3]], "output": [[2, 4]]}
 
 
+
+def test_module_table_counts_each_modules_parameters_as_torch_does_with_tied_and_shared_weights():
+    """`parameters` of a module is `module.parameters()`'s size: a tied weight and a module
+    held at two paths counted once in each module's tree, as torch's own iterator counts them."""
+    from torch import nn
+
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(10, 4)
+            self.head = nn.Linear(4, 10, bias=False)
+            self.head.weight = self.emb.weight
+            shared = nn.Linear(4, 4)
+            self.a = nn.Sequential(shared, nn.ReLU())
+            self.b = nn.Sequential(nn.Linear(4, 4), shared)
+
+        def forward(self, ids):
+            return self.head(self.b(self.a(self.emb(ids))))
+
+    model = Tied()
+    document = json.loads(gradcli.trace(model, ids=torch.tensor([1, 2, 3])).to_json())
+    truth = {path: sum(p.numel() for p in module.parameters()) for path, module in model.named_modules()}
+    assert {m["path"]: m["parameters"] for m in document["modules"]} == truth
+    assert truth[""] == 40 + 20 + 20  # the premise: the tie and the shared Linear are each counted once
+
 # -- larger models: json = direct walk, gradients = torch's own backward ----------------------------
 CASES = {
     "cnn": ("SmallCNN", ["x=randn(2,1,8,8)", "labels=randint(0,3,(2,))"], "cross_entropy(out, labels)",
