@@ -158,14 +158,16 @@ def test_infinite_finite_differences_next_to_a_pole_are_unreliable():
 
 
 def test_a_formula_mpmath_cannot_compile_is_not_sampled(monkeypatch):
-    # Found by the slow run: lambdify refuses this Piecewise-inside-a-condition; sampling the
-    # agreeing points at 50 digits crashed the check (a traceback) instead of passing it by.
-    # sympy takes ~20 s of its 30 s budget on these formulas alone: on a loaded machine (two
-    # xdist workers and more) it overran, the check fell back to gradcheck and sampled nothing
-    # for another reason. The budget is not what this tests.
+    # Found by the slow run (on `h0 = softplus(clamp(x, min=-0.59), 0.5, 1.0); clamp(softplus(
+    # softplus(h0)) + pi, min=3.76)`, ~20 s of sympy): lambdify refuses a Piecewise inside a
+    # condition (`expecting bool or Boolean, not Piecewise((False, x < -59/100), (x > 2, True))`
+    # for the formula below, 2 s); sampling the agreeing points at 50 digits crashed the check
+    # (a traceback) instead of passing it by. On a loaded machine sympy could overrun its
+    # budget, fall back to gradcheck and sample nothing for another reason: the budget is not
+    # what this tests.
     from gradcli.exact import elementwise
     monkeypatch.setattr(elementwise, "SYMBOLIC_BUDGET", 600.0)
-    program = "h0 = softplus(clamp(x, min=-0.59), 0.5, 1.0); clamp(softplus(softplus(h0)) + pi, min=3.76)"
+    program = "clamp(softplus(softplus(clamp(x, min=-0.59), 0.5, 1.0)), min=1.0)"
     result = gradcli.check(program, {"x": "[[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]"})
     assert result.ok, str(result)
     assert result.variables[0].sampled_exact == 0 and result.variables[0].points == 6
