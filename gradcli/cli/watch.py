@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, List, Optional
+from typing import Annotated, Any, List, Optional
 
 import typer
 
@@ -72,16 +72,35 @@ def watch_command(
         picture_format(plot)
         require_matplotlib()
     log_path, save = _per_rank(log), _per_rank(save)
+    scratch = None
     if plot is not None and log_path is None:
         import tempfile
 
-        log_path = Path(tempfile.mkdtemp(prefix="gradcli-watch-")) / "steps.jsonl"
-    options = WatchOptions(every=every, health_every=health_every, window=window, adam_ratio=adam_ratio,
-                           stop_on=tuple(dict.fromkeys(["nonfinite", *(stop_on or [])])),  # type: ignore[arg-type]
-                           replay=replay, log=log_path, save=save, skips=skips, tensorboard=_per_rank(tensorboard))
-    status = None if quiet else StatusLine()
+        # the steps the picture is drawn from, removed once it is (main() leaves without finalizers)
+        scratch = tempfile.TemporaryDirectory(prefix="gradcli-watch-")
+        log_path = Path(scratch.name) / "steps.jsonl"
+    try:
+        result, plot = _watched(script, plot, json_path, WatchOptions(
+            every=every, health_every=health_every, window=window, adam_ratio=adam_ratio,
+            stop_on=tuple(dict.fromkeys(["nonfinite", *(stop_on or [])])),  # type: ignore[arg-type]
+            replay=replay, log=log_path, save=save, skips=skips, tensorboard=_per_rank(tensorboard)), quiet)
+    finally:
+        if scratch is not None:
+            scratch.cleanup()
+    console = _stderr_console()
+    show(result, console=console)
+    if plot is not None:
+        say(f"picture written to {plot}", console)
+    raise typer.Exit(exit_status(result.ok))
+
+
+def _watched(script: Any, plot: Optional[str], json_path: Optional[Path], options: Any,
+             quiet: bool) -> tuple[Any, Optional[str]]:
+    """The run watched, its --json written and its --plot drawn (from options.log): the result and
+    the picture's path (this rank's)."""
     from ..watcher.run import watch_script
 
+    status = None if quiet else StatusLine()
     try:
         result = watch_script(script, options, listener=status)
     finally:
@@ -92,16 +111,12 @@ def watch_command(
 
         json_path = _per_rank(json_path)
         json_path.write_text(str(render(result, "json")) + "\n", encoding="utf-8")
-    if plot is not None and log_path is not None:
+    if plot is not None and options.log is not None:
         from ..plot.watch import draw_watch_log
 
         plot = str(_per_rank(Path(plot)))
-        draw_watch_log(log_path, plot, result)
-    console = _stderr_console()
-    show(result, console=console)
-    if plot is not None:
-        say(f"picture written to {plot}", console)
-    raise typer.Exit(exit_status(result.ok))
+        draw_watch_log(options.log, plot, result)
+    return result, plot
 
 
 def _per_rank(path: Optional[Path]) -> Optional[Path]:

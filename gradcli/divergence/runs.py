@@ -47,7 +47,12 @@ def launch(script: Script, setups: list[RunSetup], *, steps: int | None, locate:
            watch: bool = False) -> list[RunLog]:
     """Run the script once per setup, all at once; the logs in the order of `setups`. With
     `watch`, gradcli watch runs inside each (child.py)."""
-    folder = Path(tempfile.mkdtemp(prefix="gradcli-diverge-"))
+    with tempfile.TemporaryDirectory(prefix="gradcli-diverge-") as scratch:  # the logs are read before it goes
+        return _launch(Path(scratch), script, setups, steps=steps, locate=locate, watch=watch)
+
+
+def _launch(folder: Path, script: Script, setups: list[RunSetup], *, steps: int | None, locate: int | None,
+            watch: bool) -> list[RunLog]:
     children = []
     for k, setup in enumerate(setups):
         out = folder / f"run{k}.jsonl"
@@ -60,13 +65,13 @@ def launch(script: Script, setups: list[RunSetup], *, steps: int | None, locate:
         process = subprocess.Popen([*_interpreter(setup), "-m", "gradcli.divergence.child", str(folder / f"run{k}.json")],
                                    stdout=subprocess.DEVNULL, stderr=stderr, env=_environment())
         children.append((setup, process, out, stderr))
-    logs = []
+    ended = []  # every run ends, and its stderr is read, before any is judged (a failed one raises)
     for setup, process, out, stderr in children:
         process.wait()
-        stderr.seek(0)
-        logs.append(_read(setup, out, stderr.read(), process.returncode))
-        stderr.close()
-    return logs
+        with stderr:
+            stderr.seek(0)
+            ended.append((setup, out, stderr.read(), process.returncode))
+    return [_read(*run) for run in ended]
 
 
 def _interpreter(setup: RunSetup) -> list[str]:

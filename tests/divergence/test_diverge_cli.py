@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,9 +16,13 @@ from paths import ROOT
 EXAMPLE = ROOT / "examples" / "diverge" / "train.py"
 
 
-def gradcli(*args: str) -> subprocess.CompletedProcess:
+def gradcli(*args: str, scratch: Path | None = None) -> subprocess.CompletedProcess:
+    """`gradcli diverge ARGS` as a user runs it; `scratch`: its TMPDIR (where the runs' files go)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
            "COLUMNS": "200"}
+    if scratch is not None:
+        scratch.mkdir()
+        env["TMPDIR"] = str(scratch)
     return subprocess.run([sys.executable, "-m", "gradcli", "diverge", *args], capture_output=True, text=True, env=env,
                           timeout=600)
 
@@ -28,8 +33,9 @@ def test_an_unseeded_augmentation_parts_same_at_step_1_in_the_data(tmp_path):
     first.seed(), second.seed()
     assert not torch.equal(torch.randn(4, generator=first), torch.randn(4, generator=second))
     out = tmp_path / "diverge.json"
-    done = gradcli("--b", "same", "--steps", "2", "--json", str(out), str(EXAMPLE), "--unseeded")
+    done = gradcli("--b", "same", "--steps", "2", "--json", str(out), str(EXAMPLE), "--unseeded", scratch=tmp_path / "tmp")
     assert done.returncode == 1, done.stderr
+    assert not list((tmp_path / "tmp").glob("gradcli-*")), "the runs' files are left behind"
     assert "PARTED at step 1, in the data" in done.stdout
     assert "the same setup twice: the script is not reproducible" in done.stdout
     document = json.loads(out.read_text())
@@ -55,6 +61,7 @@ def test_bad_input_is_one_paragraph_and_exit_2(args, message, cli):
 def test_a_script_that_raises_is_exit_2_with_its_own_error(tmp_path):
     script = tmp_path / "broken.py"
     script.write_text("raise ValueError('no data here')\n")
-    done = gradcli("--b", "float64", str(script))
+    done = gradcli("--b", "float64", str(script), scratch=tmp_path / "tmp")
     assert done.returncode == 2
+    assert not list((tmp_path / "tmp").glob("gradcli-*")), "a failed run's files are left behind"
     assert "ValueError: no data here" in done.stderr and "failed" in done.stderr

@@ -112,10 +112,16 @@ def test_no_script_or_a_missing_one_is_exit_2(cli):
     assert done.exit_code == 2 and "no module named 'no_such_module_here'" in done.stderr
 
 
-def test_plot_draws_the_log(cli, tmp_path):
+def test_plot_draws_the_log(cli, tmp_path, monkeypatch):
     pytest.importorskip("matplotlib")
+    import tempfile
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # where the steps drawn from are kept
     picture = tmp_path / "run.png"
     done = cli("watch", "-q", "--plot", str(picture), str(EXAMPLE), "--fault", "spike", "--at", "12", "--steps", "16")
     assert done.exit_code == 0, done.stderr  # the spike is a warning (kinds.py): reported, the run not failed
     assert "warnings (worth a look" in done.stderr and "loss spike" in done.stderr
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not list(scratch.glob("gradcli-*")), "the steps' folder is left behind"
