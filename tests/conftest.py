@@ -29,6 +29,36 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 
 
+#: The files that take longest (most of it in processes they start: diverge's runs, the docs'
+#: examples, gloo ranks, sympy on large formulas), in the order xdist should hand them out: with
+#: `--dist loadfile` a worker takes a whole file, and a long file handed out last leaves the other
+#: core idle while it runs (test_order2_arbiter.py, 2 tests and ~30 s, came last among files
+#: ordered by their test count). Longest first; the rest follow by test count, as xdist orders
+#: them itself. From `pytest --durations=80` on 2026-12-04; tests/project/test_layout.py checks
+#: that each still exists.
+LONGEST_FIRST = (
+    "project/test_docs.py", "project/test_json_docs.py", "divergence/test_diverge.py",
+    "verify/finite_differences/test_order2_arbiter.py", "language/test_properties.py",
+    "distributed/test_distributed.py", "cli/test_hostile.py", "divergence/test_diverge_cli.py",
+    "language/test_address_space_cap.py", "divergence/test_diverge_stops.py", "watcher/test_watch.py",
+    "watcher/test_watch_cli.py", "divergence/test_diverge_ranks.py", "cli/test_cli_basics.py",
+    "exact/test_maxima.py", "watcher/test_watch_ranks.py", "watcher/test_watch_joined.py",
+    "divergence/test_diverge_cost.py", "project/test_bench.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest files first, then by test count; a file's tests stay together, in order."""
+    def file_of(item: pytest.Item) -> str:
+        return item.nodeid.split("::")[0].removeprefix("tests/")
+
+    counts: dict[str, int] = {}
+    for item in items:
+        counts[file_of(item)] = counts.get(file_of(item), 0) + 1
+    rank = {name: k for k, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: (rank.get(file_of(item), len(rank)), -counts[file_of(item)], file_of(item)))
+
+
 @pytest.fixture
 def cli():
     """Run gradcli with arguments; returns click's Result (exit_code, stdout, stderr)."""

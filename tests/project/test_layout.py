@@ -89,3 +89,11 @@ def test_no_test_finds_the_project_from_its_own_folder():
     found = sorted(p.relative_to(TESTS).as_posix() for p in _test_files()
                    if p.name not in OWN_PLACE and climbing.search(p.read_text(encoding="utf-8")))
     assert not found, f"use `from paths import ROOT` (or TESTS, FIXTURES) in {found}"
+
+
+def test_the_longest_files_named_for_xdist_exist():
+    # conftest.py hands these out first; a renamed or moved file would silently go back to last
+    from conftest import LONGEST_FIRST
+
+    missing = [name for name in LONGEST_FIRST if not (TESTS / name).is_file()]
+    assert not missing, f"conftest.py's LONGEST_FIRST names files that are not there: {missing}"
