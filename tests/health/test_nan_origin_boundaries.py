@@ -206,3 +206,81 @@ def test_a_loss_the_rerun_finds_finite_is_not_said_to_be_made_by_the_loss():
     result = gradcli.grads(model, x)
     assert result.origin is not None and result.origin.forward_op is None and not result.origin.forward_in_loss
     assert result.loss_finding.reason == "the loss is inf"
+
+
+GHOST = '''
+import torch
+from torch import nn
+
+
+class Root(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(1, dtype=torch.float64))
+
+    def forward(self, x):
+        return torch.sqrt(self.w - x).sum()
+'''
+
+
+def test_a_line_python_cannot_read_is_named_with_its_module_and_an_empty_code(tmp_path):
+    """Root's code compiled under a file name that does not exist (as a notebook's or a deleted
+    file's would be): Python keeps the line number but linecache has no text for it. The source
+    is still the line, in the module path torch's named_modules gives, and its code the empty
+    string the JSON promises (docs/json.md: `code` is a string)."""
+    import json
+    import linecache
+
+    ghost = str(tmp_path / "ghost.py")
+    namespace: dict = {}
+    exec(compile(GHOST, ghost, "exec"), namespace)
+
+    class Outer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = namespace["Root"]()
+
+        def forward(self, x):
+            return self.inner(x)
+
+    model, x = Outer(), torch.ones(1, dtype=torch.float64)
+    (grad,) = torch.autograd.grad(model(x), [model.inner.w])
+    assert math.isinf(grad.item())  # torch: sqrt's gradient at 0
+    line = next(k for k, text in enumerate(GHOST.splitlines(), 1) if "torch.sqrt" in text)
+    assert linecache.getline(ghost, line) == ""
+    path = next(name for name, m in model.named_modules() if m is model.inner)
+    result = gradcli.grads(model, x)
+    source = result.origin.backward_source
+    assert (source.module, source.file, source.line, source.code) == (path, ghost, line, "")
+    document = json.loads(result.to_json())
+    (finding,) = document["parameters"][0]["findings"]
+    assert finding["source"] == document["nonfinite_origin"]["backward_source"] == {"file": ghost, "line": line, "code": ""}
+
+
+class Hooked(nn.Module):
+    """A tensor hook on w makes its gradient inf after every node ran: w * x's backward is finite."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(2, dtype=torch.float64))
+        self.w.register_hook(lambda g: g * math.inf)
+
+    def forward(self, x):
+        return (self.w * x).sum()
+
+
+def test_a_gradient_made_infinite_by_a_hook_has_no_node_and_no_line():
+    model, x = Hooked(), torch.ones(2, dtype=torch.float64)
+    loss = model(x)
+    (grad,) = torch.autograd.grad(loss, [model.w])
+    assert torch.isinf(grad).all()
+    seen = []
+    loss = model(x)
+    loss.grad_fn.register_hook(lambda grad_inputs, grad_outputs: seen.append(grad_inputs))
+    torch.autograd.grad(loss, [model.w])
+    assert all(bool(torch.isfinite(g).all()) for g in seen[0] if g is not None)  # torch: the node's own are finite
+    result = gradcli.grads(model, x)
+    assert result.origin.backward_node is None and result.origin.forward_op is None
+    (finding,) = result.params[0].findings
+    assert (finding.flag, finding.reason, finding.source) == ("NONFINITE", "inf in its gradient", None)
+    assert gradcli.health.param.finding_data(finding)["source"] is None
