@@ -82,3 +82,30 @@ def test_the_same_model_without_the_traced_path_has_no_capture_cause():
     assert worst_rel_err(torch_grads(model, x, "eager"), torch_grads(model, x)) < 1e-6, "the premise: no difference"
     result = gradcli.compare(model, x, loss=square, compile=True, backend="eager")
     assert result.ok and not result.causes, str(result)
+
+
+class Refused(Plain):
+    """A forward that raises: torch._dynamo.explain raises with it."""
+
+    def forward(self, x):
+        raise ValueError("this forward takes no input of that kind")
+
+
+def test_explain_raising_is_a_graph_breaks_cause_with_torch_s_own_error():
+    """What explain raises is told as it is, with no count of graphs or breaks (json.md's
+    graph-breaks cause); the model's random state is the run's."""
+    from types import SimpleNamespace
+
+    import torch._dynamo
+
+    from gradcli.comparison.causes import _graph_breaks
+    from gradcli.comparison.result import Cause
+
+    model, x = Refused(), torch.ones(1, 8)
+    torch._dynamo.reset()
+    with pytest.raises(Exception) as raised:
+        torch._dynamo.explain(copy.deepcopy(model))(x)
+    torch._dynamo.reset()
+    runs = SimpleNamespace(model=model, rng_state=torch.random.get_rng_state(), args=(x,), kwargs={})
+    assert _graph_breaks(runs) == Cause("graph-breaks", {
+        "graphs": None, "breaks": None, "reasons": [f"explain raised {type(raised.value).__name__}: {raised.value}"]})
