@@ -55,5 +55,7 @@ def grad_stats(grads: list[torch.Tensor]) -> list[GradStats]:
             if finite and not math.isfinite(v[0]):  # a finite float32 gradient whose norm overflows
                 v[0] = torch.linalg.vector_norm(g.detach().double()).item()
                 v[2] = torch.linalg.vector_norm(g.detach().double(), 1).item() / max(g.numel(), 1)
+            elif v[0] == 0.0 and v[1] > 0.0:  # non-zero elements whose squares underflow (float32 below ~1e-23)
+                v[0] = v[1] * torch.linalg.vector_norm(g.detach().double() / v[1]).item()
             stats.append(GradStats(v[0], v[1], v[2], v[3], finite))
     return stats

@@ -232,3 +232,29 @@ def test_a_finite_gradient_whose_norm_overflows_is_exploding_not_nonfinite():
     params = {p.name: p for p in gradcli.grads(model, x).params}
     assert [f.flag for f in params["knobs.0"].findings] == ["EXPLODING"]
     assert not params["knobs.1"].findings and not params["knobs.2"].findings
+
+
+@pytest.mark.parametrize(("dtype", "gain"), [(torch.float32, 1e-25), (torch.float64, 1e-170)])
+def test_a_gradient_whose_squares_underflow_is_vanishing_not_unjudged(dtype, gain):
+    """Every element non-zero (torch.count_nonzero), yet torch's own norm in the gradient's dtype
+    is 0: the squares underflow (float32 below ~1e-23, float64 below ~1e-162). The norm is the
+    elements' hypot (Python's math.hypot, which scales), so the ratio is tiny, not 0, and vanishes."""
+
+    class Tiny(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.small = nn.Parameter(torch.ones(2, dtype=dtype))
+            self.rest = nn.ParameterList(nn.Parameter(torch.ones(2, dtype=dtype)) for _ in range(2))
+
+        def forward(self, x):
+            return gain * (self.small * x).sum() + sum((k * x).sum() for k in self.rest)
+
+    model, x = Tiny(), torch.ones(2, dtype=dtype)
+    grad = torch.autograd.grad(model(x), [model.small])[0]
+    assert int(torch.count_nonzero(grad)) == 2 and torch.linalg.vector_norm(grad).item() == 0.0  # torch's premise
+    norm = math.hypot(*grad.double().tolist())
+    params = {p.name: p for p in gradcli.grads(model, x).params}
+    small = params["small"]
+    assert small.grad_norm == pytest.approx(norm, rel=1e-12, abs=0)
+    assert small.ratio == pytest.approx(norm / torch.linalg.vector_norm(model.small.detach()).item(), rel=1e-12, abs=0)
+    assert _findings(small, "VANISHING") == ["‖grad‖/‖param‖ below 1e-07: an SGD step cannot change it"]
