@@ -258,3 +258,19 @@ def test_a_gradient_whose_squares_underflow_is_vanishing_not_unjudged(dtype, gai
     assert small.grad_norm == pytest.approx(norm, rel=1e-12, abs=0)
     assert small.ratio == pytest.approx(norm / torch.linalg.vector_norm(model.small.detach()).item(), rel=1e-12, abs=0)
     assert _findings(small, "VANISHING") == ["‖grad‖/‖param‖ below 1e-07: an SGD step cannot change it"]
+
+
+@pytest.mark.parametrize("offset", [0, DOWN])
+def test_a_split_anchor_may_sit_on_the_band_s_floor(offset):
+    """Median 2e3 (over the band), a knob exactly at the band's floor 3e-4 is inside it and far
+    below the median: it anchors the split, and the median's side explodes. One float below the
+    floor it is out of the band: no split, and the median judges it (more than 1e4x below)."""
+    gain = HEALTHY_LOW if offset == 0 else math.nextafter(HEALTHY_LOW, offset)
+    result, truth, params = _run([gain, 2e3, 2e3, 2e3])
+    median = statistics.median(truth.values())
+    assert result.median_ratio == median == 2e3 and HEALTHY_HIGH < median
+    inside = HEALTHY_LOW <= truth["knobs.0"] < median / 1e4
+    assert [f.flag for f in params["knobs.0"].findings] == ([] if inside else ["VANISHING"])
+    assert all([f.flag for f in params[f"knobs.{k}"].findings] == (["EXPLODING"] if inside else []) for k in (1, 2, 3))
+    if inside:
+        assert "which is in the band" in params["knobs.1"].findings[0].reason and "knobs.0" in params["knobs.1"].findings[0].reason
