@@ -154,6 +154,19 @@ def test_a_split_anchor_must_be_more_than_spread_from_the_median(offset):
     assert params["knobs.3"].findings == []
 
 
+@pytest.mark.parametrize("offset", [DOWN, 0, UP])
+def test_over_the_band_an_anchor_must_be_more_than_spread_below_the_median(offset):
+    """The mirror of the above: median 2e3 over the band, a knob in the band anchors only strictly
+    under median / spread; at it or one float above, the median judges (and finds nothing)."""
+    bound = 2e3 / 1e4  # the median over the spread, as Python rounds it
+    gain = bound if offset == 0 else math.nextafter(bound, offset)
+    result, truth, params = _run([2e3, 2e3, 2e3, gain])
+    anchored = truth["knobs.3"] < result.median_ratio / 1e4
+    assert anchored is (offset == DOWN)
+    assert all([f.flag for f in params[f"knobs.{k}"].findings] == (["EXPLODING"] if anchored else []) for k in range(3))
+    assert params["knobs.3"].findings == []
+
+
 @pytest.mark.parametrize("median", [HEALTHY_LOW, math.nextafter(HEALTHY_LOW, DOWN)])
 def test_no_split_while_the_median_is_in_the_band_its_edge_included(median):
     result, truth, params = _run([median, median, median, 1.0], spread=100.0)
