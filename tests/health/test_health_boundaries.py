@@ -287,3 +287,28 @@ def test_a_split_anchor_may_sit_on_the_band_s_floor(offset):
     assert all([f.flag for f in params[f"knobs.{k}"].findings] == (["EXPLODING"] if inside else []) for k in (1, 2, 3))
     if inside:
         assert "which is in the band" in params["knobs.1"].findings[0].reason and "knobs.0" in params["knobs.1"].findings[0].reason
+
+
+@pytest.mark.parametrize(("dtype", "size"), [(torch.float32, 1e20), (torch.float64, 1e160), (torch.float32, 1e-25)])
+def test_a_parameter_whose_squares_over_or_underflow_is_measured_by_its_elements(dtype, size):
+    """torch's norm in the parameter's dtype is inf (or 0) while every element is finite and non-zero:
+    the ratio is against the elements' hypot (Python's math.hypot, which scales), as torch's
+    float64 gradient over it gives, and judged by size like any other."""
+
+    class Sized(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.odd = nn.Parameter(torch.full((2,), size, dtype=dtype))
+            self.rest = nn.ParameterList(nn.Parameter(torch.ones(2, dtype=dtype)) for _ in range(3))
+
+        def forward(self, x):
+            return (self.odd * x).sum() + sum((k * x).sum() for k in self.rest)
+
+    model, x = Sized(), torch.ones(2, dtype=dtype)
+    assert torch.linalg.vector_norm(model.odd.detach()).item() in (0.0, math.inf)  # torch's premise
+    grad = torch.autograd.grad(model(x), [model.odd])[0]
+    ratio = math.hypot(*grad.double().tolist()) / math.hypot(*model.odd.detach().double().tolist())
+    params = {p.name: p for p in gradcli.grads(model, x).params}
+    assert params["odd"].ratio == pytest.approx(ratio, rel=8 * torch.finfo(dtype).eps, abs=0)  # the gradient's norm is in its dtype
+    expected = "VANISHING" if ratio < 1e-7 else "EXPLODING" if ratio > 1e4 else None
+    assert [f.flag for f in params["odd"].findings] == ([expected] if expected else [])
