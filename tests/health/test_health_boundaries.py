@@ -312,3 +312,28 @@ def test_a_parameter_whose_squares_over_or_underflow_is_measured_by_its_elements
     assert params["odd"].ratio == pytest.approx(ratio, rel=8 * torch.finfo(dtype).eps, abs=0)  # the gradient's norm is in its dtype
     expected = "VANISHING" if ratio < 1e-7 else "EXPLODING" if ratio > 1e4 else None
     assert [f.flag for f in params["odd"].findings] == ([expected] if expected else [])
+
+
+def test_a_ratio_below_float64_s_range_is_vanishing_and_counts_in_the_median():
+    """A gradient of 1e-320 (a float64 subnormal, not zero: torch.count_nonzero) over a weight of
+    1e10: Python's own division gives 0.0, a ratio below float64's range, far under any bound."""
+
+    class Underflowing(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.big = nn.Parameter(torch.full((1,), 1e10, dtype=torch.float64))
+            self.rest = nn.ParameterList(nn.Parameter(torch.ones(1, dtype=torch.float64)) for _ in range(2))
+
+        def forward(self, x):
+            return 1e-320 * (self.big * x).sum() + sum((k * x).sum() for k in self.rest)
+
+    model, x = Underflowing(), torch.ones(1, dtype=torch.float64)
+    grads = torch.autograd.grad(model(x), list(model.parameters()))
+    assert int(torch.count_nonzero(grads[0])) == 1
+    truth = [g.item() / p.item() for g, p in zip(grads, model.parameters())]
+    assert truth[0] == 0.0
+    result = gradcli.grads(model, x)
+    params = {p.name: p for p in result.params}
+    assert params["big"].ratio == 0.0 and params["big"].zero_share == 0.0 and "ZERO" not in params["big"].flags
+    assert _findings(params["big"], "VANISHING") == ["‖grad‖/‖param‖ below 1e-07: an SGD step cannot change it"]
+    assert result.median_ratio == statistics.median(truth) == 1.0  # three ratios, the 0 among them
