@@ -11,6 +11,7 @@ on two cores.
     python tools/mutation.py fd --recheck      # the survivors again, against the tests as they are now
     python tools/mutation.py grads --sample 5  # one mutant in five (numbers ending in 0 or 5): a
                                                # first score where the whole run takes too long
+    python tools/mutation.py grads --functions find_split _source  # only these functions' mutants
 """
 
 from __future__ import annotations
@@ -113,6 +114,11 @@ def recheck(package: str, settings: dict, work: Path, only: str | None = None,
     return outcome
 
 
+def _mangled(function: str) -> str:
+    """mutmut's name for a function (`_f`) or a method (`ǁClassǁmethod`), after its `x`."""
+    return "ǁ" + function.replace(".", "ǁ") if "." in function else "_" + function
+
+
 def main() -> int:
     settings = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     packages = settings["tool"]["gradcli-mutation"]
@@ -128,6 +134,8 @@ def main() -> int:
                         help="with --recheck: test files to run besides the package's selection")
     parser.add_argument("--sample", type=int, choices=(1, 5, 10), default=1,
                         help="run one mutant in N, by the last digits of its number (5: 0 and 5; 10: 0)")
+    parser.add_argument("--functions", nargs="+", metavar="NAME",
+                        help="run only the mutants of these functions (module-level names, or Class.method)")
     args = parser.parse_args()
     work = args.work / args.package
     if args.results:
@@ -140,7 +148,11 @@ def main() -> int:
     # mutmut puts its mutants/ first itself. One intra-op thread: its timeout is CPU seconds, and
     # torch's second thread spinning on a loaded machine made killed mutants of memory "timeout".
     env = {**os.environ, "PYTHONPATH": "", "OMP_NUM_THREADS": "1"}
-    sample = {1: [], 5: ["*__mutmut_*0", "*__mutmut_*5"], 10: ["*__mutmut_*0"]}[args.sample]
+    sample = {1: ["*__mutmut_*"], 5: ["*__mutmut_*0", "*__mutmut_*5"], 10: ["*__mutmut_*0"]}[args.sample]
+    if args.functions:  # mutmut's names: module.x_function__mutmut_N, module.xǁClassǁmethod__mutmut_N
+        sample = [f"*.x{_mangled(name)}{pattern[1:]}" for name in args.functions for pattern in sample]
+    elif args.sample == 1:
+        sample = []  # every mutant
     subprocess.run(["nice", "-n", "10", sys.executable, "-m", "mutmut", "run", "--max-children",
                     str(args.max_children), *sample], cwd=work, env=env)
     print(json.dumps(score(work), indent=2))

@@ -170,7 +170,7 @@ def _graph_breaks(runs: Runs) -> Cause | None:
         return Cause("graph-breaks", {"graphs": None, "breaks": None, "reasons": [f"explain raised {type(err).__name__}: {err}"]})
     finally:
         torch._dynamo.reset()
-    if not explained.graph_break_count:
+    if explained.graph_break_count <= 0:  # none; -1 when dynamo captured no graph at all (graph_count - 1)
         return None
     reasons = [str(getattr(r, "reason", r)).strip().splitlines()[0] for r in explained.break_reasons]
     return Cause("graph-breaks", {"graphs": explained.graph_count, "breaks": explained.graph_break_count,

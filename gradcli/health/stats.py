@@ -27,7 +27,19 @@ def param_norms(params: list[torch.Tensor]) -> list[float]:
     if not params:
         return []
     with torch.no_grad():
-        return torch.stack([torch.linalg.vector_norm(p.detach()).double() for p in params]).tolist()
+        norms = torch.stack([torch.linalg.vector_norm(p.detach()).double() for p in params]).tolist()
+        for i, (norm, p) in enumerate(zip(norms, params)):
+            if (norm == 0.0 or math.isinf(norm)) and bool(torch.isfinite(p).all()):
+                norms[i] = scaled_norm(p)  # its squares under- or overflowed (float32 beyond ~1e-23 or ~1e19)
+        return norms
+
+
+def scaled_norm(t: torch.Tensor) -> float:
+    """The L2 norm in float64 of `t` divided by its largest magnitude, times it: no square
+    under- or overflows (a finite tensor)."""
+    t = t.detach().double()
+    top = float(t.abs().max()) if t.numel() else 0.0
+    return 0.0 if top == 0.0 else top * torch.linalg.vector_norm(t / top).item()
 
 
 def grad_stats(grads: list[torch.Tensor]) -> list[GradStats]:
@@ -55,5 +67,7 @@ def grad_stats(grads: list[torch.Tensor]) -> list[GradStats]:
             if finite and not math.isfinite(v[0]):  # a finite float32 gradient whose norm overflows
                 v[0] = torch.linalg.vector_norm(g.detach().double()).item()
                 v[2] = torch.linalg.vector_norm(g.detach().double(), 1).item() / max(g.numel(), 1)
+            elif v[0] == 0.0 and v[1] > 0.0:  # non-zero elements whose squares underflow (float32 below ~1e-23)
+                v[0] = scaled_norm(g)
             stats.append(GradStats(v[0], v[1], v[2], v[3], finite))
     return stats

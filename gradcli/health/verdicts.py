@@ -20,8 +20,9 @@ MIN_FOR_MEDIAN = 3
 
 
 def median_ratio(params: list[ParamHealth]) -> float | None:
-    """The median ‖grad‖/‖param‖ over parameters with a finite, non-zero gradient."""
-    ratios = [r for p in params if (r := p.ratio) is not None and math.isfinite(r) and r > 0]
+    """The median ‖grad‖/‖param‖ over parameters with a finite, non-zero gradient (their ratio
+    may still be 0: below float64's range, ‖grad‖ 1e-320 over ‖param‖ 1e10)."""
+    ratios = [r for p in params if (r := p.ratio) is not None and math.isfinite(r) and r >= 0]
     return statistics.median(ratios) if len(ratios) >= MIN_FOR_MEDIAN else None
 
 
@@ -95,10 +96,11 @@ def judge_sizes(params: list[ParamHealth], thresholds: Thresholds, median: float
 
 
 def _ratio(param: ParamHealth) -> float | None:
-    """The ratio to judge by size: positive, inf included (a finite gradient whose norm
-    overflows, run._finite), nan never."""
+    """The ratio to judge by size: inf included (a finite gradient whose norm overflows,
+    run._finite), 0 too (an all-zero gradient is ZERO and never sized, so a 0 here is a ratio
+    below float64's range), nan never."""
     r = param.ratio
-    return r if r is not None and r > 0 and not math.isnan(r) else None
+    return r if r is not None and r >= 0 and not math.isnan(r) else None
 
 
 def _split_words(split: Split, thresholds: Thresholds) -> str:

@@ -82,3 +82,57 @@ def test_the_same_model_without_the_traced_path_has_no_capture_cause():
     assert worst_rel_err(torch_grads(model, x, "eager"), torch_grads(model, x)) < 1e-6, "the premise: no difference"
     result = gradcli.compare(model, x, loss=square, compile=True, backend="eager")
     assert result.ok and not result.causes, str(result)
+
+
+class Refused(Plain):
+    """A forward that raises: torch._dynamo.explain raises with it."""
+
+    def forward(self, x):
+        raise ValueError("this forward takes no input of that kind")
+
+
+def test_explain_raising_is_a_graph_breaks_cause_with_torch_s_own_error():
+    """What explain raises is told as it is, with no count of graphs or breaks (json.md's
+    graph-breaks cause); the model's random state is the run's."""
+    from types import SimpleNamespace
+
+    import torch._dynamo
+
+    from gradcli.comparison.causes import _graph_breaks
+    from gradcli.comparison.result import Cause
+
+    model, x = Refused(), torch.ones(1, 8)
+    torch._dynamo.reset()
+    with pytest.raises(Exception) as raised:
+        torch._dynamo.explain(copy.deepcopy(model))(x)
+    torch._dynamo.reset()
+    runs = SimpleNamespace(model=model, rng_state=torch.random.get_rng_state(), args=(x,), kwargs={})
+    assert _graph_breaks(runs) == Cause("graph-breaks", {
+        "graphs": None, "breaks": None, "reasons": [f"explain raised {type(raised.value).__name__}: {raised.value}"]})
+
+
+class RefusedWhileTraced(Plain):
+    """A forward that raises only while dynamo traces it: dynamo gives up on the frame and runs it eagerly."""
+
+    def forward(self, x):
+        if torch.compiler.is_compiling():
+            raise ValueError("not while traced")
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+def test_a_model_dynamo_captures_no_graph_of_has_no_graph_breaks_cause():
+    """torch's explain counts 0 graphs and graph_count - 1 = -1 breaks: no break to tell (it was
+    a cause of "-1 breaks")."""
+    from types import SimpleNamespace
+
+    import torch._dynamo
+
+    from gradcli.comparison.causes import _graph_breaks
+
+    model, x = RefusedWhileTraced(), torch.ones(1, 8)
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(copy.deepcopy(model))(x)
+    torch._dynamo.reset()
+    assert (explained.graph_count, explained.graph_break_count, explained.break_reasons) == (0, -1, [])
+    runs = SimpleNamespace(model=model, rng_state=torch.random.get_rng_state(), args=(x,), kwargs={})
+    assert _graph_breaks(runs) is None

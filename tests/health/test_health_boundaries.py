@@ -154,6 +154,19 @@ def test_a_split_anchor_must_be_more_than_spread_from_the_median(offset):
     assert params["knobs.3"].findings == []
 
 
+@pytest.mark.parametrize("offset", [DOWN, 0, UP])
+def test_over_the_band_an_anchor_must_be_more_than_spread_below_the_median(offset):
+    """The mirror of the above: median 2e3 over the band, a knob in the band anchors only strictly
+    under median / spread; at it or one float above, the median judges (and finds nothing)."""
+    bound = 2e3 / 1e4  # the median over the spread, as Python rounds it
+    gain = bound if offset == 0 else math.nextafter(bound, offset)
+    result, truth, params = _run([2e3, 2e3, 2e3, gain])
+    anchored = truth["knobs.3"] < result.median_ratio / 1e4
+    assert anchored is (offset == DOWN)
+    assert all([f.flag for f in params[f"knobs.{k}"].findings] == (["EXPLODING"] if anchored else []) for k in range(3))
+    assert params["knobs.3"].findings == []
+
+
 @pytest.mark.parametrize("median", [HEALTHY_LOW, math.nextafter(HEALTHY_LOW, DOWN)])
 def test_no_split_while_the_median_is_in_the_band_its_edge_included(median):
     result, truth, params = _run([median, median, median, 1.0], spread=100.0)
@@ -232,3 +245,95 @@ def test_a_finite_gradient_whose_norm_overflows_is_exploding_not_nonfinite():
     params = {p.name: p for p in gradcli.grads(model, x).params}
     assert [f.flag for f in params["knobs.0"].findings] == ["EXPLODING"]
     assert not params["knobs.1"].findings and not params["knobs.2"].findings
+
+
+@pytest.mark.parametrize(("dtype", "gain"), [(torch.float32, 1e-25), (torch.float64, 1e-170)])
+def test_a_gradient_whose_squares_underflow_is_vanishing_not_unjudged(dtype, gain):
+    """Every element non-zero (torch.count_nonzero), yet torch's own norm in the gradient's dtype
+    is 0: the squares underflow (float32 below ~1e-23, float64 below ~1e-162). The norm is the
+    elements' hypot (Python's math.hypot, which scales), so the ratio is tiny, not 0, and vanishes."""
+
+    class Tiny(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.small = nn.Parameter(torch.ones(2, dtype=dtype))
+            self.rest = nn.ParameterList(nn.Parameter(torch.ones(2, dtype=dtype)) for _ in range(2))
+
+        def forward(self, x):
+            return gain * (self.small * x).sum() + sum((k * x).sum() for k in self.rest)
+
+    model, x = Tiny(), torch.ones(2, dtype=dtype)
+    grad = torch.autograd.grad(model(x), [model.small])[0]
+    assert int(torch.count_nonzero(grad)) == 2 and torch.linalg.vector_norm(grad).item() == 0.0  # torch's premise
+    norm = math.hypot(*grad.double().tolist())
+    params = {p.name: p for p in gradcli.grads(model, x).params}
+    small = params["small"]
+    assert small.grad_norm == pytest.approx(norm, rel=1e-12, abs=0)
+    assert small.ratio == pytest.approx(norm / torch.linalg.vector_norm(model.small.detach()).item(), rel=1e-12, abs=0)
+    assert _findings(small, "VANISHING") == ["‖grad‖/‖param‖ below 1e-07: an SGD step cannot change it"]
+
+
+@pytest.mark.parametrize("offset", [0, DOWN])
+def test_a_split_anchor_may_sit_on_the_band_s_floor(offset):
+    """Median 2e3 (over the band), a knob exactly at the band's floor 3e-4 is inside it and far
+    below the median: it anchors the split, and the median's side explodes. One float below the
+    floor it is out of the band: no split, and the median judges it (more than 1e4x below)."""
+    gain = HEALTHY_LOW if offset == 0 else math.nextafter(HEALTHY_LOW, offset)
+    result, truth, params = _run([gain, 2e3, 2e3, 2e3])
+    median = statistics.median(truth.values())
+    assert result.median_ratio == median == 2e3 and HEALTHY_HIGH < median
+    inside = HEALTHY_LOW <= truth["knobs.0"] < median / 1e4
+    assert [f.flag for f in params["knobs.0"].findings] == ([] if inside else ["VANISHING"])
+    assert all([f.flag for f in params[f"knobs.{k}"].findings] == (["EXPLODING"] if inside else []) for k in (1, 2, 3))
+    if inside:
+        assert "which is in the band" in params["knobs.1"].findings[0].reason and "knobs.0" in params["knobs.1"].findings[0].reason
+
+
+@pytest.mark.parametrize(("dtype", "size"), [(torch.float32, 1e20), (torch.float64, 1e160), (torch.float32, 1e-25)])
+def test_a_parameter_whose_squares_over_or_underflow_is_measured_by_its_elements(dtype, size):
+    """torch's norm in the parameter's dtype is inf (or 0) while every element is finite and non-zero:
+    the ratio is against the elements' hypot (Python's math.hypot, which scales), as torch's
+    float64 gradient over it gives, and judged by size like any other."""
+
+    class Sized(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.odd = nn.Parameter(torch.full((2,), size, dtype=dtype))
+            self.rest = nn.ParameterList(nn.Parameter(torch.ones(2, dtype=dtype)) for _ in range(3))
+
+        def forward(self, x):
+            return (self.odd * x).sum() + sum((k * x).sum() for k in self.rest)
+
+    model, x = Sized(), torch.ones(2, dtype=dtype)
+    assert torch.linalg.vector_norm(model.odd.detach()).item() in (0.0, math.inf)  # torch's premise
+    grad = torch.autograd.grad(model(x), [model.odd])[0]
+    ratio = math.hypot(*grad.double().tolist()) / math.hypot(*model.odd.detach().double().tolist())
+    params = {p.name: p for p in gradcli.grads(model, x).params}
+    assert params["odd"].ratio == pytest.approx(ratio, rel=8 * torch.finfo(dtype).eps, abs=0)  # the gradient's norm is in its dtype
+    expected = "VANISHING" if ratio < 1e-7 else "EXPLODING" if ratio > 1e4 else None
+    assert [f.flag for f in params["odd"].findings] == ([expected] if expected else [])
+
+
+def test_a_ratio_below_float64_s_range_is_vanishing_and_counts_in_the_median():
+    """A gradient of 1e-320 (a float64 subnormal, not zero: torch.count_nonzero) over a weight of
+    1e10: Python's own division gives 0.0, a ratio below float64's range, far under any bound."""
+
+    class Underflowing(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.big = nn.Parameter(torch.full((1,), 1e10, dtype=torch.float64))
+            self.rest = nn.ParameterList(nn.Parameter(torch.ones(1, dtype=torch.float64)) for _ in range(2))
+
+        def forward(self, x):
+            return 1e-320 * (self.big * x).sum() + sum((k * x).sum() for k in self.rest)
+
+    model, x = Underflowing(), torch.ones(1, dtype=torch.float64)
+    grads = torch.autograd.grad(model(x), list(model.parameters()))
+    assert int(torch.count_nonzero(grads[0])) == 1
+    truth = [g.item() / p.item() for g, p in zip(grads, model.parameters())]
+    assert truth[0] == 0.0
+    result = gradcli.grads(model, x)
+    params = {p.name: p for p in result.params}
+    assert params["big"].ratio == 0.0 and params["big"].zero_share == 0.0 and "ZERO" not in params["big"].flags
+    assert _findings(params["big"], "VANISHING") == ["‖grad‖/‖param‖ below 1e-07: an SGD step cannot change it"]
+    assert result.median_ratio == statistics.median(truth) == 1.0  # three ratios, the 0 among them

@@ -97,3 +97,44 @@ def test_trace_flow_tells_the_nan_from_the_inf_and_the_constant_from_an_overflow
     assert cause.kind == "masked_row" and cause.node == "SoftmaxBackward0"
     assert "written by masked_fill()" in cause.summary and "torch.finfo(scores.dtype).min" in cause.summary
     assert cause.summary.count("checked on your model, loss and gradients finite") == 2
+
+
+def test_a_fix_is_judged_on_the_gradients_torch_gives_and_a_parameter_without_one_is_no_failure():
+    """A parameter forward never uses gets no gradient from torch (None, with allow_unused):
+    each fix still makes the loss and every gradient torch does give finite."""
+    torch.manual_seed(0)
+    base = _module().PaddedSelfAttention
+
+    class WithUnused(base):
+        def __init__(self):
+            super().__init__()
+            self.unused = torch.nn.Parameter(torch.ones(2))
+
+    model, x = WithUnused(), torch.randn(2, 4, 8)
+    fixed = _by_hand(model, x, fill=torch.finfo(x.dtype).min).sum()
+    names = [name for name, _ in model.named_parameters()]
+    grads = dict(zip(names, torch.autograd.grad(fixed, list(model.parameters()), allow_unused=True)))
+    assert grads["unused"] is None and all(g is not None for name, g in grads.items() if name != "unused")
+    assert _finite_everywhere(model, x, lambda m, v: _by_hand(m, v, fill=torch.finfo(v.dtype).min))
+    assert _finite_everywhere(model, x, lambda m, v: _by_hand(m, v, zero_rows=True))
+    result = gradcli.grads(model, x, loss="out.sum()")
+    assert [fix.finite for fix in result.origin.fixes] == [True, True]
+    finding = next(f for p in result.params for f in p.findings if f.flag == "NONFINITE")
+    assert finding.reason.count("checked on your model, loss and gradients finite") == 2
+
+
+def test_a_fix_that_leaves_the_loss_infinite_is_no_fix_though_every_gradient_is_finite():
+    """out.sum() + 1e39 is inf in float32 whatever the softmax does: with either fix torch's
+    gradients are finite (those of a sum) but the loss is not, so neither fix is said to work."""
+    torch.manual_seed(0)
+    model, x = _module().PaddedSelfAttention(), torch.randn(2, 4, 8)
+    for fixed in (_by_hand(model, x, fill=torch.finfo(x.dtype).min), _by_hand(model, x, zero_rows=True)):
+        loss = fixed.sum() + 1e39
+        grads = torch.autograd.grad(loss, list(model.parameters()))
+        assert torch.isinf(loss) and all(bool(torch.isfinite(g).all()) for g in grads)
+    result = gradcli.grads(model, x, loss=lambda out: out.sum() + 1e39)
+    assert [fix.finite for fix in result.origin.fixes] == [False, False]
+    finding = next(f for p in result.params for f in p.findings if f.flag == "NONFINITE")
+    assert finding.reason.count("tried on your model, still not finite") == 2
+    assert "checked on your model" not in finding.reason
+    assert "softmax of such a row is exp(-inf - (-inf)) = 0/0; fixes: " in finding.reason  # one sentence, its parts by "; "

@@ -162,3 +162,125 @@ def test_a_loss_written_in_gradcli_s_language_has_no_line_and_is_said_to_be_the_
     assert result.params[0].findings[0].reason == (
         f"nan in its gradient; the first non-finite gradient came from {truth} in the loss; "
         "forward first produced nan/inf in the loss")
+
+
+def test_an_inf_then_a_nan_made_inside_torch_s_own_module_name_no_line():
+    """nn.MultiheadAttention given a key_padding_mask that masks every key of one sequence:
+    torch itself fills the mask with -inf and its softmax makes nan of those rows. No line of
+    the user's runs in between, so the sentence names the operations and no line (no " at ")."""
+    torch.manual_seed(0)
+    attention, x = nn.MultiheadAttention(2, 1, batch_first=True), torch.randn(2, 2, 2)
+    mask = torch.tensor([[False, True], [True, True]])
+    out, _ = attention(x, x, x, key_padding_mask=mask)
+    assert not torch.isnan(out[0]).any() and torch.isnan(out[1]).all()  # torch's nan: the masked sequence only
+    result = gradcli.grads(attention, x, x, x, key_padding_mask=mask, loss=lambda out: out[0].sum())
+    origin = result.origin
+    assert origin.forward_source is None and origin.nan_source is None and origin.backward_source is None
+    findings = [f for p in result.params for f in p.findings if f.flag == "NONFINITE"]
+    assert findings and all(f.source is None and " at " not in f.reason for f in findings)
+    assert findings[0].reason.endswith(
+        f"; forward first produced {origin.forward_kind} in {origin.forward_op}, and the nan is born in {origin.nan_op}")
+
+
+class FirstCallOnly(nn.Module):
+    """float32 out + 1e39 on the first call only (a forward that does not repeat: a Python
+    counter, not torch's generator): the rerun that looks for the origin sees a finite loss."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(2))
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return (self.w * x).sum() + (1e39 if self.calls == 1 else 0.0)
+
+
+def test_a_loss_the_rerun_finds_finite_is_not_said_to_be_made_by_the_loss():
+    model, x = FirstCallOnly(), torch.ones(2)
+    first, second = model(x), model(x)
+    assert math.isinf(first.item()) and math.isfinite(second.item())  # torch: only the first is inf
+    grads = torch.autograd.grad(first, [model.w])
+    assert bool(torch.isfinite(grads[0]).all())
+    model.calls = 0
+    result = gradcli.grads(model, x)
+    assert result.origin is not None and result.origin.forward_op is None and not result.origin.forward_in_loss
+    assert result.loss_finding.reason == "the loss is inf"
+
+
+GHOST = '''
+import torch
+from torch import nn
+
+
+class Root(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(1, dtype=torch.float64))
+
+    def forward(self, x):
+        return torch.sqrt(self.w - x).sum()
+'''
+
+
+def test_a_line_python_cannot_read_is_named_with_its_module_and_an_empty_code(tmp_path):
+    """Root's code compiled under a file name that does not exist (as a notebook's or a deleted
+    file's would be): Python keeps the line number but linecache has no text for it. The source
+    is still the line, in the module path torch's named_modules gives, and its code the empty
+    string the JSON promises (docs/json.md: `code` is a string)."""
+    import json
+    import linecache
+
+    ghost = str(tmp_path / "ghost.py")
+    namespace: dict = {}
+    exec(compile(GHOST, ghost, "exec"), namespace)
+
+    class Outer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = namespace["Root"]()
+
+        def forward(self, x):
+            return self.inner(x)
+
+    model, x = Outer(), torch.ones(1, dtype=torch.float64)
+    (grad,) = torch.autograd.grad(model(x), [model.inner.w])
+    assert math.isinf(grad.item())  # torch: sqrt's gradient at 0
+    line = next(k for k, text in enumerate(GHOST.splitlines(), 1) if "torch.sqrt" in text)
+    assert linecache.getline(ghost, line) == ""
+    path = next(name for name, m in model.named_modules() if m is model.inner)
+    result = gradcli.grads(model, x)
+    source = result.origin.backward_source
+    assert (source.module, source.file, source.line, source.code) == (path, ghost, line, "")
+    document = json.loads(result.to_json())
+    (finding,) = document["parameters"][0]["findings"]
+    assert finding["source"] == document["nonfinite_origin"]["backward_source"] == {"file": ghost, "line": line, "code": ""}
+
+
+class Hooked(nn.Module):
+    """A tensor hook on w makes its gradient inf after every node ran: w * x's backward is finite."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(2, dtype=torch.float64))
+        self.w.register_hook(lambda g: g * math.inf)
+
+    def forward(self, x):
+        return (self.w * x).sum()
+
+
+def test_a_gradient_made_infinite_by_a_hook_has_no_node_and_no_line():
+    model, x = Hooked(), torch.ones(2, dtype=torch.float64)
+    loss = model(x)
+    (grad,) = torch.autograd.grad(loss, [model.w])
+    assert torch.isinf(grad).all()
+    seen = []
+    loss = model(x)
+    loss.grad_fn.register_hook(lambda grad_inputs, grad_outputs: seen.append(grad_inputs))
+    torch.autograd.grad(loss, [model.w])
+    assert all(bool(torch.isfinite(g).all()) for g in seen[0] if g is not None)  # torch: the node's own are finite
+    result = gradcli.grads(model, x)
+    assert result.origin.backward_node is None and result.origin.forward_op is None
+    (finding,) = result.params[0].findings
+    assert (finding.flag, finding.reason, finding.source) == ("NONFINITE", "inf in its gradient", None)
+    assert gradcli.health.param.finding_data(finding)["source"] is None
