@@ -11,6 +11,7 @@ on two cores.
     python tools/mutation.py fd --recheck      # the survivors again, against the tests as they are now
     python tools/mutation.py grads --sample 5  # one mutant in five (numbers ending in 0 or 5): a
                                                # first score where the whole run takes too long
+    python tools/mutation.py targets --functions _load as_loss   # only these functions' mutants
 """
 
 from __future__ import annotations
@@ -128,6 +129,8 @@ def main() -> int:
                         help="with --recheck: test files to run besides the package's selection")
     parser.add_argument("--sample", type=int, choices=(1, 5, 10), default=1,
                         help="run one mutant in N, by the last digits of its number (5: 0 and 5; 10: 0)")
+    parser.add_argument("--functions", nargs="+", metavar="NAME",
+                        help="run only the mutants of these functions or methods (after a fix to them, for time)")
     args = parser.parse_args()
     work = args.work / args.package
     if args.results:
@@ -140,9 +143,13 @@ def main() -> int:
     # mutmut puts its mutants/ first itself. One intra-op thread: its timeout is CPU seconds, and
     # torch's second thread spinning on a loaded machine made killed mutants of memory "timeout".
     env = {**os.environ, "PYTHONPATH": "", "OMP_NUM_THREADS": "1"}
-    sample = {1: [], 5: ["*__mutmut_*0", "*__mutmut_*5"], 10: ["*__mutmut_*0"]}[args.sample]
+    patterns = {1: ["*__mutmut_*"], 5: ["*__mutmut_*0", "*__mutmut_*5"], 10: ["*__mutmut_*0"]}[args.sample]
+    if args.functions:  # mutmut names a function's mutants `...x_NAME__mutmut_N`, a method's `...ǁClassǁNAME__mutmut_N`
+        patterns = [f"*{mark}{name}{p[1:]}" for name in args.functions for mark in ("x_", "ǁ") for p in patterns]
+    elif args.sample == 1:
+        patterns = []  # every mutant
     subprocess.run(["nice", "-n", "10", sys.executable, "-m", "mutmut", "run", "--max-children",
-                    str(args.max_children), *sample], cwd=work, env=env)
+                    str(args.max_children), *patterns], cwd=work, env=env)
     print(json.dumps(score(work), indent=2))
     return 0
 
