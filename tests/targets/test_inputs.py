@@ -341,3 +341,101 @@ def test_a_functions_missing_input_names_the_function_and_a_python_value_says_so
     bound = bind_inputs(Scaled().forward, "model", [], [x], {}, dtype="float32", device="cpu", seed=0,
                         data_inputs=True)
     assert bound.tensors["x"] is x and bound.specs == {"x": "given from Python"}
+
+
+class KeywordOnly(nn.Module):
+    """An input forward takes by keyword only: it is bound, and probed, by keyword."""
+
+    def __init__(self, embedded: bool):
+        super().__init__()
+        torch.manual_seed(0)
+        self.embedded = embedded
+        self.embed, self.fc = nn.Embedding(6, 3), nn.Linear(2, 3)
+
+    def forward(self, *, ids, scale):
+        return (self.embed(ids) if self.embedded else self.fc(ids)) * scale
+
+
+def test_written_integers_probed_with_keyword_inputs_stay_int64_where_forward_takes_them():
+    """The probe calls forward as the bound call does, keywords and all: an Embedding given ids
+    by keyword takes the int64 ids (torch, called by hand), so they are not made floats."""
+    model, ids = KeywordOnly(embedded=True), [[1, 2]]
+    bound = bind_inputs(model.forward, "model", [f"ids={ids}", "scale=[2.0]"], [], {}, dtype="float32",
+                        device="cpu", seed=0, data_inputs=True, probe=model)
+    assert bound.floated == [] and bound.kwargs["ids"].dtype == torch.long
+    assert torch.equal(call(model, bound), model(ids=torch.tensor(ids), scale=torch.tensor([2.0])))
+
+
+@pytest.mark.parametrize("wrt", [(), ("ids",)])
+def test_written_integers_a_linear_refuses_by_keyword_become_floats_that_require_grad_only_for_wrt(wrt):
+    model, ids = KeywordOnly(embedded=False), [[1, 2]]
+    with pytest.raises(RuntimeError):
+        model(ids=torch.tensor(ids), scale=2.0)  # torch refuses int64 for a float Linear
+    bound = bind_inputs(model.forward, "model", [f"ids={ids}", "scale=[2.0]"], [], {}, dtype="float32",
+                        device="cpu", seed=0, data_inputs=True, probe=model, wrt=wrt)
+    floated = bound.kwargs["ids"]
+    assert bound.floated == ["ids"] and bound.tensors["ids"] is floated
+    assert floated.dtype == torch.float32 and floated.requires_grad is bool(wrt) and floated.is_leaf
+    truth = model(ids=torch.tensor(ids, dtype=torch.float32), scale=torch.tensor([2.0]))  # torch, by hand
+    assert torch.equal(call(model, bound), truth)
+
+
+def test_written_integers_bound_to_the_sole_input_by_another_name_become_floats_when_refused():
+    """`--var x=[[1, 2, 3]]` for nn.Sequential's `input`: the written integers are looked up
+    under the user's name, made floats when the Linear refuses int64, and said so."""
+    torch.manual_seed(0)
+    model, x = nn.Sequential(nn.Linear(3, 2)), [[1, 2, 3]]
+    bound = bind_inputs(model.forward, "model", [f"x={x}"], [], {}, dtype="float32", device="cpu", seed=0,
+                        data_inputs=True, probe=model)
+    assert bound.renamed == {"x": "input"} and bound.floated == ["x"]
+    assert bound.tensors["x"] is bound.args[0] and bound.args[0].dtype == torch.float32
+    assert torch.equal(call(model, bound), model(torch.tensor(x, dtype=torch.float32)))  # torch, by hand
+    # docs/cli.md and docs/json.md: the header's `found` goes on with "; --var x → input".
+    assert bound.described("nn.Module Sequential") == (
+        "nn.Module Sequential; --var x → input; "
+        "--var x: the integers written are read as floats (forward refused them as int64)")
+
+
+def test_an_integer_tensor_given_from_python_is_never_floated():
+    """Only integers written in a --var are read either way; a tensor from Python is the
+    caller's own, even where forward refuses it (torch says so when it runs)."""
+    torch.manual_seed(0)
+    model, given = Scaled(), torch.tensor([[1, 2]])
+    with pytest.raises(RuntimeError):
+        model(given)  # torch refuses int64 for a float Linear
+    bound = bind_inputs(model.forward, "model", [], [given], {}, dtype="float32", device="cpu", seed=0,
+                        data_inputs=True, probe=model)
+    assert bound.floated == [] and bound.args[0] is given and bound.tensors["x"] is given
+
+
+def test_an_integer_number_written_for_an_unannotated_input_is_an_int64_scalar():
+    """`--var ids=3`, one number, reads as torch.tensor(3) does: an int64 index an Embedding
+    takes (torch, called by hand)."""
+    model = Embedded()
+    bound = bind_inputs(model.forward, "model", ["ids=3"], [], {}, dtype="float32", device="cpu", seed=0,
+                        data_inputs=True, probe=model)
+    (ids,) = bound.args
+    assert ids.dtype == torch.tensor(3).dtype and ids.shape == () and bound.floated == []
+    assert torch.equal(call(model, bound), model(torch.tensor(3)))
+
+
+class Annotated(nn.Module):
+    """A parameter annotated Tensor whose default is a number: the default says a number."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = nn.Linear(2, 2)
+
+    def forward(self, x, scale: torch.Tensor = 2.0):
+        return self.fc(x) * scale
+
+
+def test_a_number_for_a_numeric_default_is_a_number_whatever_the_annotation():
+    """The module docstring's rule: a parameter with a numeric default given a number is passed
+    as that Python number, as `model(x, scale=3.0)` passes it; it is no tensor input (leaf)."""
+    model, x = Annotated(), [[1.0, 2.0]]
+    bound = bind(model, f"x={x}", "scale=3")
+    scale = bound.args[1] if len(bound.args) > 1 else bound.kwargs["scale"]
+    assert type(scale) is float and scale == 3.0 and set(bound.tensors) == {"x"}
+    assert torch.equal(call(model, bound), model(torch.tensor(x), scale=3.0))  # torch, by hand
