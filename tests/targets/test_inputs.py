@@ -439,3 +439,53 @@ def test_a_number_for_a_numeric_default_is_a_number_whatever_the_annotation():
     scale = bound.args[1] if len(bound.args) > 1 else bound.kwargs["scale"]
     assert type(scale) is float and scale == 3.0 and set(bound.tensors) == {"x"}
     assert torch.equal(call(model, bound), model(torch.tensor(x), scale=3.0))  # torch, by hand
+
+
+def test_var_specs_already_read_from_a_dict_are_bound_as_their_texts_are():
+    """The API's `{"x": [[1.0, 2.0]], "scale": 0.5}` arrives read (VarSpecs): bound as the
+    texts `x=[[1.0, 2.0]]` and `scale=0.5` are, the model called by hand as the truth."""
+    from gradcli.interpret.var_spec import read_vars
+
+    torch.manual_seed(0)
+    model, x = Scaled(), [[1.0, 2.0]]
+    bound = bind_inputs(model.forward, "model", list(read_vars({"x": x, "scale": 0.5}).values()), [], {},
+                        dtype="float32", device="cpu", seed=0, data_inputs=True)
+    assert torch.equal(call(model, bound), model(torch.tensor(x), scale=0.5))
+
+
+def test_a_function_s_single_input_takes_no_var_of_another_name():
+    """Only a model's one input (its name an accident of torch's code) takes a --var named
+    otherwise; a function's parameter names are the user's own, so `--var x` for `f(input)`
+    is refused with its signature, as Python refuses f(x=...)."""
+    def f(input):
+        return input.sum()
+
+    with pytest.raises(TypeError):
+        f(x=torch.ones(2))  # Python: f has no parameter x
+    with pytest.raises(VariableError) as raised:
+        bind_inputs(f, "f", ["x=[1.0, 2.0]"], [], {}, dtype="float64", device="cpu", seed=0, data_inputs=False)
+    assert raised.value.message == "--var x: f has no input 'x', and --loss does not use it"
+    assert raised.value.hint == f"its signature: {inspect.signature(f)}"
+
+
+def test_values_that_do_not_fit_the_signature_say_so_in_python_s_words():
+    from gradcli.errors import UsageError
+
+    model, values = Scaled(), [torch.ones(1, 2)] * 5
+    with pytest.raises(TypeError) as python:
+        inspect.signature(model.forward).bind_partial(*values)  # Python's own refusal
+    with pytest.raises(UsageError) as raised:
+        bind_inputs(model.forward, "model", [], values, {}, dtype="float32", device="cpu", seed=0, data_inputs=True)
+    assert raised.value.message == f"the inputs do not fit model{inspect.signature(model.forward)}: {python.value}"
+
+
+def test_a_callable_without_a_python_signature_is_refused_by_name():
+    from gradcli.errors import UsageError
+
+    with pytest.raises(ValueError):
+        inspect.signature(torch.sum)  # a builtin: Python reads no signature
+    with pytest.raises(UsageError) as raised:
+        bind_inputs(torch.sum, "torch.sum", ["x=[1.0]"], [], {}, dtype="float32", device="cpu", seed=0,
+                    data_inputs=False)
+    assert raised.value.message == "cannot read the signature of torch.sum"
+    assert raised.value.hint == "give it a Python signature (def forward(self, x): ...)"
