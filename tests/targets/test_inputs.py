@@ -489,3 +489,53 @@ def test_a_callable_without_a_python_signature_is_refused_by_name():
                     data_inputs=False)
     assert raised.value.message == "cannot read the signature of torch.sum"
     assert raised.value.hint == "give it a Python signature (def forward(self, x): ...)"
+
+
+def _relu_forward(self, x, y):
+    return torch.relu(self.fc(x)) + y
+
+
+class AssignedForward(nn.Module):
+    """forward assigned from a function of another name: torch still calls it as forward."""
+
+    forward = _relu_forward
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(2, 2)
+
+
+def test_a_model_s_missing_input_names_forward_and_hints_a_var():
+    from gradcli.errors import UsageError
+
+    model = AssignedForward()
+    with pytest.raises(UsageError) as raised:
+        bind_inputs(model.forward, "net.py:Net", ["x=[[1.0, 2.0]]"], [], {}, dtype="float32", device="cpu", seed=0,
+                    data_inputs=True)
+    assert raised.value.message == f"net.py:Net needs the input 'y': forward{inspect.signature(model.forward)}"
+    assert raised.value.hint == "give it with --var, e.g. --var 'y=randn(2, 3)' (the shape net.py:Net expects)"
+
+
+def test_a_nameless_callable_s_missing_input_is_said_with_its_signature():
+    """A callable object has no __name__ (Python's getattr says so): the call is written fn(...)."""
+    from gradcli.errors import UsageError
+
+    class Scale:
+        def __call__(self, x, factor):
+            return x * factor
+
+    fn = Scale()
+    assert not hasattr(fn, "__name__")
+    with pytest.raises(UsageError) as raised:
+        bind_inputs(fn, "scale.py:fn", ["x=[1.0]"], [], {}, dtype="float64", device="cpu", seed=0, data_inputs=False)
+    assert raised.value.message == f"scale.py:fn needs the input 'factor': fn{inspect.signature(fn)}"
+
+
+def test_each_input_records_the_text_it_was_given_by():
+    """What the header says each input was: the --var's text after `=`, under the user's name."""
+    model = nn.Sequential(nn.Linear(2, 2))
+    bound = bind_inputs(model.forward, "model", ["x=[[1.0, 2.0]]"], [], {}, dtype="float32", device="cpu", seed=0,
+                        data_inputs=True)
+    assert bound.specs == {"x": "[[1.0, 2.0]]"}
+    bound = bind(Scaled(), "x=randn(3, 2)", "scale=0.5")
+    assert bound.specs == {"x": "randn(3, 2)", "scale": "0.5"}
