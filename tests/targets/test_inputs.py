@@ -539,3 +539,31 @@ def test_each_input_records_the_text_it_was_given_by():
     assert bound.specs == {"x": "[[1.0, 2.0]]"}
     bound = bind(Scaled(), "x=randn(3, 2)", "scale=0.5")
     assert bound.specs == {"x": "randn(3, 2)", "scale": "0.5"}
+
+
+def test_values_for_the_loss_only_are_drawn_from_the_seed_s_generator_and_integers_stay_indices():
+    """`target=randn(2, 2)` for the loss alone is the seed's generator's first draw (x is written
+    out, so it draws nothing), whatever torch's global state; `label=1`, one integer, is an
+    int64 index as torch.tensor(1) is."""
+    model = Scaled()
+    torch.manual_seed(123)
+    bound = bind_inputs(model.forward, "model", ["x=[[1.0, 2.0]]", "target=randn(2, 2)", "label=1"], [], {},
+                        dtype="float32", device="cpu", seed=7, data_inputs=True, loss_names=("target", "label"))
+    assert torch.equal(bound.tensors["target"], torch.randn(2, 2, generator=torch.Generator().manual_seed(7)))
+    label = bound.tensors["label"]
+    assert label.dtype == torch.tensor(1).dtype and label.shape == () and int(label) == 1
+
+
+def test_a_python_value_for_the_loss_named_by_wrt_is_a_leaf_with_torch_s_gradient():
+    """`--wrt target` for a target given from Python: a leaf that requires grad (the caller's
+    tensor left as it was), its gradient torch's own on the same values."""
+    torch.manual_seed(0)
+    model, x, given = Scaled(), torch.tensor([[1.0, 2.0]]), torch.tensor([[0.5, -0.5]])
+    bound = bind_inputs(model.forward, "model", [], [x], {"target": given}, dtype="float32", device="cpu", seed=0,
+                        data_inputs=True, loss_names=("target",), wrt=("target",))
+    target = bound.tensors["target"]
+    assert target.requires_grad and target.is_leaf and not given.requires_grad
+    (got,) = torch.autograd.grad(nn.functional.mse_loss(call(model, bound), target), target)
+    leaf = given.clone().requires_grad_(True)
+    (truth,) = torch.autograd.grad(nn.functional.mse_loss(model(x), leaf), leaf)  # torch, by hand
+    assert torch.equal(got, truth)
