@@ -52,7 +52,9 @@ def test_a_loss_expression_calls_a_function_of_the_library_folders(tmp_path):
     (tmp_path / "mine.toml").write_text(
         '[squared]\nsignature = "squared(x)"\nbody = "x * x"\ndoc = "x times itself."\nsource = "this test"\n',
         encoding="utf-8")
-    value, _ = Loss("squared(out).sum()", library_dirs=[tmp_path]).apply(OUT, {"out": OUT}, {})
+    loss = as_loss("squared(out).sum()", library_dirs=[tmp_path])
+    assert loss.names() == ["out"]
+    value, _ = loss.apply(OUT, {"out": OUT}, {})
     assert torch.equal(value, (OUT * OUT).sum())  # torch, by hand
 
 
@@ -101,3 +103,25 @@ def test_a_loss_init_that_is_not_key_value_quotes_the_user_s_text_as_written(ini
     with pytest.raises(UsageError) as info:
         as_loss("torch.nn:CrossEntropyLoss", init)
     assert info.value.message == f"--loss-init '{key}' is not KEY=VALUE"
+
+
+def test_loss_init_without_a_loss_is_refused_with_an_example_torch_takes():
+    with pytest.raises(UsageError) as info:
+        as_loss(None, ["ignore_index=0"])
+    assert info.value.message == "--loss-init constructs a loss class named by --loss"
+    assert info.value.hint == "e.g. --loss torch.nn:CrossEntropyLoss --loss-init ignore_index=0"
+    torch.nn.CrossEntropyLoss(ignore_index=0)  # the example is one torch constructs
+
+
+def test_the_names_a_loss_reads_refuse_a_loss_without_arguments_or_signature_by_its_name():
+    def nothing():
+        return torch.tensor(0.0)
+
+    with pytest.raises(UsageError) as info:
+        Loss(nothing).names()
+    assert info.value.message == f"the loss {nothing.__qualname__} takes no argument: it is called as NAME(out, **vars)"
+    with pytest.raises(ValueError):
+        inspect.signature(torch.sum)  # a builtin: Python reads no signature
+    with pytest.raises(UsageError) as info:
+        Loss(torch.sum).names()
+    assert info.value.message == f"cannot read the signature of the loss {torch.sum.__qualname__}"
