@@ -125,3 +125,14 @@ def test_the_names_a_loss_reads_refuse_a_loss_without_arguments_or_signature_by_
     with pytest.raises(UsageError) as info:
         Loss(torch.sum).names()
     assert info.value.message == f"cannot read the signature of the loss {torch.sum.__qualname__}"
+
+
+def test_loss_init_with_an_expression_or_a_loss_that_is_neither_text_nor_callable_is_refused():
+    with pytest.raises(UsageError) as info:
+        as_loss("out.sum()", ["ignore_index=0"])
+    assert info.value.message == "--loss-init constructs a loss class named by --loss, not an expression"
+    assert info.value.hint == "e.g. --loss torch.nn:CrossEntropyLoss --loss-init ignore_index=0"
+    with pytest.raises(UsageError) as info:
+        as_loss(3)
+    assert not callable(3)
+    assert info.value.message == f"loss must be an expression or a callable, not a {type(3).__name__}"
