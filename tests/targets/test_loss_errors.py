@@ -136,3 +136,16 @@ def test_loss_init_with_an_expression_or_a_loss_that_is_neither_text_nor_callabl
         as_loss(3)
     assert not callable(3)
     assert info.value.message == f"loss must be an expression or a callable, not a {type(3).__name__}"
+
+
+@pytest.mark.parametrize("init", [["ignore_index"], ["weight=[1,"]], ids=["not KEY=VALUE", "not a literal"])
+def test_a_loss_init_error_hints_the_loss_s_own_option_with_an_example_torch_takes(init):
+    """The hint is --loss-init's, not forward's --init (whose example, hidden=16, is a model's)."""
+    import ast
+
+    with pytest.raises(UsageError) as info:
+        as_loss("torch.nn:CrossEntropyLoss", init)
+    assert info.value.hint == ("KEY=VALUE, VALUE a Python literal (numbers, strings, True/False/None, tuples, lists): "
+                               "e.g. --loss-init ignore_index=0 --loss-init reduction=\"'sum'\"")
+    # The example as the shell hands it over (reduction='sum'), read as Python literals: torch takes it.
+    torch.nn.CrossEntropyLoss(ignore_index=ast.literal_eval("0"), reduction=ast.literal_eval("'sum'"))
