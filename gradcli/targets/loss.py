@@ -102,8 +102,10 @@ def _load(given: Any, init: Sequence[str], where: str) -> Any:
     obj = load_object(given)[0] if isinstance(given, str) else given
     try:
         options = parse_init(init)
-    except UsageError as err:
+    except UsageError as err:  # in forward's words (--init): the option and its example are the loss's
         err.message = err.message.replace("--init", "--loss-init", 1)
+        err.hint = ("KEY=VALUE, VALUE a Python literal (numbers, strings, True/False/None, tuples, lists): "
+                    "e.g. --loss-init ignore_index=0 --loss-init reduction=\"'sum'\"")
         raise
     if inspect.isclass(obj) and issubclass(obj, torch.nn.Module):
         return call_user(obj, options, where, "constructing the loss")

@@ -341,3 +341,229 @@ def test_a_functions_missing_input_names_the_function_and_a_python_value_says_so
     bound = bind_inputs(Scaled().forward, "model", [], [x], {}, dtype="float32", device="cpu", seed=0,
                         data_inputs=True)
     assert bound.tensors["x"] is x and bound.specs == {"x": "given from Python"}
+
+
+class KeywordOnly(nn.Module):
+    """An input forward takes by keyword only: it is bound, and probed, by keyword."""
+
+    def __init__(self, embedded: bool):
+        super().__init__()
+        torch.manual_seed(0)
+        self.embedded = embedded
+        self.embed, self.fc = nn.Embedding(6, 3), nn.Linear(2, 3)
+
+    def forward(self, *, ids, scale):
+        return (self.embed(ids) if self.embedded else self.fc(ids)) * scale
+
+
+def test_written_integers_probed_with_keyword_inputs_stay_int64_where_forward_takes_them():
+    """The probe calls forward as the bound call does, keywords and all: an Embedding given ids
+    by keyword takes the int64 ids (torch, called by hand), so they are not made floats."""
+    model, ids = KeywordOnly(embedded=True), [[1, 2]]
+    bound = bind_inputs(model.forward, "model", [f"ids={ids}", "scale=[2.0]"], [], {}, dtype="float32",
+                        device="cpu", seed=0, data_inputs=True, probe=model)
+    assert bound.floated == [] and bound.kwargs["ids"].dtype == torch.long
+    assert torch.equal(call(model, bound), model(ids=torch.tensor(ids), scale=torch.tensor([2.0])))
+
+
+@pytest.mark.parametrize("wrt", [(), ("ids",)])
+def test_written_integers_a_linear_refuses_by_keyword_become_floats_that_require_grad_only_for_wrt(wrt):
+    model, ids = KeywordOnly(embedded=False), [[1, 2]]
+    with pytest.raises(RuntimeError):
+        model(ids=torch.tensor(ids), scale=2.0)  # torch refuses int64 for a float Linear
+    bound = bind_inputs(model.forward, "model", [f"ids={ids}", "scale=[2.0]"], [], {}, dtype="float32",
+                        device="cpu", seed=0, data_inputs=True, probe=model, wrt=wrt)
+    floated = bound.kwargs["ids"]
+    assert bound.floated == ["ids"] and bound.tensors["ids"] is floated
+    assert floated.dtype == torch.float32 and floated.requires_grad is bool(wrt) and floated.is_leaf
+    truth = model(ids=torch.tensor(ids, dtype=torch.float32), scale=torch.tensor([2.0]))  # torch, by hand
+    assert torch.equal(call(model, bound), truth)
+
+
+def test_written_integers_bound_to_the_sole_input_by_another_name_become_floats_when_refused():
+    """`--var x=[[1, 2, 3]]` for nn.Sequential's `input`: the written integers are looked up
+    under the user's name, made floats when the Linear refuses int64, and said so."""
+    torch.manual_seed(0)
+    model, x = nn.Sequential(nn.Linear(3, 2)), [[1, 2, 3]]
+    bound = bind_inputs(model.forward, "model", [f"x={x}"], [], {}, dtype="float32", device="cpu", seed=0,
+                        data_inputs=True, probe=model)
+    assert bound.renamed == {"x": "input"} and bound.floated == ["x"]
+    assert bound.tensors["x"] is bound.args[0] and bound.args[0].dtype == torch.float32
+    assert torch.equal(call(model, bound), model(torch.tensor(x, dtype=torch.float32)))  # torch, by hand
+    # docs/cli.md and docs/json.md: the header's `found` goes on with "; --var x → input".
+    assert bound.described("nn.Module Sequential") == (
+        "nn.Module Sequential; --var x → input; "
+        "--var x: the integers written are read as floats (forward refused them as int64)")
+
+
+def test_an_integer_tensor_given_from_python_is_never_floated():
+    """Only integers written in a --var are read either way; a tensor from Python is the
+    caller's own, even where forward refuses it (torch says so when it runs)."""
+    torch.manual_seed(0)
+    model, given = Scaled(), torch.tensor([[1, 2]])
+    with pytest.raises(RuntimeError):
+        model(given)  # torch refuses int64 for a float Linear
+    bound = bind_inputs(model.forward, "model", [], [given], {}, dtype="float32", device="cpu", seed=0,
+                        data_inputs=True, probe=model)
+    assert bound.floated == [] and bound.args[0] is given and bound.tensors["x"] is given
+
+
+def test_an_integer_number_written_for_an_unannotated_input_is_an_int64_scalar():
+    """`--var ids=3`, one number, reads as torch.tensor(3) does: an int64 index an Embedding
+    takes (torch, called by hand)."""
+    model = Embedded()
+    bound = bind_inputs(model.forward, "model", ["ids=3"], [], {}, dtype="float32", device="cpu", seed=0,
+                        data_inputs=True, probe=model)
+    (ids,) = bound.args
+    assert ids.dtype == torch.tensor(3).dtype and ids.shape == () and bound.floated == []
+    assert torch.equal(call(model, bound), model(torch.tensor(3)))
+
+
+class Annotated(nn.Module):
+    """A parameter annotated Tensor whose default is a number: the default says a number."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = nn.Linear(2, 2)
+
+    def forward(self, x, scale: torch.Tensor = 2.0):
+        return self.fc(x) * scale
+
+
+def test_a_number_for_a_numeric_default_is_a_number_whatever_the_annotation():
+    """The module docstring's rule: a parameter with a numeric default given a number is passed
+    as that Python number, as `model(x, scale=3.0)` passes it; it is no tensor input (leaf)."""
+    model, x = Annotated(), [[1.0, 2.0]]
+    bound = bind(model, f"x={x}", "scale=3")
+    scale = bound.args[1] if len(bound.args) > 1 else bound.kwargs["scale"]
+    assert type(scale) is float and scale == 3.0 and set(bound.tensors) == {"x"}
+    assert torch.equal(call(model, bound), model(torch.tensor(x), scale=3.0))  # torch, by hand
+
+
+def test_var_specs_already_read_from_a_dict_are_bound_as_their_texts_are():
+    """The API's `{"x": [[1.0, 2.0]], "scale": 0.5}` arrives read (VarSpecs): bound as the
+    texts `x=[[1.0, 2.0]]` and `scale=0.5` are, the model called by hand as the truth."""
+    from gradcli.interpret.var_spec import read_vars
+
+    torch.manual_seed(0)
+    model, x = Scaled(), [[1.0, 2.0]]
+    bound = bind_inputs(model.forward, "model", list(read_vars({"x": x, "scale": 0.5}).values()), [], {},
+                        dtype="float32", device="cpu", seed=0, data_inputs=True)
+    assert torch.equal(call(model, bound), model(torch.tensor(x), scale=0.5))
+
+
+def test_a_function_s_single_input_takes_no_var_of_another_name():
+    """Only a model's one input (its name an accident of torch's code) takes a --var named
+    otherwise; a function's parameter names are the user's own, so `--var x` for `f(input)`
+    is refused with its signature, as Python refuses f(x=...)."""
+    def f(input):
+        return input.sum()
+
+    with pytest.raises(TypeError):
+        f(x=torch.ones(2))  # Python: f has no parameter x
+    with pytest.raises(VariableError) as raised:
+        bind_inputs(f, "f", ["x=[1.0, 2.0]"], [], {}, dtype="float64", device="cpu", seed=0, data_inputs=False)
+    assert raised.value.message == "--var x: f has no input 'x', and --loss does not use it"
+    assert raised.value.hint == f"its signature: {inspect.signature(f)}"
+
+
+def test_values_that_do_not_fit_the_signature_say_so_in_python_s_words():
+    from gradcli.errors import UsageError
+
+    model, values = Scaled(), [torch.ones(1, 2)] * 5
+    with pytest.raises(TypeError) as python:
+        inspect.signature(model.forward).bind_partial(*values)  # Python's own refusal
+    with pytest.raises(UsageError) as raised:
+        bind_inputs(model.forward, "model", [], values, {}, dtype="float32", device="cpu", seed=0, data_inputs=True)
+    assert raised.value.message == f"the inputs do not fit model{inspect.signature(model.forward)}: {python.value}"
+
+
+def test_a_callable_without_a_python_signature_is_refused_by_name():
+    from gradcli.errors import UsageError
+
+    with pytest.raises(ValueError):
+        inspect.signature(torch.sum)  # a builtin: Python reads no signature
+    with pytest.raises(UsageError) as raised:
+        bind_inputs(torch.sum, "torch.sum", ["x=[1.0]"], [], {}, dtype="float32", device="cpu", seed=0,
+                    data_inputs=False)
+    assert raised.value.message == "cannot read the signature of torch.sum"
+    assert raised.value.hint == "give it a Python signature (def forward(self, x): ...)"
+
+
+def _relu_forward(self, x, y):
+    return torch.relu(self.fc(x)) + y
+
+
+class AssignedForward(nn.Module):
+    """forward assigned from a function of another name: torch still calls it as forward."""
+
+    forward = _relu_forward
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(2, 2)
+
+
+def test_a_model_s_missing_input_names_forward_and_hints_a_var():
+    from gradcli.errors import UsageError
+
+    model = AssignedForward()
+    with pytest.raises(UsageError) as raised:
+        bind_inputs(model.forward, "net.py:Net", ["x=[[1.0, 2.0]]"], [], {}, dtype="float32", device="cpu", seed=0,
+                    data_inputs=True)
+    assert raised.value.message == f"net.py:Net needs the input 'y': forward{inspect.signature(model.forward)}"
+    assert raised.value.hint == "give it with --var, e.g. --var 'y=randn(2, 3)' (the shape net.py:Net expects)"
+
+
+def test_a_nameless_callable_s_missing_input_is_said_with_its_signature():
+    """A callable object has no __name__ (Python's getattr says so): the call is written fn(...)."""
+    from gradcli.errors import UsageError
+
+    class Scale:
+        def __call__(self, x, factor):
+            return x * factor
+
+    fn = Scale()
+    assert not hasattr(fn, "__name__")
+    with pytest.raises(UsageError) as raised:
+        bind_inputs(fn, "scale.py:fn", ["x=[1.0]"], [], {}, dtype="float64", device="cpu", seed=0, data_inputs=False)
+    assert raised.value.message == f"scale.py:fn needs the input 'factor': fn{inspect.signature(fn)}"
+
+
+def test_each_input_records_the_text_it_was_given_by():
+    """What the header says each input was: the --var's text after `=`, under the user's name."""
+    model = nn.Sequential(nn.Linear(2, 2))
+    bound = bind_inputs(model.forward, "model", ["x=[[1.0, 2.0]]"], [], {}, dtype="float32", device="cpu", seed=0,
+                        data_inputs=True)
+    assert bound.specs == {"x": "[[1.0, 2.0]]"}
+    bound = bind(Scaled(), "x=randn(3, 2)", "scale=0.5")
+    assert bound.specs == {"x": "randn(3, 2)", "scale": "0.5"}
+
+
+def test_values_for_the_loss_only_are_drawn_from_the_seed_s_generator_and_integers_stay_indices():
+    """`target=randn(2, 2)` for the loss alone is the seed's generator's first draw (x is written
+    out, so it draws nothing), whatever torch's global state; `label=1`, one integer, is an
+    int64 index as torch.tensor(1) is."""
+    model = Scaled()
+    torch.manual_seed(123)
+    bound = bind_inputs(model.forward, "model", ["x=[[1.0, 2.0]]", "target=randn(2, 2)", "label=1"], [], {},
+                        dtype="float32", device="cpu", seed=7, data_inputs=True, loss_names=("target", "label"))
+    assert torch.equal(bound.tensors["target"], torch.randn(2, 2, generator=torch.Generator().manual_seed(7)))
+    label = bound.tensors["label"]
+    assert label.dtype == torch.tensor(1).dtype and label.shape == () and int(label) == 1
+
+
+def test_a_python_value_for_the_loss_named_by_wrt_is_a_leaf_with_torch_s_gradient():
+    """`--wrt target` for a target given from Python: a leaf that requires grad (the caller's
+    tensor left as it was), its gradient torch's own on the same values."""
+    torch.manual_seed(0)
+    model, x, given = Scaled(), torch.tensor([[1.0, 2.0]]), torch.tensor([[0.5, -0.5]])
+    bound = bind_inputs(model.forward, "model", [], [x], {"target": given}, dtype="float32", device="cpu", seed=0,
+                        data_inputs=True, loss_names=("target",), wrt=("target",))
+    target = bound.tensors["target"]
+    assert target.requires_grad and target.is_leaf and not given.requires_grad
+    (got,) = torch.autograd.grad(nn.functional.mse_loss(call(model, bound), target), target)
+    leaf = given.clone().requires_grad_(True)
+    (truth,) = torch.autograd.grad(nn.functional.mse_loss(model(x), leaf), leaf)  # torch, by hand
+    assert torch.equal(got, truth)
