@@ -7,11 +7,12 @@ whose output is not."""
 from __future__ import annotations
 
 import importlib.util
-import json
+from types import SimpleNamespace
 
 import pytest
 import torch
 from paths import ROOT
+from shared_runs import RUNS, shared_json_run
 
 EXAMPLE = ROOT / "examples" / "diverge" / "train.py"
 BAD_AT, STEPS = 2, 3
@@ -61,15 +62,11 @@ def first_nonfinite(half: torch.dtype | None, steps: int) -> tuple[int, list[str
 
 @pytest.fixture(scope="module")
 def stopped(tmp_path_factory):
-    from typer.testing import CliRunner
-
-    from gradcli.cli import app
-
-    path = tmp_path_factory.mktemp("stops") / "diverge.json"
-    done = CliRunner(env={"COLUMNS": "160", "NO_COLOR": "1"}).invoke(
-        app, ["diverge", "--b", "autocast:float16", "--json", str(path), str(EXAMPLE), "--steps", str(STEPS),
-              "--bad-batch", str(BAD_AT)], catch_exceptions=False)
-    return done, json.loads(path.read_text())
+    """`gradcli diverge --b autocast:float16 --json PATH examples/diverge/train.py --steps 3
+    --bad-batch 2`, run once for this file and test_json_docs.py (tests/shared_runs.py)."""
+    run = shared_json_run("diverge-float16-stop", tmp_path_factory)
+    assert RUNS["diverge-float16-stop"][-4:] == ["--steps", str(STEPS), "--bad-batch", str(BAD_AT)]
+    return SimpleNamespace(exit_code=run["exit_code"], stdout=run["stdout"]), run["document"]
 
 
 def test_a_float16_run_whose_loss_goes_nan_is_stopped_as_watch_stops_it(stopped):

@@ -13,6 +13,7 @@ import pytest
 
 from json_docs import Checker, read_tables
 from paths import ROOT
+from shared_runs import RUNS as SHARED, shared_json_run
 
 
 # (the table of the document, the arguments, the expected exit status)
@@ -128,8 +129,9 @@ WATCH_RUNS = [
 # run that watch stops (its stops).
 DIVERGE_RUNS = [
     ["--b", "compile:aot_eager", "examples/diverge/train.py", "--steps", "6", "--hook-at", "5"],
-    ["--b", "autocast:float16", "examples/diverge/train.py", "--steps", "3", "--bad-batch", "2"],
 ]
+#: Runs shared with another file (tests/shared_runs.py): the float16 stop is test_diverge_stops.py's.
+SHARED_RUNS = ["diverge-float16-stop"]
 
 
 @pytest.fixture(scope="module")
@@ -159,12 +161,16 @@ def documents(tmp_path_factory):
             result = runner.invoke(app, ["diverge", "--json", str(path), *args], catch_exceptions=False)
             assert result.exit_code == 1, (args, result.stdout, result.stderr)
             produced.append(("diverge", "gradcli diverge --json PATH " + " ".join(args), json.loads(path.read_text())))
+    for name in SHARED_RUNS:
+        run = shared_json_run(name, tmp_path_factory)
+        assert run["exit_code"] == 1, (name, run["stdout"], run["stderr"])
+        produced.append(("diverge", "gradcli " + " ".join(SHARED[name]).replace("{json}", "PATH"), run["document"]))
     return produced
 
 
-@pytest.mark.parametrize("index", range(len(RUNS) + len(WATCH_RUNS) + len(DIVERGE_RUNS)),
+@pytest.mark.parametrize("index", range(len(RUNS) + len(WATCH_RUNS) + len(DIVERGE_RUNS) + len(SHARED_RUNS)),
                          ids=[" ".join(r[1][:2]) for r in RUNS] + [f"watch {r[0][0].split('/')[-1]} {r[0][2]}" for r in WATCH_RUNS]
-                         + [f"diverge {r[1]}" for r in DIVERGE_RUNS])
+                         + [f"diverge {r[1]}" for r in DIVERGE_RUNS] + SHARED_RUNS)
 def test_every_produced_key_is_documented_with_its_type(documents, index):
     table, origin, document = documents[index]
     checker = Checker(read_tables())
