@@ -163,3 +163,41 @@ def test_a_storage_saved_inside_and_outside_the_module_is_not_freed(monkeypatch)
     (trial,) = [trial for trial in result.checkpoint if trial.segments is None]  # not the stack's segments
     assert trial.module == "inner"
     assert trial.predicted_freed == drop == trial.saved_bytes_before - trial.saved_bytes_after
+
+
+class Ticking(nn.Module):
+    """Moves the test's clock on by its own cost each time it runs (nothing else moves it)."""
+
+    def __init__(self, clock, cost):
+        super().__init__()
+        self.clock, self.cost = clock, cost
+
+    def forward(self, x):
+        self.clock[0] += self.cost
+        return torch.tanh(x)
+
+
+class Ticks(nn.Module):
+    def __init__(self, clock):
+        super().__init__()
+        self.seq = nn.Sequential(Ticking(clock, 1.0), Ticking(clock, 2.0))
+        self.twice = Ticking(clock, 4.0)
+
+    def forward(self, x):
+        return self.twice(self.twice(self.seq(x)))
+
+
+def test_each_module_s_forward_time_is_the_clock_it_spent_summed_over_its_calls(monkeypatch):
+    """The forward times the advice ranks by, on a clock only the modules move: a module's
+    time is what ran inside it, over every call, and the whole forward's is everything."""
+    import time
+
+    from gradcli.footprint.checkpoint import forward_seconds
+    from gradcli.footprint.replay import Run
+
+    clock = [0.0]
+    model = Ticks(clock)
+    monkeypatch.setattr(time, "process_time", lambda: clock[0])
+    spent, whole = forward_seconds(Run(model, (torch.randn(2, 3),), {}, square, None, torch.device("cpu")))
+    assert spent == {"": 11.0, "seq": 3.0, "seq.0": 1.0, "seq.1": 2.0, "twice": 8.0}
+    assert whole == 11.0
