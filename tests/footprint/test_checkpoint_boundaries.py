@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 import gradcli
+from memory_truth import allocator_peak, own_storages, saved_bytes  # torch's bytes and peak
 
 
 def square(out):
@@ -201,3 +202,43 @@ def test_each_module_s_forward_time_is_the_clock_it_spent_summed_over_its_calls(
     spent, whole = forward_seconds(Run(model, (torch.randn(2, 3),), {}, square, None, torch.device("cpu")))
     assert spent == {"": 11.0, "seq": 3.0, "seq.0": 1.0, "seq.1": 2.0, "twice": 8.0}
     assert whole == 11.0
+
+
+def test_each_module_trial_carries_torch_s_figures_and_the_stack_comes_first(monkeypatch, twins):
+    """Beyond the bytes: a trial's forward seconds (fixed by the test), its timed runs (which
+    must run the module checkpointed: the test counts what they save), its gradients against
+    torch's own checkpoint of the module, and its peaks against torch's allocator events."""
+    from gradcli.footprint import checkpoint as advice
+
+    model, x, drops = twins
+    fixed = {"": 10.0, "b1": 1e-6, "b1.0": 1e-5, "b10": 1e-3, "head": 1e-3}
+    _fixed_seconds(monkeypatch, model, fixed)
+    own, params = own_storages(model, x), list(model.parameters())
+    timed = []
+
+    def timed_pair(run, params, applied, repeats):
+        with applied():
+            timed.append(saved_bytes(lambda: square(model(x)), own))
+        return 1.0, 2.0
+
+    monkeypatch.setattr(advice, "timed_pair", timed_pair)
+    result = gradcli.memory(model, x, loss=square, checkpoint=2, create_graph=False, repeats=1)
+    assert result.checkpoint[0].segments is not None  # b10's four layers, in segments, first
+    trials = [trial for trial in result.checkpoint if trial.segments is None]
+    assert [trial.module for trial in trials] == ["b1", "b10"]
+    plain_peak = allocator_peak(lambda: square(model(x)), params)
+    plain = torch.autograd.grad(square(model(x)), params)
+    for trial, bytes_timed in zip(trials, timed[:len(trials)]):
+        module = model.get_submodule(trial.module)
+        assert trial.module_class == type(module).__name__ and trial.forward_seconds == fixed[trial.module]
+        assert (trial.seconds_before, trial.seconds_after) == (1.0, 2.0)
+        assert bytes_timed == trial.saved_bytes_after == saved_bytes(lambda: square(model(x)), own) - drops[trial.module]
+        module.forward = lambda *a, f=module.forward: torch.utils.checkpoint.checkpoint(f, *a, use_reentrant=False)
+        try:
+            tried = torch.autograd.grad(square(model(x)), params)
+            peak = allocator_peak(lambda: square(model(x)), params)
+        finally:
+            del module.forward
+        assert all(torch.equal(a, b) for a, b in zip(plain, tried))
+        assert (trial.gradients_equal, trial.max_abs_diff, trial.agrees) == (True, 0.0, True)
+        assert trial.peak_after - trial.peak_before == peak - plain_peak

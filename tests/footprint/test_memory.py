@@ -7,6 +7,7 @@ The truth here comes from torch, not from gradcli: a hand-written saved_tensors_
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 
 import pytest
@@ -586,3 +587,63 @@ def test_saved_bytes_of_more_kinds_of_saves_are_torchs(model, loss, checkpoint):
     plain = loss(model(x))  # the nodes' own saved tensors, without hooks
     assert sorted((n.node, n.bytes) for n in result.nodes) == torch_nodes(plain.grad_fn)
     del value
+
+
+class Drifting(nn.Module):
+    """Computes a little differently when run again inside backward (a checkpoint's
+    recomputation, where torch has a graph task): the same tensors saved, other values."""
+
+    def __init__(self, drift):
+        super().__init__()
+        self.fc, self.drift = nn.Linear(8, 8), drift
+
+    def forward(self, x):
+        again = torch._C._current_graph_task_id() != -1
+        return torch.tanh(torch.tanh(self.fc(x) * (1.0 + self.drift if again else 1.0)))
+
+
+@pytest.mark.parametrize(("drift", "amp"), [(0.5, None), (3e-3, "bfloat16")])
+def test_a_recomputation_that_drifts_is_told_against_torch_s_own_checkpoint(monkeypatch, drift, amp):
+    """Every trial (the stack's segments and each module) against torch's own checkpoint of
+    the same thing: not equal, the largest difference torch's, and compare's tolerance at the
+    dtype the gradients were computed in: a drift of a half is far past float32's rounding; one
+    of 0.3% under bfloat16 autocast is within bfloat16's (and past float32's)."""
+    from torch.utils.checkpoint import checkpoint, checkpoint_sequential
+
+    from gradcli.footprint import checkpoint as advice
+
+    # the timed runs repeat until 0.3 s of CPU: timings only, never the proof's input
+    monkeypatch.setattr(advice, "timed_pair", lambda run, params, applied, repeats: (1.0, 1.0))
+
+    torch.manual_seed(0)
+    model, x = nn.Sequential(*(Drifting(drift) for _ in range(4))), torch.randn(16, 8)
+    params = list(model.parameters())
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16) if amp else contextlib.nullcontext()
+
+    def gradients(forward):
+        with autocast:
+            loss = square(forward(x))
+        return torch.autograd.grad(loss, params)
+
+    result = gradcli.memory(model, x, loss=square, checkpoint=2, create_graph=False, repeats=1, amp=amp)
+    assert {trial.segments is None for trial in result.checkpoint} == {True, False}  # modules and the stack
+    plain = gradients(model)
+    for trial in result.checkpoint:
+        if trial.segments is not None:
+            tried = gradients(lambda x: checkpoint_sequential(model, trial.segments, x, use_reentrant=False))
+        else:
+            module = model.get_submodule(trial.module)
+            module.forward = lambda *a, f=module.forward: checkpoint(f, *a, use_reentrant=False)
+            try:
+                tried = gradients(model)
+            finally:
+                del module.forward
+        largest = max(float((a.double() - b.double()).abs().max()) for a, b in zip(plain, tried))
+        relative = max(float((a - b).norm() / a.norm()) for a, b in zip(plain, tried))
+        assert (trial.gradients_equal, trial.max_abs_diff) == (False, largest) and largest > 0
+        if amp:
+            assert 4 * torch.finfo(torch.float32).eps < relative < torch.finfo(torch.bfloat16).eps
+            assert trial.agrees is True
+        else:
+            assert relative > 1e3 * torch.finfo(torch.float32).eps
+            assert trial.agrees is False

@@ -20,6 +20,7 @@ from torch.utils.checkpoint import checkpoint_sequential
 
 import gradcli
 from gradcli.footprint.segments import candidates
+from memory_truth import allocator_peak, own_storages, saved_bytes  # torch's bytes and peak
 
 
 def square(out):
@@ -33,46 +34,6 @@ def waist(widths=(8, 8, 8, 128, 128, 8, 8, 8, 8)):
     for a, b in zip(widths, widths[1:]):
         layers += [nn.Linear(a, b), nn.Tanh()]
     return nn.Sequential(*layers)
-
-
-def own_storages(model, x):
-    return {t.untyped_storage().data_ptr() for t in (*model.parameters(), x)}
-
-
-def saved_bytes(run, own):
-    """The bytes of the storages saved for backward while `run()` builds the loss, each once,
-    the parameters and inputs left out."""
-    storages = {}
-
-    def pack(tensor):
-        storage = tensor.untyped_storage()
-        if storage.data_ptr() not in own:
-            storages[storage.data_ptr()] = storage.nbytes()
-        return tensor
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        loss = run()
-    del loss
-    return sum(storages.values())
-
-
-def allocator_peak(run, params):
-    """The highest tensor bytes live above the start during forward + backward, from torch's
-    CPU allocator events (each allocation and free, in time order)."""
-    torch._C._autograd._enable_profiler_legacy(profiler_legacy.profile(profile_memory=True).config())
-    try:
-        loss = run()
-        grads = torch.autograd.grad(loss, params)
-        del loss, grads
-    finally:
-        threads = torch._C._autograd._disable_profiler_legacy()
-    events = sorted(((e.start_us(), e.cpu_memory_usage()) for thread in threads for e in thread
-                     if e.kind() == "memory_alloc"), key=lambda pair: pair[0])
-    live = peak = 0
-    for _, change in events:
-        live += change
-        peak = max(peak, live)
-    return peak
 
 
 def torch_segments(model, x):
