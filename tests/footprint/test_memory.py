@@ -647,3 +647,32 @@ def test_a_recomputation_that_drifts_is_told_against_torch_s_own_checkpoint(monk
         else:
             assert relative > 1e3 * torch.finfo(torch.float32).eps
             assert trial.agrees is False
+
+
+class WithASpare(nn.Module):
+    """A trainable parameter forward never uses: torch gives it no gradient."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(8, 32), nn.Tanh(), nn.Linear(32, 8), nn.Tanh())
+        self.spare = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.body(x)
+
+
+def test_a_parameter_forward_never_uses_leaves_the_proof_standing(monkeypatch):
+    from gradcli.footprint import checkpoint as advice
+
+    monkeypatch.setattr(advice, "timed_pair", lambda run, params, applied, repeats: (1.0, 1.0))  # timings only
+    torch.manual_seed(0)
+    model, x = WithASpare(), torch.randn(16, 8)
+    params = list(model.parameters())
+    with pytest.raises(RuntimeError, match="not have been used"):  # torch's own answer without allow_unused
+        torch.autograd.grad(square(model(x)), params)
+    grads = torch.autograd.grad(square(model(x)), params, allow_unused=True)
+    assert [g is None for g in grads] == [False] * 4 + [True] * 2
+    result = gradcli.memory(model, x, loss=square, checkpoint=1, create_graph=False, repeats=1)
+    assert result.ok and result.checkpoint
+    for trial in result.checkpoint:
+        assert (trial.gradients_equal, trial.max_abs_diff, trial.agrees) == (True, 0.0, True)
