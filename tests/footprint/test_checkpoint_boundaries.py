@@ -242,3 +242,66 @@ def test_each_module_trial_carries_torch_s_figures_and_the_stack_comes_first(mon
         assert all(torch.equal(a, b) for a, b in zip(plain, tried))
         assert (trial.gradients_equal, trial.max_abs_diff, trial.agrees) == (True, 0.0, True)
         assert trial.peak_after - trial.peak_before == peak - plain_peak
+
+
+def _ticking_run(monkeypatch, model):
+    """A Run of `model` on the test's clock, and the list its forward calls are counted in."""
+    import time
+
+    from gradcli.footprint.replay import Run
+
+    monkeypatch.setattr(time, "process_time", lambda: model.clock[0])
+    calls = []
+    model.register_forward_pre_hook(lambda *args: calls.append(1))
+    return Run(model, (torch.randn(2, 3),), {}, square, None, torch.device("cpu")), calls
+
+
+def _clock_moved(model, run):
+    begun = model.clock[0]
+    torch.autograd.grad(run(), list(model.parameters()))
+    return model.clock[0] - begun
+
+
+class TicksWithWeights(Ticks):
+    def __init__(self, clock):
+        super().__init__(clock)
+        self.clock, self.fc = clock, nn.Linear(3, 3)
+
+    def forward(self, x):
+        return super().forward(self.fc(x))
+
+
+def test_the_timed_runs_are_forward_and_backward_on_the_clock_with_torch_s_recomputation(monkeypatch):
+    """Each timed run is one forward + backward on the clock; checkpointing seq makes torch run
+    it again in backward (the test's clock moves by it in torch's own checkpoint). At least
+    `repeats` pairs: three here, as each pair runs for more than 0.3 s."""
+    from gradcli.footprint.checkpoint import checkpointed, timed_pair
+
+    model = TicksWithWeights([0.0])
+    run, calls = _ticking_run(monkeypatch, model)
+    x = run.args[0]
+    plain = _clock_moved(model, lambda: square(model(x)))
+    seq = model.seq.forward
+    model.seq.forward = lambda *a: torch.utils.checkpoint.checkpoint(seq, *a, use_reentrant=False)
+    tried = _clock_moved(model, lambda: square(model(x)))
+    del model.seq.forward
+    assert (plain, tried) == (11.0, 14.0)  # seq's 1 + 2 again
+    calls.clear()
+    assert timed_pair(run, list(model.parameters()), lambda: checkpointed(model.seq), 3) == (plain, tried)
+    assert len(calls) == 2 * 3
+
+
+@pytest.mark.parametrize(("cost", "pairs"), [(0.15, 1), (2.0 ** -10, 15)])
+def test_the_timed_pairs_repeat_until_both_sides_ran_0_3_seconds_and_at_most_15_times(monkeypatch, cost, pairs):
+    """0.15 + 0.15 is 0.3 to the last bit: one pair is enough; 2**-10 (exact on the clock) never reaches it."""
+    import contextlib
+
+    from gradcli.footprint.checkpoint import timed_pair
+
+    model = TicksWithWeights([0.0])
+    for module in (model.seq[0], model.seq[1], model.twice):
+        module.cost = 0.0
+    model.seq[0].cost = cost
+    run, calls = _ticking_run(monkeypatch, model)
+    assert timed_pair(run, list(model.parameters()), contextlib.nullcontext, 1) == (cost, cost)
+    assert len(calls) == 2 * pairs
