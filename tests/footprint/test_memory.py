@@ -676,3 +676,20 @@ def test_a_parameter_forward_never_uses_leaves_the_proof_standing(monkeypatch):
     assert result.ok and result.checkpoint
     for trial in result.checkpoint:
         assert (trial.gradients_equal, trial.max_abs_diff, trial.agrees) == (True, 0.0, True)
+
+
+def test_float64_gradients_are_held_to_float64_s_rounding_not_float32_s():
+    """A float64 model's gradients against themselves rounded through float32: far past
+    float64's rounding (torch's finfo), within float32's, so they do not agree."""
+    from gradcli.footprint.checkpoint import _same_gradients
+
+    torch.manual_seed(0)
+    model = MLP().double()
+    x = torch.randn(5, 8, dtype=torch.float64)
+    named = list(model.named_parameters())
+    plain = _gradients(model, x, torch.float64)
+    rounded = [g.float().double() for g in plain]
+    relative = max(float((a - b).norm() / a.norm()) for a, b in zip(plain, rounded))
+    assert 1e3 * torch.finfo(torch.float64).eps < relative < 4 * torch.finfo(torch.float32).eps
+    diff = max(float((a - b).abs().max()) for a, b in zip(plain, rounded))
+    assert _same_gradients(named, plain, rounded, None) == (False, diff, False)
