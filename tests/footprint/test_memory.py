@@ -480,6 +480,9 @@ def test_the_proof_tells_equal_close_and_different_gradients_apart():
     missing = [None, *plain[1:]]
     assert _same_gradients(named, plain, missing, None) == (False, 0.0, False)
     assert _same_gradients(named, missing, missing, None) == (True, 0.0, True)
+    # a parameter without a gradient on both sides (unused), then the others compared all the same
+    assert _same_gradients(named, missing, [None, *other[1:]], None) == (False, max(
+        float((a.double() - b.double()).abs().max()) for a, b in zip(plain[1:], other[1:])), False)
 
 
 class Fickle(nn.Module):
