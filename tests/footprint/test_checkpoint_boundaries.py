@@ -305,3 +305,30 @@ def test_the_timed_pairs_repeat_until_both_sides_ran_0_3_seconds_and_at_most_15_
     run, calls = _ticking_run(monkeypatch, model)
     assert timed_pair(run, list(model.parameters()), contextlib.nullcontext, 1) == (cost, cost)
     assert len(calls) == 2 * pairs
+
+
+class Gate(nn.Module):
+    def forward(self, h):
+        return h * (h.sum() > 0)  # the multiply saves the one-byte bool (h needs no saving: the bool has no grad)
+
+
+class Gated(nn.Module):
+    """gate saves one bool byte inside; its input is saved outside too (h * w), so a
+    checkpoint of gate frees exactly one byte."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc, self.gate, self.head = nn.Linear(8, 8), Gate(), nn.Linear(8, 8)
+        self.w = nn.Parameter(torch.randn(8))
+
+    def forward(self, x):
+        h = self.fc(x)
+        return self.head(self.gate(h)) + h * self.w
+
+
+def test_a_module_freeing_one_byte_is_advised(monkeypatch):
+    torch.manual_seed(0)
+    model, x = Gated(), torch.randn(4, 8)
+    assert torch_drop(model, x, "gate") == 1
+    _fixed_seconds(monkeypatch, model, {"": 10.0, "gate": 0.001})
+    assert _advised(model, x, {"gate": 1}, count=3) == ["gate"]
