@@ -696,3 +696,21 @@ def test_float64_gradients_are_held_to_float64_s_rounding_not_float32_s():
     assert 1e3 * torch.finfo(torch.float64).eps < relative < 4 * torch.finfo(torch.float32).eps
     diff = max(float((a - b).abs().max()) for a, b in zip(plain, rounded))
     assert _same_gradients(named, plain, rounded, None) == (False, diff, False)
+
+
+def test_the_checkpoint_trials_recompute_a_model_s_own_checkpoint_once_per_backward(monkeypatch):
+    """torch's checkpoint runs its region again once in each backward, and only then: the
+    trials' runs (forward + backward each, or forward alone under no_grad) leave the first
+    block called once per forward plus once per forward that had a graph, no more (reading a
+    checkpointed node's saves back would recompute it again)."""
+    from gradcli.footprint import checkpoint as advice
+
+    monkeypatch.setattr(advice, "timed_pair", lambda run, params, applied, repeats: (1.0, 1.0))  # timings only
+    torch.manual_seed(0)
+    model, x = SelfCheckpointed(), torch.randn(4, 32)
+    forwards, first = [], []
+    model.register_forward_pre_hook(lambda *args: forwards.append(torch.is_grad_enabled()))
+    model.first.register_forward_pre_hook(lambda *args: first.append(1))
+    result = gradcli.memory(model, x, loss=square, checkpoint=1, create_graph=False, repeats=1)
+    assert result.ok and result.checkpoint
+    assert len(first) == len(forwards) + sum(forwards)
