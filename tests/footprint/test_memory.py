@@ -714,3 +714,20 @@ def test_the_checkpoint_trials_recompute_a_model_s_own_checkpoint_once_per_backw
     result = gradcli.memory(model, x, loss=square, checkpoint=1, create_graph=False, repeats=1)
     assert result.ok and result.checkpoint
     assert len(first) == len(forwards) + sum(forwards)
+
+
+def test_after_a_module_that_raises_the_next_is_still_tried(monkeypatch):
+    """fickle ranks first (the forward times fixed by the test) and raises in backward; head,
+    next, is still tried (torch's own checkpoint of it frees bytes)."""
+    from gradcli.footprint import checkpoint as advice
+
+    torch.manual_seed(0)
+    model, x = FickleNet(), torch.randn(4, 8)
+    seconds = {path: 1.0 for path, _ in model.named_modules()}
+    seconds.update({"": 10.0, "fickle": 1e-6, "head": 1e-3})
+    monkeypatch.setattr(advice, "forward_seconds", lambda run: (dict(seconds), seconds[""]))
+    monkeypatch.setattr(advice, "timed_pair", lambda run, params, applied, repeats: (1.0, 1.0))  # timings only
+    result = gradcli.memory(model, x, loss=square, checkpoint=2, create_graph=False, repeats=1)
+    assert any(note.startswith("checkpointing fickle alone raised in backward") for note in result.notes)
+    assert _torch_drop(model, x, "head") > 0  # (fickle saves fewer tensors at every call: no exact bytes)
+    assert [trial.module for trial in result.checkpoint if trial.segments is None] == ["head"]
