@@ -332,3 +332,29 @@ def test_a_module_freeing_one_byte_is_advised(monkeypatch):
     assert torch_drop(model, x, "gate") == 1
     _fixed_seconds(monkeypatch, model, {"": 10.0, "gate": 0.001})
     assert _advised(model, x, {"gate": 1}, count=3) == ["gate"]
+
+
+class Pair(nn.Module):
+    def forward(self, a, b):
+        return torch.tanh(torch.tanh(torch.tanh(torch.tanh(a + b))))
+
+
+class TwoInputs(nn.Module):
+    """pair is called with two tensors nobody saves (the add saves nothing): its checkpoint
+    must keep both, and frees the three tanh outputs saved inside."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2, self.pair, self.head = nn.Linear(8, 8), nn.Linear(8, 8), Pair(), nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.head(self.pair(self.fc1(x), self.fc2(x)))
+
+
+def test_a_module_s_inputs_nobody_saved_are_each_kept_by_its_checkpoint(monkeypatch):
+    torch.manual_seed(0)
+    model, x = TwoInputs(), torch.randn(4, 8)
+    drop = torch_drop(model, x, "pair")
+    assert drop == (3 - 2) * 4 * 8 * 4  # three outputs freed, two inputs kept: torch's count
+    _fixed_seconds(monkeypatch, model, {"": 10.0, "pair": 0.001})
+    assert _advised(model, x, {"pair": drop}, count=3) == ["pair"]
