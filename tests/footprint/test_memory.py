@@ -731,3 +731,27 @@ def test_after_a_module_that_raises_the_next_is_still_tried(monkeypatch):
     assert any(note.startswith("checkpointing fickle alone raised in backward") for note in result.notes)
     assert _torch_drop(model, x, "head") > 0  # (fickle saves fewer tensors at every call: no exact bytes)
     assert [trial.module for trial in result.checkpoint if trial.segments is None] == ["head"]
+
+
+class ExpScaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 2)
+
+    def forward(self, x):
+        e = torch.exp(self.fc(x).sum())  # exp saves its 0-d result
+        e.mul_(2)
+        return e
+
+
+def test_an_inplace_change_of_a_0_d_saved_tensor_is_told_with_its_empty_shape():
+    import re
+
+    torch.manual_seed(0)
+    model, x = ExpScaled(), torch.randn(2, 3)
+    with pytest.raises(RuntimeError) as raised:
+        model(x).backward()
+    found = re.search(r"\[torch\.FloatTensor \[\]\].* is at version (\d+); expected version (\d+)", str(raised.value))
+    version, expected = found.groups()  # torch's: a tensor of no dimensions
+    result = gradcli.memory(model, x, loss=lambda out: out)
+    assert f"a float32 tensor of shape () is at version {version}; expected version {expected} instead" in result.error
