@@ -755,3 +755,38 @@ def test_an_inplace_change_of_a_0_d_saved_tensor_is_told_with_its_empty_shape():
     version, expected = found.groups()  # torch's: a tensor of no dimensions
     result = gradcli.memory(model, x, loss=lambda out: out)
     assert f"a float32 tensor of shape () is at version {version}; expected version {expected} instead" in result.error
+
+
+class SparseInput(nn.Module):
+    """torch.sparse.mm saves its sparse input: a tensor without a single storage."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(100, 4))
+
+    def forward(self, x):
+        return torch.tanh(torch.sparse.mm(x, self.w))
+
+
+def test_a_saved_sparse_tensor_is_counted_by_its_indices_and_values_not_its_dense_size():
+    torch.manual_seed(0)
+    model = SparseInput()
+    x = torch.sparse_coo_tensor(torch.tensor([[0, 1, 2], [3, 50, 99]]), torch.tensor([1.0, 2.0, 3.0]), (3, 100),
+                                check_invariants=True).coalesce()
+    saved = []
+
+    def pack(tensor):
+        saved.append(tensor)
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = square(model(x))
+    (sparse,) = [t for t in saved if t.layout == torch.sparse_coo]  # torch's own: what it holds
+    held = sparse._indices().untyped_storage().nbytes() + sparse._values().untyped_storage().nbytes()
+    dense = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in saved if t.layout == torch.strided}
+    assert held < sparse.numel() * sparse.element_size()  # 60 bytes, not the 1,200 of its dense size
+    result = gradcli.memory(model, x, loss=square, checkpoint=0, create_graph=False)
+    assert result.saved_bytes == held + sum(dense.values())
+    (node,) = [n for n in result.nodes if n.node == "SparseAddmmBackward0"]
+    assert node.bytes == held
+    del loss
