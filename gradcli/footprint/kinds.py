@@ -23,6 +23,21 @@ def storage_of(tensor: Any) -> Any:
         return None
 
 
+def own_bytes(tensor: Any) -> int:
+    """The bytes a tensor without a single storage holds: a sparse tensor's indices and values
+    (not its dense size, which it never allocates), else its elements."""
+    layout = tensor.layout
+    if layout == torch.sparse_coo:
+        parts = (tensor._indices(), tensor._values())
+    elif layout in (torch.sparse_csr, torch.sparse_bsr):
+        parts = (tensor.crow_indices(), tensor.col_indices(), tensor.values())
+    elif layout in (torch.sparse_csc, torch.sparse_bsc):
+        parts = (tensor.ccol_indices(), tensor.row_indices(), tensor.values())
+    else:
+        return tensor.numel() * tensor.element_size()
+    return sum(part.numel() * part.element_size() for part in parts)
+
+
 class Identities:
     """Which storages are the model's parameters and buffers and forward's inputs."""
 

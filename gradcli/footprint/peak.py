@@ -22,7 +22,7 @@ import sys
 import tempfile
 from typing import Any
 
-from .kinds import storage_of
+from .kinds import own_bytes, storage_of
 
 #: c10's CPU allocator logs this (to fd 2, once per 1,000) when a tensor made before the
 #: profiler started is freed while it runs: expected here, and no news to the user.
@@ -87,7 +87,7 @@ def tensor_bytes(tensors: Any) -> int:
         if storage is not None:
             seen[storage.data_ptr()] = storage.nbytes()
         else:
-            seen[id(tensor)] = tensor.numel() * tensor.element_size()
+            seen[id(tensor)] = own_bytes(tensor)
     return sum(seen.values())
 
 

@@ -22,7 +22,7 @@ from typing import Any, Iterator
 
 from ..graph.nodes import inputs_of, is_accumulate, reachable, saved_names, walk
 from ..targets.flatten import tensors_in
-from .kinds import storage_of
+from .kinds import own_bytes, storage_of
 
 
 @dataclass
@@ -73,8 +73,8 @@ class SavedCounter:
         storage = storage_of(tensor)
         if storage is not None:
             where, size = storage.data_ptr(), storage.nbytes()
-        else:  # its own elements, at an address no storage has
-            where, size = -1 - index, tensor.numel() * tensor.element_size()
+        else:  # what it holds (a sparse tensor's indices and values), at an address no storage has
+            where, size = -1 - index, own_bytes(tensor)
         grad_fn = tensor.grad_fn
         cast_of = None
         if grad_fn is not None:  # autocast's copy of a weight is saved as itself or a view (w.t())

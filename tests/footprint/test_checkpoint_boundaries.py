@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 import gradcli
+from memory_truth import allocator_peak, own_storages, saved_bytes  # torch's bytes and peak
 
 
 def square(out):
@@ -163,3 +164,197 @@ def test_a_storage_saved_inside_and_outside_the_module_is_not_freed(monkeypatch)
     (trial,) = [trial for trial in result.checkpoint if trial.segments is None]  # not the stack's segments
     assert trial.module == "inner"
     assert trial.predicted_freed == drop == trial.saved_bytes_before - trial.saved_bytes_after
+
+
+class Ticking(nn.Module):
+    """Moves the test's clock on by its own cost each time it runs (nothing else moves it)."""
+
+    def __init__(self, clock, cost):
+        super().__init__()
+        self.clock, self.cost = clock, cost
+
+    def forward(self, x):
+        self.clock[0] += self.cost
+        return torch.tanh(x)
+
+
+class Ticks(nn.Module):
+    def __init__(self, clock):
+        super().__init__()
+        self.seq = nn.Sequential(Ticking(clock, 1.0), Ticking(clock, 2.0))
+        self.twice = Ticking(clock, 4.0)
+
+    def forward(self, x):
+        return self.twice(self.twice(self.seq(x)))
+
+
+def test_each_module_s_forward_time_is_the_clock_it_spent_summed_over_its_calls(monkeypatch):
+    """The forward times the advice ranks by, on a clock only the modules move: a module's
+    time is what ran inside it, over every call, and the whole forward's is everything."""
+    import time
+
+    from gradcli.footprint.checkpoint import forward_seconds
+    from gradcli.footprint.replay import Run
+
+    clock = [0.0]
+    model = Ticks(clock)
+    monkeypatch.setattr(time, "process_time", lambda: clock[0])
+    spent, whole = forward_seconds(Run(model, (torch.randn(2, 3),), {}, square, None, torch.device("cpu")))
+    assert spent == {"": 11.0, "seq": 3.0, "seq.0": 1.0, "seq.1": 2.0, "twice": 8.0}
+    assert whole == 11.0
+
+
+def test_each_module_trial_carries_torch_s_figures_and_the_stack_comes_first(monkeypatch, twins):
+    """Beyond the bytes: a trial's forward seconds (fixed by the test), its timed runs (which
+    must run the module checkpointed: the test counts what they save), its gradients against
+    torch's own checkpoint of the module, and its peaks against torch's allocator events."""
+    from gradcli.footprint import checkpoint as advice
+
+    model, x, drops = twins
+    fixed = {"": 10.0, "b1": 1e-6, "b1.0": 1e-5, "b10": 1e-3, "head": 1e-3}
+    _fixed_seconds(monkeypatch, model, fixed)
+    own, params = own_storages(model, x), list(model.parameters())
+    timed = []
+
+    def timed_pair(run, params, applied, repeats):
+        with applied():
+            timed.append(saved_bytes(lambda: square(model(x)), own))
+        return 1.0, 2.0
+
+    monkeypatch.setattr(advice, "timed_pair", timed_pair)
+    result = gradcli.memory(model, x, loss=square, checkpoint=2, create_graph=False, repeats=1)
+    assert result.checkpoint[0].segments is not None  # b10's four layers, in segments, first
+    trials = [trial for trial in result.checkpoint if trial.segments is None]
+    assert [trial.module for trial in trials] == ["b1", "b10"]
+    plain_peak = allocator_peak(lambda: square(model(x)), params)
+    plain = torch.autograd.grad(square(model(x)), params)
+    for trial, bytes_timed in zip(trials, timed[:len(trials)]):
+        module = model.get_submodule(trial.module)
+        assert trial.module_class == type(module).__name__ and trial.forward_seconds == fixed[trial.module]
+        assert (trial.seconds_before, trial.seconds_after) == (1.0, 2.0)
+        assert bytes_timed == trial.saved_bytes_after == saved_bytes(lambda: square(model(x)), own) - drops[trial.module]
+        module.forward = lambda *a, f=module.forward: torch.utils.checkpoint.checkpoint(f, *a, use_reentrant=False)
+        try:
+            tried = torch.autograd.grad(square(model(x)), params)
+            peak = allocator_peak(lambda: square(model(x)), params)
+        finally:
+            del module.forward
+        assert all(torch.equal(a, b) for a, b in zip(plain, tried))
+        assert (trial.gradients_equal, trial.max_abs_diff, trial.agrees) == (True, 0.0, True)
+        assert trial.peak_after - trial.peak_before == peak - plain_peak
+
+
+def _ticking_run(monkeypatch, model):
+    """A Run of `model` on the test's clock, and the list its forward calls are counted in."""
+    import time
+
+    from gradcli.footprint.replay import Run
+
+    monkeypatch.setattr(time, "process_time", lambda: model.clock[0])
+    calls = []
+    model.register_forward_pre_hook(lambda *args: calls.append(1))
+    return Run(model, (torch.randn(2, 3),), {}, square, None, torch.device("cpu")), calls
+
+
+def _clock_moved(model, run):
+    begun = model.clock[0]
+    torch.autograd.grad(run(), list(model.parameters()))
+    return model.clock[0] - begun
+
+
+class TicksWithWeights(Ticks):
+    def __init__(self, clock):
+        super().__init__(clock)
+        self.clock, self.fc = clock, nn.Linear(3, 3)
+
+    def forward(self, x):
+        return super().forward(self.fc(x))
+
+
+def test_the_timed_runs_are_forward_and_backward_on_the_clock_with_torch_s_recomputation(monkeypatch):
+    """Each timed run is one forward + backward on the clock; checkpointing seq makes torch run
+    it again in backward (the test's clock moves by it in torch's own checkpoint). At least
+    `repeats` pairs: three here, as each pair runs for more than 0.3 s."""
+    from gradcli.footprint.checkpoint import checkpointed, timed_pair
+
+    model = TicksWithWeights([0.0])
+    run, calls = _ticking_run(monkeypatch, model)
+    x = run.args[0]
+    plain = _clock_moved(model, lambda: square(model(x)))
+    seq = model.seq.forward
+    model.seq.forward = lambda *a: torch.utils.checkpoint.checkpoint(seq, *a, use_reentrant=False)
+    tried = _clock_moved(model, lambda: square(model(x)))
+    del model.seq.forward
+    assert (plain, tried) == (11.0, 14.0)  # seq's 1 + 2 again
+    calls.clear()
+    assert timed_pair(run, list(model.parameters()), lambda: checkpointed(model.seq), 3) == (plain, tried)
+    assert len(calls) == 2 * 3
+
+
+@pytest.mark.parametrize(("cost", "pairs"), [(0.15, 1), (2.0 ** -10, 15)])
+def test_the_timed_pairs_repeat_until_both_sides_ran_0_3_seconds_and_at_most_15_times(monkeypatch, cost, pairs):
+    """0.15 + 0.15 is 0.3 to the last bit: one pair is enough; 2**-10 (exact on the clock) never reaches it."""
+    import contextlib
+
+    from gradcli.footprint.checkpoint import timed_pair
+
+    model = TicksWithWeights([0.0])
+    for module in (model.seq[0], model.seq[1], model.twice):
+        module.cost = 0.0
+    model.seq[0].cost = cost
+    run, calls = _ticking_run(monkeypatch, model)
+    assert timed_pair(run, list(model.parameters()), contextlib.nullcontext, 1) == (cost, cost)
+    assert len(calls) == 2 * pairs
+
+
+class Gate(nn.Module):
+    def forward(self, h):
+        return h * (h.sum() > 0)  # the multiply saves the one-byte bool (h needs no saving: the bool has no grad)
+
+
+class Gated(nn.Module):
+    """gate saves one bool byte inside; its input is saved outside too (h * w), so a
+    checkpoint of gate frees exactly one byte."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc, self.gate, self.head = nn.Linear(8, 8), Gate(), nn.Linear(8, 8)
+        self.w = nn.Parameter(torch.randn(8))
+
+    def forward(self, x):
+        h = self.fc(x)
+        return self.head(self.gate(h)) + h * self.w
+
+
+def test_a_module_freeing_one_byte_is_advised(monkeypatch):
+    torch.manual_seed(0)
+    model, x = Gated(), torch.randn(4, 8)
+    assert torch_drop(model, x, "gate") == 1
+    _fixed_seconds(monkeypatch, model, {"": 10.0, "gate": 0.001})
+    assert _advised(model, x, {"gate": 1}, count=3) == ["gate"]
+
+
+class Pair(nn.Module):
+    def forward(self, a, b):
+        return torch.tanh(torch.tanh(torch.tanh(torch.tanh(a + b))))
+
+
+class TwoInputs(nn.Module):
+    """pair is called with two tensors nobody saves (the add saves nothing): its checkpoint
+    must keep both, and frees the three tanh outputs saved inside."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2, self.pair, self.head = nn.Linear(8, 8), nn.Linear(8, 8), Pair(), nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.head(self.pair(self.fc1(x), self.fc2(x)))
+
+
+def test_a_module_s_inputs_nobody_saved_are_each_kept_by_its_checkpoint(monkeypatch):
+    torch.manual_seed(0)
+    model, x = TwoInputs(), torch.randn(4, 8)
+    drop = torch_drop(model, x, "pair")
+    assert drop == (3 - 2) * 4 * 8 * 4  # three outputs freed, two inputs kept: torch's count
+    _fixed_seconds(monkeypatch, model, {"": 10.0, "pair": 0.001})
+    assert _advised(model, x, {"pair": drop}, count=3) == ["pair"]

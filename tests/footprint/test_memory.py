@@ -7,6 +7,7 @@ The truth here comes from torch, not from gradcli: a hand-written saved_tensors_
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 
 import pytest
@@ -479,6 +480,9 @@ def test_the_proof_tells_equal_close_and_different_gradients_apart():
     missing = [None, *plain[1:]]
     assert _same_gradients(named, plain, missing, None) == (False, 0.0, False)
     assert _same_gradients(named, missing, missing, None) == (True, 0.0, True)
+    # a parameter without a gradient on both sides (unused), then the others compared all the same
+    assert _same_gradients(named, missing, [None, *other[1:]], None) == (False, max(
+        float((a.double() - b.double()).abs().max()) for a, b in zip(plain[1:], other[1:])), False)
 
 
 class Fickle(nn.Module):
@@ -586,3 +590,203 @@ def test_saved_bytes_of_more_kinds_of_saves_are_torchs(model, loss, checkpoint):
     plain = loss(model(x))  # the nodes' own saved tensors, without hooks
     assert sorted((n.node, n.bytes) for n in result.nodes) == torch_nodes(plain.grad_fn)
     del value
+
+
+class Drifting(nn.Module):
+    """Computes a little differently when run again inside backward (a checkpoint's
+    recomputation, where torch has a graph task): the same tensors saved, other values."""
+
+    def __init__(self, drift):
+        super().__init__()
+        self.fc, self.drift = nn.Linear(8, 8), drift
+
+    def forward(self, x):
+        again = torch._C._current_graph_task_id() != -1
+        return torch.tanh(torch.tanh(self.fc(x) * (1.0 + self.drift if again else 1.0)))
+
+
+@pytest.mark.parametrize(("drift", "amp"), [(0.5, None), (3e-3, "bfloat16")])
+def test_a_recomputation_that_drifts_is_told_against_torch_s_own_checkpoint(monkeypatch, drift, amp):
+    """Every trial (the stack's segments and each module) against torch's own checkpoint of
+    the same thing: not equal, the largest difference torch's, and compare's tolerance at the
+    dtype the gradients were computed in: a drift of a half is far past float32's rounding; one
+    of 0.3% under bfloat16 autocast is within bfloat16's (and past float32's)."""
+    from torch.utils.checkpoint import checkpoint, checkpoint_sequential
+
+    from gradcli.footprint import checkpoint as advice
+
+    # the timed runs repeat until 0.3 s of CPU: timings only, never the proof's input
+    monkeypatch.setattr(advice, "timed_pair", lambda run, params, applied, repeats: (1.0, 1.0))
+
+    torch.manual_seed(0)
+    model, x = nn.Sequential(*(Drifting(drift) for _ in range(4))), torch.randn(16, 8)
+    params = list(model.parameters())
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16) if amp else contextlib.nullcontext()
+
+    def gradients(forward):
+        with autocast:
+            loss = square(forward(x))
+        return torch.autograd.grad(loss, params)
+
+    result = gradcli.memory(model, x, loss=square, checkpoint=2, create_graph=False, repeats=1, amp=amp)
+    assert {trial.segments is None for trial in result.checkpoint} == {True, False}  # modules and the stack
+    plain = gradients(model)
+    for trial in result.checkpoint:
+        if trial.segments is not None:
+            tried = gradients(lambda x: checkpoint_sequential(model, trial.segments, x, use_reentrant=False))
+        else:
+            module = model.get_submodule(trial.module)
+            module.forward = lambda *a, f=module.forward: checkpoint(f, *a, use_reentrant=False)
+            try:
+                tried = gradients(model)
+            finally:
+                del module.forward
+        largest = max(float((a.double() - b.double()).abs().max()) for a, b in zip(plain, tried))
+        relative = max(float((a - b).norm() / a.norm()) for a, b in zip(plain, tried))
+        assert (trial.gradients_equal, trial.max_abs_diff) == (False, largest) and largest > 0
+        if amp:
+            assert 4 * torch.finfo(torch.float32).eps < relative < torch.finfo(torch.bfloat16).eps
+            assert trial.agrees is True
+        else:
+            assert relative > 1e3 * torch.finfo(torch.float32).eps
+            assert trial.agrees is False
+
+
+class WithASpare(nn.Module):
+    """A trainable parameter forward never uses: torch gives it no gradient."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(8, 32), nn.Tanh(), nn.Linear(32, 8), nn.Tanh())
+        self.spare = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.body(x)
+
+
+def test_a_parameter_forward_never_uses_leaves_the_proof_standing(monkeypatch):
+    from gradcli.footprint import checkpoint as advice
+
+    monkeypatch.setattr(advice, "timed_pair", lambda run, params, applied, repeats: (1.0, 1.0))  # timings only
+    torch.manual_seed(0)
+    model, x = WithASpare(), torch.randn(16, 8)
+    params = list(model.parameters())
+    with pytest.raises(RuntimeError, match="not have been used"):  # torch's own answer without allow_unused
+        torch.autograd.grad(square(model(x)), params)
+    grads = torch.autograd.grad(square(model(x)), params, allow_unused=True)
+    assert [g is None for g in grads] == [False] * 4 + [True] * 2
+    result = gradcli.memory(model, x, loss=square, checkpoint=1, create_graph=False, repeats=1)
+    assert result.ok and result.checkpoint
+    for trial in result.checkpoint:
+        assert (trial.gradients_equal, trial.max_abs_diff, trial.agrees) == (True, 0.0, True)
+
+
+def test_float64_gradients_are_held_to_float64_s_rounding_not_float32_s():
+    """A float64 model's gradients against themselves rounded through float32: far past
+    float64's rounding (torch's finfo), within float32's, so they do not agree."""
+    from gradcli.footprint.checkpoint import _same_gradients
+
+    torch.manual_seed(0)
+    model = MLP().double()
+    x = torch.randn(5, 8, dtype=torch.float64)
+    named = list(model.named_parameters())
+    plain = _gradients(model, x, torch.float64)
+    rounded = [g.float().double() for g in plain]
+    relative = max(float((a - b).norm() / a.norm()) for a, b in zip(plain, rounded))
+    assert 1e3 * torch.finfo(torch.float64).eps < relative < 4 * torch.finfo(torch.float32).eps
+    diff = max(float((a - b).abs().max()) for a, b in zip(plain, rounded))
+    assert _same_gradients(named, plain, rounded, None) == (False, diff, False)
+
+
+def test_the_checkpoint_trials_recompute_a_model_s_own_checkpoint_once_per_backward(monkeypatch):
+    """torch's checkpoint runs its region again once in each backward, and only then: the
+    trials' runs (forward + backward each, or forward alone under no_grad) leave the first
+    block called once per forward plus once per forward that had a graph, no more (reading a
+    checkpointed node's saves back would recompute it again)."""
+    from gradcli.footprint import checkpoint as advice
+
+    monkeypatch.setattr(advice, "timed_pair", lambda run, params, applied, repeats: (1.0, 1.0))  # timings only
+    torch.manual_seed(0)
+    model, x = SelfCheckpointed(), torch.randn(4, 32)
+    forwards, first = [], []
+    model.register_forward_pre_hook(lambda *args: forwards.append(torch.is_grad_enabled()))
+    model.first.register_forward_pre_hook(lambda *args: first.append(1))
+    result = gradcli.memory(model, x, loss=square, checkpoint=1, create_graph=False, repeats=1)
+    assert result.ok and result.checkpoint
+    assert len(first) == len(forwards) + sum(forwards)
+
+
+def test_after_a_module_that_raises_the_next_is_still_tried(monkeypatch):
+    """fickle ranks first (the forward times fixed by the test) and raises in backward; head,
+    next, is still tried (torch's own checkpoint of it frees bytes)."""
+    from gradcli.footprint import checkpoint as advice
+
+    torch.manual_seed(0)
+    model, x = FickleNet(), torch.randn(4, 8)
+    seconds = {path: 1.0 for path, _ in model.named_modules()}
+    seconds.update({"": 10.0, "fickle": 1e-6, "head": 1e-3})
+    monkeypatch.setattr(advice, "forward_seconds", lambda run: (dict(seconds), seconds[""]))
+    monkeypatch.setattr(advice, "timed_pair", lambda run, params, applied, repeats: (1.0, 1.0))  # timings only
+    result = gradcli.memory(model, x, loss=square, checkpoint=2, create_graph=False, repeats=1)
+    assert any(note.startswith("checkpointing fickle alone raised in backward") for note in result.notes)
+    assert _torch_drop(model, x, "head") > 0  # (fickle saves fewer tensors at every call: no exact bytes)
+    assert [trial.module for trial in result.checkpoint if trial.segments is None] == ["head"]
+
+
+class ExpScaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 2)
+
+    def forward(self, x):
+        e = torch.exp(self.fc(x).sum())  # exp saves its 0-d result
+        e.mul_(2)
+        return e
+
+
+def test_an_inplace_change_of_a_0_d_saved_tensor_is_told_with_its_empty_shape():
+    import re
+
+    torch.manual_seed(0)
+    model, x = ExpScaled(), torch.randn(2, 3)
+    with pytest.raises(RuntimeError) as raised:
+        model(x).backward()
+    found = re.search(r"\[torch\.FloatTensor \[\]\].* is at version (\d+); expected version (\d+)", str(raised.value))
+    version, expected = found.groups()  # torch's: a tensor of no dimensions
+    result = gradcli.memory(model, x, loss=lambda out: out)
+    assert f"a float32 tensor of shape () is at version {version}; expected version {expected} instead" in result.error
+
+
+class SparseInput(nn.Module):
+    """torch.sparse.mm saves its sparse input: a tensor without a single storage."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(100, 4))
+
+    def forward(self, x):
+        return torch.tanh(torch.sparse.mm(x, self.w))
+
+
+def test_a_saved_sparse_tensor_is_counted_by_its_indices_and_values_not_its_dense_size():
+    torch.manual_seed(0)
+    model = SparseInput()
+    x = torch.sparse_coo_tensor(torch.tensor([[0, 1, 2], [3, 50, 99]]), torch.tensor([1.0, 2.0, 3.0]), (3, 100),
+                                check_invariants=True).coalesce()
+    saved = []
+
+    def pack(tensor):
+        saved.append(tensor)
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = square(model(x))
+    (sparse,) = [t for t in saved if t.layout == torch.sparse_coo]  # torch's own: what it holds
+    held = sparse._indices().untyped_storage().nbytes() + sparse._values().untyped_storage().nbytes()
+    dense = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in saved if t.layout == torch.strided}
+    assert held < sparse.numel() * sparse.element_size()  # 60 bytes, not the 1,200 of its dense size
+    result = gradcli.memory(model, x, loss=square, checkpoint=0, create_graph=False)
+    assert result.saved_bytes == held + sum(dense.values())
+    (node,) = [n for n in result.nodes if n.node == "SparseAddmmBackward0"]
+    assert node.bytes == held
+    del loss

@@ -96,3 +96,35 @@ def test_loss_init_reaches_the_loss_class_as_in_grads(cli, command):
         loss = json.loads(result.stdout)["loss"]
         losses.append(loss if command == "memory" else loss["reference"])
     assert losses[1] == pytest.approx(40 * losses[0], rel=1e-6)
+
+
+def test_the_saves_of_a_loss_written_in_the_language_are_torch_s(cli):
+    """A --loss runs where memory's hooks do not reach (its own thread): its nodes' saves are
+    read back from the nodes. Each loss node's saved shapes, dtypes and bytes against torch's
+    own `_saved_*` attributes, read without hooks from the same loss written in Python."""
+    import torch
+
+    spec = importlib.util.spec_from_file_location("memory_mlp", ROOT / "examples" / "memory" / "mlp.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = module.MLP()(torch.randn(4, 256))
+    loss = (out * torch.tanh(out)).mean() + (out ** 3).sum()
+    expected, seen, stack = [], set(), [loss.grad_fn]
+    while stack:  # the loss's own nodes: from the loss down to forward's output
+        node = stack.pop()
+        if node is None or node in seen or node is out.grad_fn:
+            continue
+        seen.add(node)
+        saved = [getattr(node, name) for name in dir(node) if name.startswith("_saved_")]
+        tensors = sorted((list(t.shape), str(t.dtype).removeprefix("torch."), t.untyped_storage().nbytes())
+                         for t in saved if isinstance(t, torch.Tensor))
+        if tensors:
+            expected.append((node.name(), tensors))
+        stack.extend(fn for fn, _ in node.next_functions)
+
+    result = cli("memory", MLP, "--var", "x=randn(4, 256)", "--loss", "(out * tanh(out)).mean() + (out ** 3).sum()",
+                 *QUICK, "--json")
+    assert result.exit_code == 0, result.stderr
+    found = [(n["node"], sorted((t["shape"], t["dtype"], t["bytes"]) for t in n["tensors"]))
+             for n in json.loads(result.stdout)["nodes"] if n["file"] == "--loss"]
+    assert sorted(found) == sorted(expected) and len(found) == 3  # Mul (both operands), Tanh, Pow

@@ -1,0 +1,49 @@
+"""What torch itself says a forward + backward keeps, for the memory tests: the bytes saved for
+backward (saved_tensors_hooks, each storage once) and the peak of tensor memory (torch's CPU
+allocator events, read by the test's own legacy profiler)."""
+
+from __future__ import annotations
+
+import torch
+from torch.autograd import profiler_legacy
+
+
+def own_storages(model, *inputs):
+    """The storages of the parameters and inputs: alive without backward, never counted."""
+    return {t.untyped_storage().data_ptr() for t in (*model.parameters(), *inputs)}
+
+
+def saved_bytes(run, own):
+    """The bytes of the storages saved for backward while `run()` builds the loss, each once,
+    the storages `own` names left out."""
+    storages = {}
+
+    def pack(tensor):
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in own:
+            storages[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = run()
+    del loss
+    return sum(storages.values())
+
+
+def allocator_peak(run, params):
+    """The highest tensor bytes live above the start during `run()` and backward to `params`,
+    from torch's CPU allocator events (each allocation and free, in time order)."""
+    torch._C._autograd._enable_profiler_legacy(profiler_legacy.profile(profile_memory=True).config())
+    try:
+        loss = run()
+        grads = torch.autograd.grad(loss, params)
+        del loss, grads
+    finally:
+        threads = torch._C._autograd._disable_profiler_legacy()
+    events = sorted(((e.start_us(), e.cpu_memory_usage()) for thread in threads for e in thread
+                     if e.kind() == "memory_alloc"), key=lambda pair: pair[0])
+    live = peak = 0
+    for _, change in events:
+        live += change
+        peak = max(peak, live)
+    return peak
