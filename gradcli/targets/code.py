@@ -144,7 +144,7 @@ def _module_table(model: Any, recording: Recording) -> list[dict[str, Any]]:
 def _parameter_sizes(model: Any) -> dict[str, int]:
     """module path -> the elements of `module.parameters()` (a parameter held twice in one
     module's tree counted once), from one walk of the model's parameters: asking each module
-    walked its whole subtree again (a 550-block model: 37 Python calls a graph node)."""
+    walked its whole subtree again (bench/model.py's DeepMLP: 21 of 202 Python calls a graph node)."""
     seen: dict[str, set[int]] = {}
     sizes: dict[str, int] = {}
     for name, parameter in model.named_parameters(remove_duplicate=False):
