@@ -16,6 +16,13 @@ def own_storages(model, *inputs):
 def saved_bytes(run, own):
     """The bytes of the storages saved for backward while `run()` builds the loss, each once,
     the storages `own` names left out."""
+    loss, saved = loss_and_saved_bytes(run, own)
+    del loss
+    return saved
+
+
+def loss_and_saved_bytes(run, own):
+    """`saved_bytes`, with the loss `run()` built (its graph still alive, for a backward)."""
     storages = {}
 
     def pack(tensor):
@@ -26,8 +33,7 @@ def saved_bytes(run, own):
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         loss = run()
-    del loss
-    return sum(storages.values())
+    return loss, sum(storages.values())
 
 
 def allocator_peak(run, params):

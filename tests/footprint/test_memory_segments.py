@@ -13,6 +13,8 @@ import pytest
 import torch
 from torch.utils.checkpoint import checkpoint_sequential
 
+from memory_truth import loss_and_saved_bytes
+
 MODELS = '''
 from torch import nn
 
@@ -48,29 +50,13 @@ def models(tmp_path):
     return path, module
 
 
-def _saved_bytes(run, own):
-    """Bytes of the storages saved for backward, each once, not counting `own` (parameters,
-    inputs): saved_tensors_hooks, as memory's SavedCounter does."""
-    storages = {}
-
-    def pack(tensor):
-        storage = tensor.untyped_storage()
-        if storage.data_ptr() not in own:
-            storages[storage.data_ptr()] = storage.nbytes()
-        return tensor
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        loss = run()
-    return loss, sum(storages.values())
-
-
 def _truth(model, stack, x, segments, head=lambda out: out):
     """torch's plain run and its checkpoint_sequential run: losses, gradients, saved bytes."""
     own = {p.untyped_storage().data_ptr() for p in model.parameters()} | {x.untyped_storage().data_ptr()}
     params = list(model.parameters())
-    plain_loss, plain_bytes = _saved_bytes(lambda: head(stack(x)).pow(2).mean(), own)
+    plain_loss, plain_bytes = loss_and_saved_bytes(lambda: head(stack(x)).pow(2).mean(), own)
     plain = torch.autograd.grad(plain_loss, params)
-    tried_loss, tried_bytes = _saved_bytes(
+    tried_loss, tried_bytes = loss_and_saved_bytes(
         lambda: head(checkpoint_sequential(stack, segments, x, use_reentrant=False)).pow(2).mean(), own)
     tried = torch.autograd.grad(tried_loss, params)
     return plain_bytes, tried_bytes, all(torch.equal(a, b) for a, b in zip(plain, tried))
