@@ -377,6 +377,24 @@ def test_fsdp2_shards_a_model_with_tied_weights(ranks):
     assert result.first.norms.reduced == [pytest.approx(norm, rel=CLOSE)] * WORLD
 
 
+PROBE = "GRADCLI_RANK_ENVIRONMENT_PROBE"
+
+
+def _probe(rank: int, world: int) -> str | None:
+    return os.environ.get(PROBE)
+
+
+def test_each_groups_ranks_see_the_environment_the_parent_has_when_it_starts(monkeypatch):
+    # Python's own rule for a child process (os.environ as it is when the child starts), though
+    # the ranks are forked from a server started with the first group
+    monkeypatch.delenv(PROBE, raising=False)
+    with start_ranks(WORLD) as first:
+        assert first.run(_probe) == [os.environ.get(PROBE)] * WORLD
+    monkeypatch.setenv(PROBE, "set after the first group")
+    with start_ranks(WORLD) as second:
+        assert second.run(_probe) == [os.environ[PROBE]] * WORLD
+
+
 def test_a_rank_that_raises_ends_the_group_with_its_error():
     setup = make_setup(ModelSpec.of(f"{MODELS}:RankOneFails", ["x=randn(16, 8)"], loss="out.pow(2).mean()", seed=SEED), world=WORLD)
     with pytest.raises(RankError) as caught:
