@@ -7,6 +7,10 @@ in-process (typer's CliRunner, as the `cli` fixture does) and writes its exit st
 --json document to the session's own temporary folder; the other waits on the same lock and reads
 them. The folder is the session's (xdist's workers share their base folder's parent), so nothing
 is reused from an earlier session.
+
+A page's example that is one of these commands without its `--json PATH` (diverge writes the
+document beside its report, so the report is the same) is read from here too
+(tests/project/test_docs.py, `shown_as`), at the pages' width.
 """
 
 from __future__ import annotations
@@ -27,12 +31,29 @@ RUNS = {
     # (tests/divergence/test_diverge_stops.py; tests/project/test_json_docs.py's "stops" keys)
     "diverge-float16-stop": ["diverge", "--b", "autocast:float16", "--json", "{json}", "examples/diverge/train.py",
                              "--steps", "3", "--bad-batch", "2"],
+    # a hook registered after compiling (test_json_docs.py's keys; the README's and
+    # docs/commands/diverge.md's example)
+    "diverge-hook-after-compile": ["diverge", "--b", "compile:aot_eager", "--json", "{json}", "examples/diverge/train.py",
+                                   "--steps", "8", "--hook-at", "5"],
+    # an augmentation nobody seeds (tests/divergence/test_diverge_cli.py; docs/recipes/diverge.md's example)
+    "diverge-unseeded": ["diverge", "--b", "same", "--json", "{json}", "examples/diverge/train.py", "--steps", "2",
+                         "--unseeded"],
 }
 
 
-def shared_json_run(name: str, tmp_path_factory: pytest.TempPathFactory, columns: str = "160") -> dict[str, Any]:
-    """RUNS[name] run once this session (from the project's root): {"exit_code", "stdout",
-    "stderr", "document"}, the document being the one written to --json's path."""
+def shown_as(args: list[str]) -> str | None:
+    """The shared run that is `gradcli ARGS` with a `--json PATH` added, if any."""
+    for name, run in RUNS.items():
+        at = run.index("{json}")
+        if run[:at - 1] + run[at + 1:] == args:
+            return name
+    return None
+
+
+def shared_json_run(name: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """RUNS[name] run once this session (from the project's root, at the pages' width):
+    {"exit_code", "stdout", "stderr", "output", "document", "left_in_tmp"}, the document being
+    the one written to --json's path, and left_in_tmp the names the run left in its own TMPDIR."""
     args = RUNS[name]
     folder = _session_folder(tmp_path_factory) / "shared-runs"
     folder.mkdir(exist_ok=True)
@@ -40,24 +61,30 @@ def shared_json_run(name: str, tmp_path_factory: pytest.TempPathFactory, columns
     with _locked(folder / f"{name}.lock"):
         if not result.exists():
             written = folder / f"{name}.{os.getpid()}.part"  # whole or absent, even unlocked
-            written.write_text(json.dumps(_run(args, folder / f"{name}.{os.getpid()}.document.json", columns)),
-                               encoding="utf-8")
+            written.write_text(json.dumps(_run(args, folder / f"{name}.{os.getpid()}")), encoding="utf-8")
             os.replace(written, result)
     return json.loads(result.read_text(encoding="utf-8"))
 
 
-def _run(args: list[str], document: Path, columns: str) -> dict[str, Any]:
+def _run(args: list[str], stem: Path) -> dict[str, Any]:
+    import tempfile
+
     from typer.testing import CliRunner
 
+    from doc_pages import WIDTH
     from gradcli.cli import app
     from paths import ROOT
 
+    document, scratch = stem.with_suffix(".document.json"), stem.with_suffix(".tmp")
+    scratch.mkdir()
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(ROOT)
-        done = CliRunner(env={"COLUMNS": columns, "NO_COLOR": "1"}).invoke(
+        patch.setattr(tempfile, "tempdir", str(scratch))  # the run's own TMPDIR: what it leaves is seen
+        done = CliRunner(env={"COLUMNS": WIDTH, "NO_COLOR": "1"}).invoke(
             app, [str(document) if a == "{json}" else a for a in args], catch_exceptions=False)
-    return {"exit_code": done.exit_code, "stdout": done.stdout, "stderr": done.stderr,
-            "document": json.loads(document.read_text(encoding="utf-8")) if document.exists() else None}
+    return {"exit_code": done.exit_code, "stdout": done.stdout, "stderr": done.stderr, "output": done.output,
+            "document": json.loads(document.read_text(encoding="utf-8")) if document.exists() else None,
+            "left_in_tmp": sorted(p.name for p in scratch.iterdir())}
 
 
 def _session_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:

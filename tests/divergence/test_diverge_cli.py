@@ -3,7 +3,6 @@ run), the report and --json's keys (docs/json.md)."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 from paths import ROOT
+from shared_runs import RUNS, shared_json_run
 
 EXAMPLE = ROOT / "examples" / "diverge" / "train.py"
 
@@ -27,18 +27,20 @@ def gradcli(*args: str, scratch: Path | None = None) -> subprocess.CompletedProc
                           timeout=600)
 
 
-def test_an_unseeded_augmentation_parts_same_at_step_1_in_the_data(tmp_path):
+def test_an_unseeded_augmentation_parts_same_at_step_1_in_the_data(tmp_path_factory):
     # the truth: two generators nobody seeds (the script's noise.seed()) draw other numbers
     first, second = torch.Generator(), torch.Generator()
     first.seed(), second.seed()
     assert not torch.equal(torch.randn(4, generator=first), torch.randn(4, generator=second))
-    out = tmp_path / "diverge.json"
-    done = gradcli("--b", "same", "--steps", "2", "--json", str(out), str(EXAMPLE), "--unseeded", scratch=tmp_path / "tmp")
-    assert done.returncode == 1, done.stderr
-    assert not list((tmp_path / "tmp").glob("gradcli-*")), "the runs' files are left behind"
-    assert "PARTED at step 1, in the data" in done.stdout
-    assert "the same setup twice: the script is not reproducible" in done.stdout
-    document = json.loads(out.read_text())
+    # docs/recipes/diverge.md's example with --json PATH, shared with test_docs.py (in-process;
+    # the console script is test_a_script_that_raises_is_exit_2_with_its_own_error's)
+    done = shared_json_run("diverge-unseeded", tmp_path_factory)
+    assert RUNS["diverge-unseeded"][-3:] == ["--steps", "2", "--unseeded"]
+    assert done["exit_code"] == 1, done["stderr"]
+    assert not [name for name in done["left_in_tmp"] if name.startswith("gradcli-")], "the runs' files are left behind"
+    assert "PARTED at step 1, in the data" in done["stdout"]
+    assert "the same setup twice: the script is not reproducible" in done["stdout"]
+    document = done["document"]
     assert {"ok", "first_step", "parted", "module", "node", "line", "cause", "band", "series"} <= set(document)
     assert (document["ok"], document["first_step"], document["parted"]) == (False, 1, "data")
     assert document["cause"]["kind"] == "batches-differ" and document["module"] is None

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import shlex
 import shutil
+from types import SimpleNamespace
 
 import pytest
 import typer.main
 
 import doc_pages
 from gradcli.cli import app
+from shared_runs import shared_json_run, shown_as
 
 # `--dot PATH` with one of these suffixes is drawn by Graphviz's `dot` program, which a fresh
 # machine may lack (it is not a Python package, so `pip install '.[test]'` cannot bring it).
@@ -69,9 +71,15 @@ _RESULTS: dict[str, object] = {}
 
 def _result(command: str, tmp_path_factory):
     """The command run as a user would from the top of the checkout (doc_pages.run, at the
-    pages' width), in a fresh folder where the files it writes land; once per command."""
+    pages' width), in a fresh folder where the files it writes land; once per command. One
+    that another file runs with `--json PATH` is that run (tests/shared_runs.py)."""
     if command not in _RESULTS:
-        _RESULTS[command] = doc_pages.run(command, tmp_path_factory.mktemp("example"))
+        shared = shown_as(shlex.split(command)[1:])
+        if shared is not None:
+            run = shared_json_run(shared, tmp_path_factory)
+            _RESULTS[command] = SimpleNamespace(**{k: run[k] for k in ("exit_code", "stdout", "stderr", "output")})
+        else:
+            _RESULTS[command] = doc_pages.run(command, tmp_path_factory.mktemp("example"))
     return _RESULTS[command]
 
 

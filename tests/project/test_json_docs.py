@@ -125,13 +125,10 @@ WATCH_RUNS = [
 ]
 
 
-# diverge (issue 47): a hook registered after compiling, located with its line and cause; a float16
-# run that watch stops (its stops).
-DIVERGE_RUNS = [
-    ["--b", "compile:aot_eager", "examples/diverge/train.py", "--steps", "6", "--hook-at", "5"],
-]
-#: Runs shared with another file (tests/shared_runs.py): the float16 stop is test_diverge_stops.py's.
-SHARED_RUNS = ["diverge-float16-stop"]
+# diverge (issue 47), run once a session for this file and others (tests/shared_runs.py): a hook
+# registered after compiling, located with its line and cause (the README's example); a float16
+# run that watch stops (its stops; test_diverge_stops.py's).
+SHARED_RUNS = ["diverge-hook-after-compile", "diverge-float16-stop"]
 
 
 @pytest.fixture(scope="module")
@@ -156,11 +153,6 @@ def documents(tmp_path_factory):
             result = runner.invoke(app, ["watch", "-q", "--json", str(path), *args], catch_exceptions=False)
             assert result.exit_code == status, (args, result.stderr)
             produced.append(("watch", "gradcli watch --json PATH " + " ".join(args), json.loads(path.read_text())))
-        for args in DIVERGE_RUNS:
-            path = tmp_path_factory.mktemp("diverge") / "diverge.json"
-            result = runner.invoke(app, ["diverge", "--json", str(path), *args], catch_exceptions=False)
-            assert result.exit_code == 1, (args, result.stdout, result.stderr)
-            produced.append(("diverge", "gradcli diverge --json PATH " + " ".join(args), json.loads(path.read_text())))
     for name in SHARED_RUNS:
         run = shared_json_run(name, tmp_path_factory)
         assert run["exit_code"] == 1, (name, run["stdout"], run["stderr"])
@@ -168,9 +160,9 @@ def documents(tmp_path_factory):
     return produced
 
 
-@pytest.mark.parametrize("index", range(len(RUNS) + len(WATCH_RUNS) + len(DIVERGE_RUNS) + len(SHARED_RUNS)),
+@pytest.mark.parametrize("index", range(len(RUNS) + len(WATCH_RUNS) + len(SHARED_RUNS)),
                          ids=[" ".join(r[1][:2]) for r in RUNS] + [f"watch {r[0][0].split('/')[-1]} {r[0][2]}" for r in WATCH_RUNS]
-                         + [f"diverge {r[1]}" for r in DIVERGE_RUNS] + SHARED_RUNS)
+                         + SHARED_RUNS)
 def test_every_produced_key_is_documented_with_its_type(documents, index):
     table, origin, document = documents[index]
     checker = Checker(read_tables())
