@@ -27,7 +27,7 @@ from typing import Any, Mapping
 
 import torch
 
-from .arbitrate import DIGITS, needs_dummies
+from .arbitrate import DIGITS, mpmath_lambdify
 
 #: Distinct boundary points decided per derivative (more stay kinks, as before).
 MOST_POINTS = 20
@@ -66,7 +66,7 @@ def smooth_boundaries(
     for i in kink.nonzero().flatten().tolist():
         by_point.setdefault(tuple(points[n][i].item() for n in order), []).append(i)
     found: list[SmoothBoundary] = []
-    numeric = _numeric(function, [symbols[n] for n in order])
+    numeric = mpmath_lambdify([symbols[n] for n in order], function)
     for coords in list(by_point)[:MOST_POINTS]:
         left_time = deadline - time.monotonic()
         if left_time <= 0:
@@ -109,14 +109,6 @@ def _limits(function: Any, symbol: Any, point: dict[Any, Any]) -> tuple[Any, Any
     if not gap.is_number or abs(gap) > sympy.Float(10) ** (-DIGITS + 10) * (1 + abs(sympy.N(left, DIGITS))):
         return None
     return left, right
-
-
-def _numeric(function: Any, symbols: list[Any]) -> Any:
-    import sympy
-
-    from .symbolic import tame
-
-    return sympy.lambdify(symbols, tame(function), modules="mpmath", dummify=needs_dummies(list(symbols)))
 
 
 def _quotients(fn: Any, position: int, coords: tuple[float, ...]) -> tuple[float, float] | None:

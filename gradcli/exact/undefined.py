@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, Sequence
 
-from .arbitrate import DIGITS, needs_dummies
+from .arbitrate import DIGITS, mpmath_lambdify
 
 #: "unsettled": the witness gave no answer (sympy timed out or refused the form); it never
 #: agrees with anything, so an unanswered question never confirms "truly undefined".
@@ -128,12 +128,9 @@ def _sympy(function: Any, derivative: Any, symbols: Sequence[Any], args: Sequenc
 
 def _mpmath(function: Any, derivative: Any, symbols: Sequence[Any], args: Sequence[float], largest: float) -> Witness:
     import mpmath
-    import sympy
-
-    from .symbolic import tame
 
     def value(expr: Any) -> Witness:
-        fn = sympy.lambdify(list(symbols), tame(expr), modules="mpmath", dummify=needs_dummies(list(symbols)))
+        fn = mpmath_lambdify(symbols, expr)
         with mpmath.workdps(DIGITS):
             try:
                 found = fn(*(mpmath.mpf(a) for a in args))

@@ -71,11 +71,24 @@ def elementwise_differences(
 ) -> Differences:
     """Central differences of an elementwise `fn` in `name` at every point at once: point i's
     output depends on point i's inputs alone, so one step of the whole tensor gives them all."""
+    return elementwise_differences_each(lambda v: {None: fn(v)}, values, name, scale)[None]
+
+
+def elementwise_differences_each(
+    fn: Callable[[dict[str, torch.Tensor]], dict[Any, Any]], values: dict[str, torch.Tensor], name: str,
+    scale: float = 1.0,
+) -> dict[Any, Differences]:
+    """elementwise_differences of each output of `fn` (a dict), from one call of `fn` on each
+    side of the step: at order 2, every first derivative's differences in `name` come from the
+    same two backward passes."""
     x = values[name]
     size = x.numel()
-    plus = _flat(fn({**values, name: x + EPS}), size)
-    minus = _flat(fn({**values, name: x - EPS}), size)
-    return Differences(x, plus, minus, (plus - minus) / (2 * EPS) * scale)
+    plus, minus = fn({**values, name: x + EPS}), fn({**values, name: x - EPS})
+    found = {}
+    for key in plus:
+        up, down = _flat(plus[key], size), _flat(minus[key], size)
+        found[key] = Differences(x, up, down, (up - down) / (2 * EPS) * scale)
+    return found
 
 
 def projected_differences(
