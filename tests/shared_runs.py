@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -32,9 +33,12 @@ RUNS = {
     "diverge-float16-stop": ["diverge", "--b", "autocast:float16", "--json", "{json}", "examples/diverge/train.py",
                              "--steps", "3", "--bad-batch", "2"],
     # a hook registered after compiling (test_json_docs.py's keys; the README's and
-    # docs/commands/diverge.md's example)
+    # docs/commands/diverge.md's example; tests/divergence/test_diverge.py's `hooked`)
     "diverge-hook-after-compile": ["diverge", "--b", "compile:aot_eager", "--json", "{json}", "examples/diverge/train.py",
                                    "--steps", "8", "--hook-at", "5"],
+    # float32 against float64, which stay in the band they measure (diverge --help's example;
+    # tests/divergence/test_diverge.py's `float64`)
+    "diverge-float64": ["diverge", "--b", "float64", "--json", "{json}", "examples/diverge/train.py", "--steps", "2"],
     # an augmentation nobody seeds (tests/divergence/test_diverge_cli.py; docs/recipes/diverge.md's example)
     "diverge-unseeded": ["diverge", "--b", "same", "--json", "{json}", "examples/diverge/train.py", "--steps", "2",
                          "--unseeded"],
@@ -61,27 +65,47 @@ def shared_json_run(name: str, tmp_path_factory: pytest.TempPathFactory) -> dict
     with _locked(folder / f"{name}.lock"):
         if not result.exists():
             written = folder / f"{name}.{os.getpid()}.part"  # whole or absent, even unlocked
-            written.write_text(json.dumps(_run(args, folder / f"{name}.{os.getpid()}")), encoding="utf-8")
+            run = _run(args, folder / f"{name}.{os.getpid()}", folder / f"{name}.result.pickle")
+            written.write_text(json.dumps(run), encoding="utf-8")
             os.replace(written, result)
     return json.loads(result.read_text(encoding="utf-8"))
 
 
-def _run(args: list[str], stem: Path) -> dict[str, Any]:
+def shared_result(name: str, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The result object RUNS[name] showed (the one its report and document were rendered
+    from, e.g. a DivergeResult), from the same single run as shared_json_run's."""
+    shared_json_run(name, tmp_path_factory)
+    folder = _session_folder(tmp_path_factory) / "shared-runs"
+    return pickle.loads((folder / f"{name}.result.pickle").read_bytes())
+
+
+def _run(args: list[str], stem: Path, shown_path: Path) -> dict[str, Any]:
     import tempfile
 
     from typer.testing import CliRunner
 
+    import gradcli.cli.output
     from doc_pages import WIDTH
     from gradcli.cli import app
     from paths import ROOT
 
     document, scratch = stem.with_suffix(".document.json"), stem.with_suffix(".tmp")
     scratch.mkdir()
+    shown = []
+    show = gradcli.cli.output.show
+
+    def recorded(result: Any, *rest: Any, **options: Any) -> None:
+        shown.append(result)
+        show(result, *rest, **options)
+
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(ROOT)
         patch.setattr(tempfile, "tempdir", str(scratch))  # the run's own TMPDIR: what it leaves is seen
+        patch.setattr(gradcli.cli.output, "show", recorded)
         done = CliRunner(env={"COLUMNS": WIDTH, "NO_COLOR": "1"}).invoke(
             app, [str(document) if a == "{json}" else a for a in args], catch_exceptions=False)
+    if shown:  # written before the run's JSON appears: whoever reads that finds this too
+        shown_path.write_bytes(pickle.dumps(shown[-1]))
     return {"exit_code": done.exit_code, "stdout": done.stdout, "stderr": done.stderr, "output": done.output,
             "document": json.loads(document.read_text(encoding="utf-8")) if document.exists() else None,
             "left_in_tmp": sorted(p.name for p in scratch.iterdir())}

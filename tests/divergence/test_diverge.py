@@ -2,7 +2,8 @@
 
 The truth comes from the same loop run here with plain torch (eager, compiled, float64), its
 per-step losses and weights compared by hand against the band the float64 loop measures; each
-diverge call is three child processes, so the runs are shared (scope="module") and few.
+diverge call is three child processes, so the runs are shared (scope="module") and few, and the
+two the docs' examples run too are those runs' results (tests/shared_runs.py, `shared_result`).
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ from gradcli.divergence.setups import RunSetup, parse_setup
 from gradcli.errors import UsageError
 from gradcli.watcher.script import Script
 from paths import ROOT
+from shared_runs import RUNS, shared_result
 
 EXAMPLE = ROOT / "examples" / "diverge" / "train.py"
-STEPS = 6
+STEPS = 8
 HOOK_AT = 5
+FLOAT64_STEPS = 2
 #: The float16 run's RMSNorm overflows at step 4 (found by hand below): the runs stop there.
 OVERFLOW_STEPS = 4
 
@@ -81,14 +84,19 @@ def truth():
 
 
 @pytest.fixture(scope="module")
-def hooked():
-    return diverge(Script(str(EXAMPLE), None, ("--steps", str(STEPS), "--hook-at", str(HOOK_AT))),
-                   RunSetup("same"), parse_setup("compile:aot_eager"))
+def hooked(tmp_path_factory):
+    """`gradcli diverge --b compile:aot_eager examples/diverge/train.py --steps 8 --hook-at 5`'s
+    result, the run the docs' example and test_json_docs.py read too (tests/shared_runs.py)."""
+    assert RUNS["diverge-hook-after-compile"][-4:] == ["--steps", str(STEPS), "--hook-at", str(HOOK_AT)]
+    return shared_result("diverge-hook-after-compile", tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
-def float64():
-    return diverge(Script(str(EXAMPLE), None, ()), RunSetup("same"), RunSetup("float64"), steps=3)
+def float64(tmp_path_factory):
+    """`gradcli diverge --b float64 examples/diverge/train.py --steps 2`'s result (diverge
+    --help's example, shared the same way)."""
+    assert RUNS["diverge-float64"][-2:] == ["--steps", str(FLOAT64_STEPS)]
+    return shared_result("diverge-float64", tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -125,9 +133,11 @@ def test_a_hook_registered_after_compiling_parts_at_its_step_in_forward_at_its_m
 
 def test_float32_against_float64_stays_within_the_band(float64, truth):
     assert float64.ok and float64.first_step is None and float64.parted is None and float64.cause is None
-    assert len(float64.steps) == 3  # --steps
-    assert [s.loss[0] for s in float64.steps] == pytest.approx([loss for loss, _ in truth["eager"][:3]], rel=1e-6)
-    assert [s.loss[1] for s in float64.steps] == pytest.approx([loss for loss, _ in truth["float64"][:3]], rel=1e-12)
+    assert len(float64.steps) == FLOAT64_STEPS  # --steps
+    assert [s.loss[0] for s in float64.steps] == pytest.approx([loss for loss, _ in truth["eager"][:FLOAT64_STEPS]],
+                                                              rel=1e-6)
+    assert [s.loss[1] for s in float64.steps] == pytest.approx([loss for loss, _ in truth["float64"][:FLOAT64_STEPS]],
+                                                              rel=1e-12)
     assert any("measured by this pair itself" in note for note in float64.notes)
 
 
