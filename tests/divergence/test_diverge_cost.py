@@ -6,7 +6,6 @@ rest."""
 
 from __future__ import annotations
 
-import json
 import statistics
 
 import pytest
@@ -15,22 +14,19 @@ import torch
 from gradcli.divergence.cost import RunCost, cost_of
 from gradcli.divergence.runs import RunLog
 from gradcli.divergence.setups import RunSetup
-from paths import ROOT
+from shared_runs import RUNS, shared_json_run
 
-EXAMPLE = ROOT / "examples" / "diverge" / "train.py"
-STEPS = 4
+#: The shared run (tests/shared_runs.py: the docs' example, a hook registered after compiling at
+#: step 5 of 8): every step is run and timed whatever the verdict.
+RUN = "diverge-hook-after-compile"
+STEPS = 8
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    from typer.testing import CliRunner
-
-    from gradcli.cli import app
-
-    path = tmp_path_factory.mktemp("cost") / "diverge.json"
-    done = CliRunner(env={"COLUMNS": "160", "NO_COLOR": "1"}).invoke(
-        app, ["diverge", "--b", "float64", "--json", str(path), str(EXAMPLE), "--steps", str(STEPS)], catch_exceptions=False)
-    return done, json.loads(path.read_text())
+    assert RUNS[RUN][-4:-2] == ["--steps", str(STEPS)]
+    done = shared_json_run(RUN, tmp_path_factory)
+    return done, done["document"]
 
 
 def test_the_cost_is_the_median_step_and_the_recorders_part_of_it():
@@ -47,7 +43,7 @@ def test_the_cost_is_the_median_step_and_the_recorders_part_of_it():
 
 def test_each_runs_cost_is_measured_in_the_run_and_reported(run):
     done, document = run
-    assert done.exit_code == 0, done.stdout
+    assert done["exit_code"] == 1 and len(document["series"]) == STEPS, done["stdout"]  # parted at step 5, run to 8
     for side in ("a", "b"):
         cost = document["cost"][side]
         assert cost["steps_timed"] == STEPS - 1
@@ -55,12 +51,12 @@ def test_each_runs_cost_is_measured_in_the_run_and_reported(run):
         assert cost["script_seconds"] == pytest.approx(cost["step_seconds"] - cost["recorder_seconds"])
         assert cost["overhead"] == pytest.approx(cost["recorder_seconds"] / cost["script_seconds"])
         shown = f"  run {side}: {cost['step_seconds'] * 1e3:.3g} ms per step, of which the recorder {cost['recorder_seconds'] * 1e3:.3g} ms"
-        assert shown in done.stdout
-    assert "cost (measured in the runs, side by side on this machine's cores):" in done.stdout
+        assert shown in done["stdout"]
+    assert "cost (measured in the runs, side by side on this machine's cores):" in done["stdout"]
 
 
 def test_each_runs_torch_version_is_in_the_header_and_the_document(run):
     done, document = run
     assert document["a"]["torch"] == document["b"]["torch"] == torch.__version__  # the same interpreter as this one
-    header = done.stdout.splitlines()[0]
+    header = done["stdout"].splitlines()[0]
     assert header.count(f"; torch {torch.__version__})") == 2
