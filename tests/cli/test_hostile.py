@@ -144,9 +144,13 @@ def test_within_stops_waiting_at_its_budget():
     from gradcli.exact.symbolic import SymbolicTimeout, within
 
     release = threading.Event()
+    # a wait no exception interrupts: within gives up at 0.01 s; the event is set a little later
+    # so that its stop (which waits up to STOP_WAIT for the thread to end) is not waited out
+    later = threading.Timer(0.2, release.set)
+    later.start()
     with pytest.raises(SymbolicTimeout, match="longer than 0.01 s"):
         within(0.01, release.wait, 600)
-    release.set()  # let the abandoned worker thread finish
+    later.join()
 
 
 @pytest.mark.parametrize("expression, variables", [
