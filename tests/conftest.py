@@ -34,16 +34,17 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 #: `--dist loadfile` a worker takes a whole file, and a long file handed out last leaves the other
 #: core idle while it runs (test_order2_arbiter.py, 2 tests and ~30 s, came last among files
 #: ordered by their test count). Longest first; the rest follow by test count, as xdist orders
-#: them itself. From `pytest --durations=80` on 2026-12-04; tests/project/test_layout.py checks
-#: that each still exists.
+#: them itself. From each test's CPU and wall time on 2026-12-05 (inductor's C++ compile counted at
+#: a cold cache, as on a fresh machine: test_compare_compile.py ~30 s against ~10 s warm);
+#: tests/project/test_layout.py checks that each still exists.
 LONGEST_FIRST = (
-    "project/test_docs.py", "project/test_json_docs.py", "divergence/test_diverge.py",
-    "verify/finite_differences/test_order2_arbiter.py", "language/test_properties.py",
-    "distributed/test_distributed.py", "cli/test_hostile.py", "divergence/test_diverge_cli.py",
-    "language/test_address_space_cap.py", "divergence/test_diverge_stops.py", "watcher/test_watch.py",
-    "watcher/test_watch_cli.py", "divergence/test_diverge_ranks.py", "cli/test_cli_basics.py",
-    "exact/test_maxima.py", "watcher/test_watch_ranks.py", "watcher/test_watch_joined.py",
-    "divergence/test_diverge_cost.py", "project/test_bench.py",
+    "project/test_docs.py", "divergence/test_diverge.py", "project/test_json_docs.py",
+    "distributed/test_distributed.py", "comparison/test_compare_compile.py", "language/test_properties.py",
+    "divergence/test_diverge_ranks.py", "watcher/test_watch_ranks.py", "cli/test_hostile.py",
+    "verify/finite_differences/test_order2_arbiter.py", "language/test_address_space_cap.py",
+    "watcher/test_watch_joined.py", "watcher/test_watch.py", "verify/causes/test_causes.py",
+    "watcher/test_watch_cli.py", "divergence/test_diverge_cli.py", "divergence/test_diverge_stops.py",
+    "cli/test_cli_basics.py", "exact/test_maxima.py", "divergence/test_diverge_cost.py", "project/test_bench.py",
 )
 
 
