@@ -790,3 +790,60 @@ def test_a_saved_sparse_tensor_is_counted_by_its_indices_and_values_not_its_dens
     (node,) = [n for n in result.nodes if n.node == "SparseAddmmBackward0"]
     assert node.bytes == held
     del loss
+
+
+class PhaseDrift(nn.Module):
+    """A complex weight whose recomputation inside backward (a checkpoint's) turns its product
+    by a small phase: the same tensors saved, a gradient that differs in both parts."""
+
+    def __init__(self, dtype, drift):
+        super().__init__()
+        self.w, self.drift = nn.Parameter(torch.randn(8, 8, dtype=dtype)), drift
+
+    def forward(self, x):
+        again = torch._C._current_graph_task_id() != -1
+        z = (x.to(self.w.dtype) @ self.w) * (complex(1.0, self.drift) if again else 1.0)
+        return torch.tanh(z.real) * torch.tanh(z.imag)
+
+
+@pytest.mark.parametrize(("dtype", "drift"), [(torch.complex64, 0.5), (torch.complex128, 1e-9)])
+def test_a_complex_gradient_that_drifts_is_measured_by_modulus_at_its_parts_precision(monkeypatch, dtype, drift):
+    """torch's own checkpoint of the drifting module against the plain run: the largest
+    difference is torch's modulus of the complex difference, and the proof holds it to the
+    parts' precision: complex128's drift of 1e-9 is within float32's rounding, not float64's."""
+    from torch.utils.checkpoint import checkpoint
+
+    from gradcli.footprint import checkpoint as advice
+
+    monkeypatch.setattr(advice, "timed_pair", lambda run, params, applied, repeats: (1.0, 1.0))  # timings only
+    real = dtype.to_real()
+    torch.manual_seed(0)
+    model, x = nn.Sequential(PhaseDrift(dtype, drift), nn.Linear(8, 4).to(real)), torch.randn(16, 8, dtype=real)
+    params = list(model.parameters())
+    plain = torch.autograd.grad(square(model(x)), params)
+    tried = torch.autograd.grad(square(model[1](checkpoint(model[0], x, use_reentrant=False))), params)
+    wide = {dtype: torch.complex128, real: torch.float64}  # the difference of the values, unrounded
+    largest = max(float((a.to(wide[a.dtype]) - b.to(wide[a.dtype])).abs().max()) for a, b in zip(plain, tried))
+    relative = float(torch.linalg.vector_norm(plain[0] - tried[0]) / torch.linalg.vector_norm(plain[0]))
+    assert relative > 1e3 * torch.finfo(real).eps
+    if dtype == torch.complex128:
+        assert relative < torch.finfo(torch.float32).eps
+
+    result = gradcli.memory(model, x, loss=square, checkpoint=1, create_graph=False, repeats=1)
+    (trial,) = [t for t in result.checkpoint if t.module == "0"]
+    assert (trial.gradients_equal, trial.max_abs_diff, trial.agrees) == (False, largest, False)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_a_complex_gradient_differing_in_its_imaginary_part_alone_differs(dtype):
+    """The real parts equal to the bit, the imaginary parts a thousandth apart (torch's
+    arithmetic): a difference of the modulus torch gives, beyond any tolerance of the parts."""
+    from gradcli.footprint.checkpoint import _same_gradients
+
+    torch.manual_seed(0)
+    w = nn.Parameter(torch.randn(4, 4, dtype=dtype))
+    (grad,) = torch.autograd.grad((torch.randn(3, 4, dtype=dtype) @ w).abs().sum(), [w])
+    other = torch.complex(grad.real, grad.imag * (1 + 1e-3))
+    assert torch.equal(grad.real, other.real) and not torch.equal(grad, other)
+    modulus = float((grad.to(torch.complex128) - other.to(torch.complex128)).abs().max())
+    assert _same_gradients([("w", w)], [grad], [other], None) == (False, modulus, False)
