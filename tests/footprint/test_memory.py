@@ -847,3 +847,18 @@ def test_a_complex_gradient_differing_in_its_imaginary_part_alone_differs(dtype)
     assert torch.equal(grad.real, other.real) and not torch.equal(grad, other)
     modulus = float((grad.to(torch.complex128) - other.to(torch.complex128)).abs().max())
     assert _same_gradients([("w", w)], [grad], [other], None) == (False, modulus, False)
+
+
+def test_a_loss_in_the_language_whose_node_saves_a_tuple_of_tensors_is_counted_by_torch_s_saves():
+    """A --loss is built where memory's hooks do not reach, so its nodes' saves are read back:
+    IndexBackward0 keeps its indices as a tuple of tensors (torch's `_saved_indices`). Every
+    node's bytes against torch's own `_saved_*` attributes of the same loss written in Python."""
+    torch.manual_seed(0)
+    model, x = MLP(), torch.randn(5, 8)
+    plain = model(x)[[0, 2]].pow(2).sum()
+    index = plain.grad_fn.next_functions[0][0].next_functions[0][0]  # Sum <- Pow <- Index
+    assert index.name() == "IndexBackward0" and isinstance(index._saved_indices, tuple)  # torch's own
+    result = gradcli.memory(model, x, loss="out[[0, 2]].pow(2).sum()", checkpoint=0, create_graph=False)
+    assert sorted((n.node, n.bytes) for n in result.nodes) == torch_nodes(plain.grad_fn)
+    (node,) = [n for n in result.nodes if n.node == "IndexBackward0"]
+    assert node.bytes == index._saved_indices[0].untyped_storage().nbytes() > 0
