@@ -369,3 +369,28 @@ def test_a_mean_at_second_order_scales_its_differences_as_its_derivatives():
     assert result.ok, str(result)
     assert result.gradgradcheck.ok is True and result.gradgradcheck.unreliable_points == lost
     assert result.gradgradcheck.unreliable_reasons == {STEP_ROUNDED: lost}
+
+
+def _gradcheck(f, x: torch.Tensor, fast: bool) -> bool:
+    return torch.autograd.gradcheck(f, (x.clone().requires_grad_(True),), fast_mode=fast, raise_exception=False)
+
+
+def test_a_first_order_fast_mode_failure_that_is_its_projection_s_alone_passes():
+    """x**2 at 301 points from 5e6 to 1e7 (past 300 input elements: fast mode): torch's gradcheck
+    fails in fast mode (its one random projection, from a generator of its own) and passes in
+    slow mode, every element's central difference; autograd's 2x is the derivative to the last
+    bit (doubling is exact in float64). The failure is the projection's, and said so."""
+    x = torch.linspace(5e6, 1e7, 301, dtype=torch.float64)
+    assert _gradcheck(torch.square, x, fast=True) is False
+    assert _gradcheck(torch.square, x, fast=False) is True
+    leaf = x.clone().requires_grad_(True)
+    assert torch.equal(torch.autograd.grad((leaf**2).sum(), leaf)[0], 2 * x)
+
+    result = gradcli.check("x**2", {"x": "linspace(5e6, 1e7, 301)"})
+    assert torch.equal(result.points["x"], x)
+    assert result.ok, str(result)
+    verdict = result.gradcheck
+    assert (verdict.ok, verdict.fast_mode, verdict.points, verdict.unreliable_points) == (True, True, 301, 0)
+    assert verdict.message.startswith("fast mode's random projection failed (Jacobian mismatch")
+    assert "at every one of the 301 points" in verdict.message
+    assert result.notes == [f"gradcheck: {verdict.message}"]
