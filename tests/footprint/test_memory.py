@@ -862,3 +862,75 @@ def test_a_loss_in_the_language_whose_node_saves_a_tuple_of_tensors_is_counted_b
     assert sorted((n.node, n.bytes) for n in result.nodes) == torch_nodes(plain.grad_fn)
     (node,) = [n for n in result.nodes if n.node == "IndexBackward0"]
     assert node.bytes == index._saved_indices[0].untyped_storage().nbytes() > 0
+
+
+class NormedUnderAutocast(nn.Module):
+    """Under bfloat16 autocast a LayerNorm the model runs in float32 (`.float()`, for its
+    statistics): LayerNorm saves the float32 copy of fc1's bfloat16 output, fc2 a bfloat16 copy
+    of LayerNorm's float32 output. Both are copies of activations (ToCopyBackward0 of a node
+    that is no parameter's AccumulateGrad), not of weights."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.norm, self.fc2 = nn.Linear(8, 16), nn.LayerNorm(16), nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.fc2(self.norm(self.fc1(x).float()))
+
+
+def test_under_autocast_copies_of_activations_are_activations_and_only_weights_copies_are_casts():
+    torch.manual_seed(0)
+    model, x = NormedUnderAutocast(), torch.randn(5, 8)
+    counter, copies = HandCounter(), []
+
+    def pack(tensor):  # torch's own: what is saved, and which saves are dtype copies (or their views) of what
+        fn = tensor._base.grad_fn if tensor._base is not None else tensor.grad_fn
+        if fn is not None and fn.name() == "ToCopyBackward0":
+            source = fn.next_functions[0][0]
+            copies.append((tensor.dtype, getattr(source, "variable", None) is not None))
+        return counter.pack(tensor)
+
+    with torch.autocast("cpu", dtype=torch.bfloat16), torch.autograd.graph.saved_tensors_hooks(pack, counter.unpack):
+        value = square(model(x))
+    # fc1's input needs no gradient: addmm saves no copy of fc1's weight (torch's rule)
+    assert sorted(copies, key=str) == [(torch.bfloat16, False), (torch.bfloat16, True), (torch.float32, False)]
+    result = gradcli.memory(model, x, loss=square, checkpoint=0, create_graph=False, amp="bfloat16")
+    assert result.saved_bytes == counter.total() > 0
+    assert sorted(t.name for _, t in result.saved() if t.kind == "cast") == ["fc2.weight"]
+    assert result.by_kind["cast"] == model.fc2.weight.numel() * torch.finfo(torch.bfloat16).bits // 8
+    del value
+
+
+class SparseAfterTanh(nn.Module):
+    """The sparse input is saved after two dense results (tanh saves its output): the third save."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(100, 4))
+
+    def forward(self, x):
+        return torch.sparse.mm(x, torch.tanh(torch.tanh(self.w)))
+
+
+def test_a_sparse_tensor_saved_after_others_is_counted_by_what_it_holds():
+    torch.manual_seed(0)
+    model = SparseAfterTanh()
+    x = torch.sparse_coo_tensor(torch.tensor([[0, 1, 2], [3, 50, 99]]), torch.tensor([1.0, 2.0, 3.0]), (3, 100),
+                                check_invariants=True).coalesce()
+    saved = []
+
+    def pack(tensor):
+        saved.append(tensor)
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = square(model(x))
+    assert [t.layout for t in saved][:3] == [torch.strided, torch.strided, torch.sparse_coo]  # torch's order
+    sparse = saved[2]
+    held = sparse._indices().untyped_storage().nbytes() + sparse._values().untyped_storage().nbytes()
+    dense = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in saved if t.layout == torch.strided}
+    result = gradcli.memory(model, x, loss=square, checkpoint=0, create_graph=False)
+    assert result.saved_bytes == held + sum(dense.values())
+    (node,) = [n for n in result.nodes if n.node == "SparseAddmmBackward0"]
+    assert node.bytes == held
+    del loss
