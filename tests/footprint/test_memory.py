@@ -934,3 +934,41 @@ def test_a_sparse_tensor_saved_after_others_is_counted_by_what_it_holds():
     (node,) = [n for n in result.nodes if n.node == "SparseAddmmBackward0"]
     assert node.bytes == held
     del loss
+
+
+class RaisingAfterTanh(nn.Module):
+    """tanh saves its output; exp saves its result, which forward then changes in place, so
+    backward raises. Every output of tanh is watched by a weak reference."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc, self.outputs = nn.Linear(3, 2), []
+
+    def forward(self, x):
+        h = torch.tanh(self.fc(x))
+        self.outputs.append(weakref.ref(h))
+        e = torch.exp(h.sum())
+        e.mul_(2)
+        return e
+
+
+def test_a_backward_that_raises_leaves_no_saved_output_alive():
+    """torch frees a saved output as soon as the graph goes, backward having raised or not
+    (no garbage collection needed: the collector is off here); so does memory's run, whose
+    boxes must not hold the node that holds them."""
+    import gc
+
+    torch.manual_seed(0)
+    model, x = RaisingAfterTanh(), torch.randn(2, 3)
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            model(x).backward()
+        assert [ref() for ref in model.outputs] == [None]  # torch's own
+        result = gradcli.memory(model, x, loss=lambda out: out, checkpoint=0, create_graph=False)
+        assert "modified by an inplace operation" in result.error
+        assert len(model.outputs) > 1 and [ref() for ref in model.outputs] == [None] * len(model.outputs)
+    finally:
+        if collecting:
+            gc.enable()
