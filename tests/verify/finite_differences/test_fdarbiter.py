@@ -394,3 +394,42 @@ def test_a_first_order_fast_mode_failure_that_is_its_projection_s_alone_passes()
     assert verdict.message.startswith("fast mode's random projection failed (Jacobian mismatch")
     assert "at every one of the 301 points" in verdict.message
     assert result.notes == [f"gradcheck: {verdict.message}"]
+
+
+def _torch_verdict(x: torch.Tensor, fast: bool):
+    """torch's gradcheck of x**2 at `x`, in fast or slow mode, as a verdict: its first line when it fails."""
+    from torch.autograd.gradcheck import GradcheckError
+
+    from gradcli.verify.finite_differences.gradchecks import GradcheckVerdict
+
+    try:
+        torch.autograd.gradcheck(torch.square, (x.clone().requires_grad_(True),), fast_mode=fast)
+    except GradcheckError as err:
+        return GradcheckVerdict(False, fast, str(err).strip().splitlines()[0].rstrip(","), x.numel())
+    return GradcheckVerdict(True, fast, None, x.numel())
+
+
+def test_only_a_fast_mode_failure_with_every_derivative_compared_is_the_projection_s():
+    """`_projection_alone` on torch's own verdicts: x**2 at 301 points from 5e6 to 1e7 fails in
+    fast mode, from 1e7 to 2e7 in slow mode (every element's central difference, never a
+    projection). The evidence is the check's comparisons with the exact derivatives: a first
+    order check has compared no second derivative, so gradgradcheck's failure is not settled
+    by it; a second-order check has."""
+    from gradcli.verify.finite_differences.settle import _projection_alone
+
+    x = torch.linspace(5e6, 1e7, 301, dtype=torch.float64)
+    fast, slow = _torch_verdict(x, fast=True), _torch_verdict(torch.linspace(1e7, 2e7, 301, dtype=torch.float64), fast=False)
+    assert (fast.ok, fast.fast_mode, slow.ok, slow.fast_mode) == (False, True, False, False)
+    assert fast.message.startswith("Jacobian mismatch") and slow.message.startswith("Jacobian mismatch")
+    # central differences at every point agree with autograd (torch's slow mode passes there)
+    outcomes = [arbitrate(elementwise_differences(lambda v: v["x"] ** 2, {"x": x}, "x"), 2 * x,
+                          lambda positions: [2 * float(x[p]) for p in positions], atol=1e-5, rtol=1e-3)]
+    assert outcomes[0].disagreeing == 0 and _gradcheck(torch.square, x, fast=False)
+
+    first = gradcli.check("x**2", {"x": "linspace(5e6, 1e7, 301)"})
+    second = gradcli.check("x**2", {"x": "linspace(5e6, 1e7, 301)"}, order=2)
+    assert not first.second and second.second
+    assert _projection_alone(first, "gradcheck", fast, outcomes) is True
+    assert _projection_alone(first, "gradcheck", slow, outcomes) is False
+    assert _projection_alone(first, "gradgradcheck", fast, outcomes) is False
+    assert _projection_alone(second, "gradgradcheck", fast, outcomes) is True
