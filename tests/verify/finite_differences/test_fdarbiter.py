@@ -433,3 +433,25 @@ def test_only_a_fast_mode_failure_with_every_derivative_compared_is_the_projecti
     assert _projection_alone(first, "gradcheck", slow, outcomes) is False
     assert _projection_alone(first, "gradgradcheck", fast, outcomes) is False
     assert _projection_alone(second, "gradgradcheck", fast, outcomes) is True
+
+
+def test_a_fast_mode_failure_is_not_the_projection_s_where_a_derivative_was_never_compared():
+    """x**2 + 1e39*y in float32: d/dy = 1e39 is past float32's largest value, so torch's float32
+    autograd gives inf there and no point of y is compared with the exact derivative (none can
+    be). torch's float64 gradcheck fails in fast mode at the check's points; central differences
+    element by element agree, yet "autograd agrees with the exact derivatives there" would be
+    said of a derivative never compared: torch's verdict stands."""
+    var = {"x": "linspace(5e6, 1e7, 301)", "y": "linspace(1e-30, 2e-30, 301)"}
+    result = gradcli.check("x**2 + 1e39*y", var, dtype="float32")
+    x, y = result.points["x"], result.points["y"]
+    assert 1e39 > torch.finfo(torch.float32).max
+    leaf = y.float().requires_grad_(True)
+    assert torch.isinf(torch.autograd.grad((x.float() ** 2 + 1e39 * leaf).sum(), leaf)[0]).all()
+    leaves = (x.clone().requires_grad_(True), y.clone().requires_grad_(True))
+    assert torch.autograd.gradcheck(lambda a, b: a**2 + 1e39 * b, leaves, fast_mode=True, raise_exception=False) is False
+
+    assert [(c.name, c.points, c.ok) for c in result.variables] == [("x", 301, True), ("y", 0, True)]
+    verdict = result.gradcheck
+    assert (verdict.ok, verdict.fast_mode, verdict.unreliable_points) == (False, True, 0)
+    assert verdict.message.startswith("Jacobian mismatch") and not result.notes
+    assert not result.ok
