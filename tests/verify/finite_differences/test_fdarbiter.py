@@ -486,4 +486,31 @@ def test_a_coupled_check_counts_each_variable_s_element_on_its_own():
     result = gradcli.check("sum(sqrt(x) + sqrt(y), dim=0)", {"x": str(values), "y": str(values)})
     assert result.mode == "exact" and result.ok, str(result)
     assert (result.gradcheck.ok, result.gradcheck.unreliable_points) == (True, failing)
+    assert (result.gradcheck.fast_mode, result.gradcheck.points) == (False, x.numel() + y.numel())  # torch's slow mode
     assert result.gradcheck.unreliable_reasons == {LEAVES_DOMAIN: failing}
+
+
+def test_points_set_aside_then_a_projection_failure_on_the_rest_are_both_told():
+    """x**2 at the 301 points above and at 1e20, 2e20, 3e20, where x ± 1e-6 rounds back to x
+    (torch's float64): those three are finite differences' fault (autograd's 2x is exact), and
+    gradcheck on the 301 left fails again in fast mode, passing in slow mode: its projection."""
+    x = torch.linspace(5e6, 1e7, 301, dtype=torch.float64)
+    big = torch.tensor([1e20, 2e20, 3e20], dtype=torch.float64)
+    assert torch.equal(big + 1e-6, big - 1e-6)
+    every = torch.cat([x, big])
+    assert _gradcheck(torch.square, every, fast=True) is False
+    assert _gradcheck(torch.square, x, fast=True) is False and _gradcheck(torch.square, x, fast=False) is True
+
+    result = gradcli.check("x**2", {"x": "[" + ", ".join(repr(v) for v in every.tolist()) + "]"})
+    assert torch.equal(result.points["x"], every)
+    assert result.ok, str(result)
+    verdict = result.gradcheck
+    assert (verdict.ok, verdict.fast_mode, verdict.points, verdict.unreliable_points) == (True, True, 301, 3)
+    assert verdict.unreliable_reasons == {STEP_ROUNDED: 3}
+    unreliable = (f"finite differences are unreliable at 3 points ({STEP_ROUNDED}: 3), where autograd agrees "
+                  "with the 50-digit derivative")
+    projection = ("fast mode's random projection failed (Jacobian mismatch for output 0 with respect to input 0), "
+                  "yet central differences element by element agree with autograd at every one of the 301 points, "
+                  "and autograd agrees with the exact derivatives there: the projection's rounding, not the gradient")
+    assert verdict.message == f"{unreliable}; {projection}"
+    assert result.notes == [f"gradcheck: {unreliable}; those points are left out of it", f"gradcheck: {projection}"]
