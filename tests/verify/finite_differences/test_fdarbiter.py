@@ -514,3 +514,31 @@ def test_points_set_aside_then_a_projection_failure_on_the_rest_are_both_told():
                   "and autograd agrees with the exact derivatives there: the projection's rounding, not the gradient")
     assert verdict.message == f"{unreliable}; {projection}"
     assert result.notes == [f"gradcheck: {unreliable}; those points are left out of it", f"gradcheck: {projection}"]
+
+
+def test_a_failure_on_the_points_left_keeps_torch_s_message_besides_the_points_set_aside():
+    """x**2 + 1e39*y in float32 (y never compared: d/dy is past float32's range) at 320 points
+    from 1e7 to 2e7: torch's central differences (gradcheck's test, float64) fail at some points
+    where x's step is lost to rounding; on the points left torch's gradcheck fails in fast mode.
+    That failure is not settled (a derivative was never compared), so it keeps torch's message,
+    and the points set aside are told besides."""
+    var = {"x": "linspace(1e7, 2e7, 320)", "y": "linspace(1e-30, 2e-30, 320)"}
+    result = gradcli.check("x**2 + 1e39*y", var, dtype="float32")
+    x, y = result.points["x"], result.points["y"]
+
+    def f(a, b):
+        return a**2 + 1e39 * b
+
+    bad = torch.zeros(x.numel(), dtype=torch.bool)
+    for k, exact in enumerate((2 * x, torch.full_like(y, 1e39))):  # autograd's, exact in float64 here
+        plus, minus = (f(*[t + step if j == k else t for j, t in enumerate((x, y))]) for step in (1e-6, -1e-6))
+        numerical = (plus - minus) / 2e-6
+        bad |= ~((exact - numerical).abs() <= 1e-5 + 1e-3 * numerical.abs())
+    left = (x[~bad].clone().requires_grad_(True), y[~bad].clone().requires_grad_(True))
+    assert 0 < int(bad.sum()) and torch.autograd.gradcheck(f, left, fast_mode=True, raise_exception=False) is False
+
+    verdict = result.gradcheck
+    assert (verdict.ok, verdict.fast_mode, verdict.unreliable_points) == (False, True, int(bad.sum()))
+    assert verdict.message == (f"Jacobian mismatch for output 0 with respect to input 0; besides, finite differences are "
+                               f"unreliable at {int(bad.sum())} points ({STEP_ROUNDED}: {int(bad.sum())}), where autograd "
+                               "agrees with the 50-digit derivative")
