@@ -305,7 +305,10 @@ def _segment_trial(run: Run, stack: Stack, trainable: list[tuple[str, Any]], pla
 
 
 def _same_gradients(named: list[tuple[str, Any]], plain: list[Any], tried: list[Any], amp: str | None) -> tuple[bool, float, bool]:
-    """Bit for bit equal; else the largest difference and whether compare's tolerance holds."""
+    """Bit for bit equal; else the largest difference and whether compare's tolerance holds.
+
+    A complex gradient's difference is its modulus (the imaginary part counts as much as the
+    real one), held to the precision of its parts (complex64's is float32's)."""
     from ..comparison.gradients import Flag, Tolerance, compare_gradient
 
     equal, diff, agrees = True, 0.0, True
@@ -317,9 +320,12 @@ def _same_gradients(named: list[tuple[str, Any]], plain: list[Any], tried: list[
         if torch.equal(a, b):
             continue
         equal = False
-        diff = max(diff, float((a.double() - b.double()).abs().max()))
-        dtype = getattr(torch, amp) if amp else a.dtype
+        wide = torch.complex128 if a.is_complex() else torch.float64
+        diff = max(diff, float((a.to(wide) - b.to(wide)).abs().max()))
+        dtype = getattr(torch, amp) if amp else a.dtype.to_real()
         tolerance = Tolerance(dtype if dtype in (torch.float64, torch.float32, torch.bfloat16, torch.float16) else torch.float32)
+        if a.is_complex():  # the parts side by side: the same norms as the complex values'
+            a, b = torch.view_as_real(a.resolve_conj()), torch.view_as_real(b.resolve_conj())
         if compare_gradient(name, a, b, tolerance.value).flags != [Flag.AGREES]:
             agrees = False
     return equal, diff, agrees

@@ -790,3 +790,185 @@ def test_a_saved_sparse_tensor_is_counted_by_its_indices_and_values_not_its_dens
     (node,) = [n for n in result.nodes if n.node == "SparseAddmmBackward0"]
     assert node.bytes == held
     del loss
+
+
+class PhaseDrift(nn.Module):
+    """A complex weight whose recomputation inside backward (a checkpoint's) turns its product
+    by a small phase: the same tensors saved, a gradient that differs in both parts."""
+
+    def __init__(self, dtype, drift):
+        super().__init__()
+        self.w, self.drift = nn.Parameter(torch.randn(8, 8, dtype=dtype)), drift
+
+    def forward(self, x):
+        again = torch._C._current_graph_task_id() != -1
+        z = (x.to(self.w.dtype) @ self.w) * (complex(1.0, self.drift) if again else 1.0)
+        return torch.tanh(z.real) * torch.tanh(z.imag)
+
+
+@pytest.mark.parametrize(("dtype", "drift"), [(torch.complex64, 0.5), (torch.complex128, 1e-9)])
+def test_a_complex_gradient_that_drifts_is_measured_by_modulus_at_its_parts_precision(monkeypatch, dtype, drift):
+    """torch's own checkpoint of the drifting module against the plain run: the largest
+    difference is torch's modulus of the complex difference, and the proof holds it to the
+    parts' precision: complex128's drift of 1e-9 is within float32's rounding, not float64's."""
+    from torch.utils.checkpoint import checkpoint
+
+    from gradcli.footprint import checkpoint as advice
+
+    monkeypatch.setattr(advice, "timed_pair", lambda run, params, applied, repeats: (1.0, 1.0))  # timings only
+    real = dtype.to_real()
+    torch.manual_seed(0)
+    model, x = nn.Sequential(PhaseDrift(dtype, drift), nn.Linear(8, 4).to(real)), torch.randn(16, 8, dtype=real)
+    params = list(model.parameters())
+    plain = torch.autograd.grad(square(model(x)), params)
+    tried = torch.autograd.grad(square(model[1](checkpoint(model[0], x, use_reentrant=False))), params)
+    wide = {dtype: torch.complex128, real: torch.float64}  # the difference of the values, unrounded
+    largest = max(float((a.to(wide[a.dtype]) - b.to(wide[a.dtype])).abs().max()) for a, b in zip(plain, tried))
+    relative = float(torch.linalg.vector_norm(plain[0] - tried[0]) / torch.linalg.vector_norm(plain[0]))
+    assert relative > 1e3 * torch.finfo(real).eps
+    if dtype == torch.complex128:
+        assert relative < torch.finfo(torch.float32).eps
+
+    result = gradcli.memory(model, x, loss=square, checkpoint=1, create_graph=False, repeats=1)
+    (trial,) = [t for t in result.checkpoint if t.module == "0"]
+    assert (trial.gradients_equal, trial.max_abs_diff, trial.agrees) == (False, largest, False)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_a_complex_gradient_differing_in_its_imaginary_part_alone_differs(dtype):
+    """The real parts equal to the bit, the imaginary parts a thousandth apart (torch's
+    arithmetic): a difference of the modulus torch gives, beyond any tolerance of the parts."""
+    from gradcli.footprint.checkpoint import _same_gradients
+
+    torch.manual_seed(0)
+    w = nn.Parameter(torch.randn(4, 4, dtype=dtype))
+    (grad,) = torch.autograd.grad((torch.randn(3, 4, dtype=dtype) @ w).abs().sum(), [w])
+    other = torch.complex(grad.real, grad.imag * (1 + 1e-3))
+    assert torch.equal(grad.real, other.real) and not torch.equal(grad, other)
+    modulus = float((grad.to(torch.complex128) - other.to(torch.complex128)).abs().max())
+    assert _same_gradients([("w", w)], [grad], [other], None) == (False, modulus, False)
+
+
+def test_a_loss_in_the_language_whose_node_saves_a_tuple_of_tensors_is_counted_by_torch_s_saves():
+    """A --loss is built where memory's hooks do not reach, so its nodes' saves are read back:
+    IndexBackward0 keeps its indices as a tuple of tensors (torch's `_saved_indices`). Every
+    node's bytes against torch's own `_saved_*` attributes of the same loss written in Python."""
+    torch.manual_seed(0)
+    model, x = MLP(), torch.randn(5, 8)
+    plain = model(x)[[0, 2]].pow(2).sum()
+    index = plain.grad_fn.next_functions[0][0].next_functions[0][0]  # Sum <- Pow <- Index
+    assert index.name() == "IndexBackward0" and isinstance(index._saved_indices, tuple)  # torch's own
+    result = gradcli.memory(model, x, loss="out[[0, 2]].pow(2).sum()", checkpoint=0, create_graph=False)
+    assert sorted((n.node, n.bytes) for n in result.nodes) == torch_nodes(plain.grad_fn)
+    (node,) = [n for n in result.nodes if n.node == "IndexBackward0"]
+    assert node.bytes == index._saved_indices[0].untyped_storage().nbytes() > 0
+
+
+class NormedUnderAutocast(nn.Module):
+    """Under bfloat16 autocast a LayerNorm the model runs in float32 (`.float()`, for its
+    statistics): LayerNorm saves the float32 copy of fc1's bfloat16 output, fc2 a bfloat16 copy
+    of LayerNorm's float32 output. Both are copies of activations (ToCopyBackward0 of a node
+    that is no parameter's AccumulateGrad), not of weights."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.norm, self.fc2 = nn.Linear(8, 16), nn.LayerNorm(16), nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.fc2(self.norm(self.fc1(x).float()))
+
+
+def test_under_autocast_copies_of_activations_are_activations_and_only_weights_copies_are_casts():
+    torch.manual_seed(0)
+    model, x = NormedUnderAutocast(), torch.randn(5, 8)
+    counter, copies = HandCounter(), []
+
+    def pack(tensor):  # torch's own: what is saved, and which saves are dtype copies (or their views) of what
+        fn = tensor._base.grad_fn if tensor._base is not None else tensor.grad_fn
+        if fn is not None and fn.name() == "ToCopyBackward0":
+            source = fn.next_functions[0][0]
+            copies.append((tensor.dtype, getattr(source, "variable", None) is not None))
+        return counter.pack(tensor)
+
+    with torch.autocast("cpu", dtype=torch.bfloat16), torch.autograd.graph.saved_tensors_hooks(pack, counter.unpack):
+        value = square(model(x))
+    # fc1's input needs no gradient: addmm saves no copy of fc1's weight (torch's rule)
+    assert sorted(copies, key=str) == [(torch.bfloat16, False), (torch.bfloat16, True), (torch.float32, False)]
+    result = gradcli.memory(model, x, loss=square, checkpoint=0, create_graph=False, amp="bfloat16")
+    assert result.saved_bytes == counter.total() > 0
+    assert sorted(t.name for _, t in result.saved() if t.kind == "cast") == ["fc2.weight"]
+    assert result.by_kind["cast"] == model.fc2.weight.numel() * torch.finfo(torch.bfloat16).bits // 8
+    del value
+
+
+class SparseAfterTanh(nn.Module):
+    """The sparse input is saved after two dense results (tanh saves its output): the third save."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(100, 4))
+
+    def forward(self, x):
+        return torch.sparse.mm(x, torch.tanh(torch.tanh(self.w)))
+
+
+def test_a_sparse_tensor_saved_after_others_is_counted_by_what_it_holds():
+    torch.manual_seed(0)
+    model = SparseAfterTanh()
+    x = torch.sparse_coo_tensor(torch.tensor([[0, 1, 2], [3, 50, 99]]), torch.tensor([1.0, 2.0, 3.0]), (3, 100),
+                                check_invariants=True).coalesce()
+    saved = []
+
+    def pack(tensor):
+        saved.append(tensor)
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = square(model(x))
+    assert [t.layout for t in saved][:3] == [torch.strided, torch.strided, torch.sparse_coo]  # torch's order
+    sparse = saved[2]
+    held = sparse._indices().untyped_storage().nbytes() + sparse._values().untyped_storage().nbytes()
+    dense = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in saved if t.layout == torch.strided}
+    result = gradcli.memory(model, x, loss=square, checkpoint=0, create_graph=False)
+    assert result.saved_bytes == held + sum(dense.values())
+    (node,) = [n for n in result.nodes if n.node == "SparseAddmmBackward0"]
+    assert node.bytes == held
+    del loss
+
+
+class RaisingAfterTanh(nn.Module):
+    """tanh saves its output; exp saves its result, which forward then changes in place, so
+    backward raises. Every output of tanh is watched by a weak reference."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc, self.outputs = nn.Linear(3, 2), []
+
+    def forward(self, x):
+        h = torch.tanh(self.fc(x))
+        self.outputs.append(weakref.ref(h))
+        e = torch.exp(h.sum())
+        e.mul_(2)
+        return e
+
+
+def test_a_backward_that_raises_leaves_no_saved_output_alive():
+    """torch frees a saved output as soon as the graph goes, backward having raised or not
+    (no garbage collection needed: the collector is off here); so does memory's run, whose
+    boxes must not hold the node that holds them."""
+    import gc
+
+    torch.manual_seed(0)
+    model, x = RaisingAfterTanh(), torch.randn(2, 3)
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            model(x).backward()
+        assert [ref() for ref in model.outputs] == [None]  # torch's own
+        result = gradcli.memory(model, x, loss=lambda out: out, checkpoint=0, create_graph=False)
+        assert "modified by an inplace operation" in result.error
+        assert len(model.outputs) > 1 and [ref() for ref in model.outputs] == [None] * len(model.outputs)
+    finally:
+        if collecting:
+            gc.enable()

@@ -369,3 +369,176 @@ def test_a_mean_at_second_order_scales_its_differences_as_its_derivatives():
     assert result.ok, str(result)
     assert result.gradgradcheck.ok is True and result.gradgradcheck.unreliable_points == lost
     assert result.gradgradcheck.unreliable_reasons == {STEP_ROUNDED: lost}
+
+
+def _gradcheck(f, x: torch.Tensor, fast: bool) -> bool:
+    return torch.autograd.gradcheck(f, (x.clone().requires_grad_(True),), fast_mode=fast, raise_exception=False)
+
+
+def test_a_first_order_fast_mode_failure_that_is_its_projection_s_alone_passes():
+    """x**2 at 301 points from 5e6 to 1e7 (past 300 input elements: fast mode): torch's gradcheck
+    fails in fast mode (its one random projection, from a generator of its own) and passes in
+    slow mode, every element's central difference; autograd's 2x is the derivative to the last
+    bit (doubling is exact in float64). The failure is the projection's, and said so."""
+    x = torch.linspace(5e6, 1e7, 301, dtype=torch.float64)
+    assert _gradcheck(torch.square, x, fast=True) is False
+    assert _gradcheck(torch.square, x, fast=False) is True
+    leaf = x.clone().requires_grad_(True)
+    assert torch.equal(torch.autograd.grad((leaf**2).sum(), leaf)[0], 2 * x)
+
+    result = gradcli.check("x**2", {"x": "linspace(5e6, 1e7, 301)"})
+    assert torch.equal(result.points["x"], x)
+    assert result.ok, str(result)
+    verdict = result.gradcheck
+    assert (verdict.ok, verdict.fast_mode, verdict.points, verdict.unreliable_points) == (True, True, 301, 0)
+    assert verdict.message.startswith("fast mode's random projection failed (Jacobian mismatch")
+    assert "element by element agree with autograd at every one of the 301 points" in verdict.message
+    assert result.notes == [f"gradcheck: {verdict.message}"]
+
+
+def _torch_verdict(x: torch.Tensor, fast: bool):
+    """torch's gradcheck of x**2 at `x`, in fast or slow mode, as a verdict: its first line when it fails."""
+    from torch.autograd.gradcheck import GradcheckError
+
+    from gradcli.verify.finite_differences.gradchecks import GradcheckVerdict
+
+    try:
+        torch.autograd.gradcheck(torch.square, (x.clone().requires_grad_(True),), fast_mode=fast)
+    except GradcheckError as err:
+        return GradcheckVerdict(False, fast, str(err).strip().splitlines()[0].rstrip(","), x.numel())
+    return GradcheckVerdict(True, fast, None, x.numel())
+
+
+def test_only_a_fast_mode_failure_with_every_derivative_compared_is_the_projection_s():
+    """`_projection_alone` on torch's own verdicts: x**2 at 301 points from 5e6 to 1e7 fails in
+    fast mode, from 1e7 to 2e7 in slow mode (every element's central difference, never a
+    projection). The evidence is the check's comparisons with the exact derivatives: a first
+    order check has compared no second derivative, so gradgradcheck's failure is not settled
+    by it; a second-order check has."""
+    from gradcli.verify.finite_differences.settle import _projection_alone
+
+    x = torch.linspace(5e6, 1e7, 301, dtype=torch.float64)
+    fast, slow = _torch_verdict(x, fast=True), _torch_verdict(torch.linspace(1e7, 2e7, 301, dtype=torch.float64), fast=False)
+    assert (fast.ok, fast.fast_mode, slow.ok, slow.fast_mode) == (False, True, False, False)
+    assert fast.message.startswith("Jacobian mismatch") and slow.message.startswith("Jacobian mismatch")
+    # central differences at every point agree with autograd (as torch's slow mode does there, above)
+    outcomes = [arbitrate(elementwise_differences(lambda v: v["x"] ** 2, {"x": x}, "x"), 2 * x,
+                          lambda positions: [2 * float(x[p]) for p in positions], atol=1e-5, rtol=1e-3)]
+    assert outcomes[0].disagreeing == 0
+
+    first = gradcli.check("x**2", {"x": "linspace(5e6, 1e7, 301)"})
+    second = gradcli.check("x**2", {"x": "linspace(5e6, 1e7, 301)"}, order=2)
+    assert not first.second and second.second
+    assert _projection_alone(first, "gradcheck", fast, outcomes) is True
+    assert _projection_alone(first, "gradcheck", slow, outcomes) is False
+    assert _projection_alone(first, "gradgradcheck", fast, outcomes) is False
+    assert _projection_alone(second, "gradgradcheck", fast, outcomes) is True
+
+
+def test_a_fast_mode_failure_is_not_the_projection_s_where_a_derivative_was_never_compared():
+    """x**2 + 1e39*y in float32: d/dy = 1e39 is past float32's largest value, so torch's float32
+    autograd gives inf there and no point of y is compared with the exact derivative (none can
+    be). torch's float64 gradcheck fails in fast mode at the check's points; central differences
+    element by element agree, yet "autograd agrees with the exact derivatives there" would be
+    said of a derivative never compared: torch's verdict stands."""
+    var = {"x": "linspace(5e6, 1e7, 301)", "y": "linspace(1e-30, 2e-30, 301)"}
+    result = gradcli.check("x**2 + 1e39*y", var, dtype="float32")
+    x, y = result.points["x"], result.points["y"]
+    assert 1e39 > torch.finfo(torch.float32).max
+    leaf = y.float().requires_grad_(True)
+    assert torch.isinf(torch.autograd.grad((x.float() ** 2 + 1e39 * leaf).sum(), leaf)[0]).all()
+    leaves = (x.clone().requires_grad_(True), y.clone().requires_grad_(True))
+    assert torch.autograd.gradcheck(lambda a, b: a**2 + 1e39 * b, leaves, fast_mode=True, raise_exception=False) is False
+
+    assert [(c.name, c.points, c.ok) for c in result.variables] == [("x", 301, True), ("y", 0, True)]
+    verdict = result.gradcheck
+    assert (verdict.ok, verdict.fast_mode, verdict.unreliable_points) == (False, True, 0)
+    assert verdict.message.startswith("Jacobian mismatch") and not result.notes
+    assert not result.ok
+
+
+def test_a_coupled_check_counts_each_variable_s_element_on_its_own():
+    """sum(sqrt(x) + sqrt(y), dim=0), both with an element at 1e-7 in the same place: in the
+    exact mode each variable's elements are the points, so the two steps that leave the domain
+    are two points, not one position. Counted here with torch, element by element of each
+    variable, on L = sum(w*y) (gradcheck's test), as the one-variable test above does."""
+    values = [[1e-7, 1.0], [2.0, 3.0]]
+    x = torch.tensor(values, dtype=torch.float64, requires_grad=True)
+    y = torch.tensor(values, dtype=torch.float64, requires_grad=True)
+    w = torch.tensor([1.0, 2.0], dtype=torch.float64)
+
+    def f(a, b):
+        return torch.sqrt(a).sum(dim=0) + torch.sqrt(b).sum(dim=0)
+
+    assert not torch.autograd.gradcheck(f, (x, y), raise_exception=False)
+    autos = torch.autograd.grad((f(x, y) * w).sum(), (x, y))
+    failing = 0
+    for k, auto in enumerate(autos):
+        for i in range(4):
+            step = torch.zeros(4, dtype=torch.float64)
+            step[i] = 1e-6
+            moved = [[t.detach() + (s.reshape(2, 2) if j == k else 0) for j, t in enumerate((x, y))] for s in (step, -step)]
+            plus, minus = ((f(*m) * w).sum().item() for m in moved)
+            numerical = (plus - minus) / 2e-6
+            failing += not (abs(numerical - auto.reshape(-1)[i].item()) <= 1e-5 + 1e-3 * abs(numerical))
+    assert failing == 2
+
+    result = gradcli.check("sum(sqrt(x) + sqrt(y), dim=0)", {"x": str(values), "y": str(values)})
+    assert result.mode == "exact" and result.ok, str(result)
+    assert (result.gradcheck.ok, result.gradcheck.unreliable_points) == (True, failing)
+    assert (result.gradcheck.fast_mode, result.gradcheck.points) == (False, x.numel() + y.numel())  # torch's slow mode
+    assert result.gradcheck.unreliable_reasons == {LEAVES_DOMAIN: failing}
+
+
+def test_points_set_aside_then_a_projection_failure_on_the_rest_are_both_told():
+    """x**2 at the 301 points above and at 1e20, 2e20, 3e20, where x ± 1e-6 rounds back to x
+    (torch's float64): those three are finite differences' fault (autograd's 2x is exact), and
+    gradcheck on the 301 left fails again in fast mode, passing in slow mode: its projection."""
+    x = torch.linspace(5e6, 1e7, 301, dtype=torch.float64)
+    big = torch.tensor([1e20, 2e20, 3e20], dtype=torch.float64)
+    assert torch.equal(big + 1e-6, big - 1e-6)
+    every = torch.cat([x, big])
+    assert _gradcheck(torch.square, every, fast=True) is False
+    assert _gradcheck(torch.square, x, fast=True) is False and _gradcheck(torch.square, x, fast=False) is True
+
+    result = gradcli.check("x**2", {"x": "[" + ", ".join(repr(v) for v in every.tolist()) + "]"})
+    assert torch.equal(result.points["x"], every)
+    assert result.ok, str(result)
+    verdict = result.gradcheck
+    assert (verdict.ok, verdict.fast_mode, verdict.points, verdict.unreliable_points) == (True, True, 301, 3)
+    assert verdict.unreliable_reasons == {STEP_ROUNDED: 3}
+    unreliable = (f"finite differences are unreliable at 3 points ({STEP_ROUNDED}: 3), where autograd agrees "
+                  "with the 50-digit derivative")
+    projection = ("fast mode's random projection failed (Jacobian mismatch for output 0 with respect to input 0), "
+                  "yet central differences element by element agree with autograd at every one of the 301 points, "
+                  "and autograd agrees with the exact derivatives there: the projection's rounding, not the gradient")
+    assert verdict.message == f"{unreliable}; {projection}"
+    assert result.notes == [f"gradcheck: {unreliable}; those points are left out of it", f"gradcheck: {projection}"]
+
+
+def test_a_failure_on_the_points_left_keeps_torch_s_message_besides_the_points_set_aside():
+    """x**2 + 1e39*y in float32 (y never compared: d/dy is past float32's range) at 320 points
+    from 1e7 to 2e7: torch's central differences (gradcheck's test, float64) fail at some points
+    where x's step is lost to rounding; on the points left torch's gradcheck fails in fast mode.
+    That failure is not settled (a derivative was never compared), so it keeps torch's message,
+    and the points set aside are told besides."""
+    var = {"x": "linspace(1e7, 2e7, 320)", "y": "linspace(1e-30, 2e-30, 320)"}
+    result = gradcli.check("x**2 + 1e39*y", var, dtype="float32")
+    x, y = result.points["x"], result.points["y"]
+
+    def f(a, b):
+        return a**2 + 1e39 * b
+
+    bad = torch.zeros(x.numel(), dtype=torch.bool)
+    for k, exact in enumerate((2 * x, torch.full_like(y, 1e39))):  # autograd's, exact in float64 here
+        plus, minus = (f(*[t + step if j == k else t for j, t in enumerate((x, y))]) for step in (1e-6, -1e-6))
+        numerical = (plus - minus) / 2e-6
+        bad |= ~((exact - numerical).abs() <= 1e-5 + 1e-3 * numerical.abs())
+    left = (x[~bad].clone().requires_grad_(True), y[~bad].clone().requires_grad_(True))
+    assert 0 < int(bad.sum()) and torch.autograd.gradcheck(f, left, fast_mode=True, raise_exception=False) is False
+
+    verdict = result.gradcheck
+    assert (verdict.ok, verdict.fast_mode, verdict.unreliable_points) == (False, True, int(bad.sum()))
+    assert verdict.message == (f"Jacobian mismatch for output 0 with respect to input 0; besides, finite differences are "
+                               f"unreliable at {int(bad.sum())} points ({STEP_ROUNDED}: {int(bad.sum())}), where autograd "
+                               "agrees with the 50-digit derivative")
