@@ -972,3 +972,38 @@ def test_a_backward_that_raises_leaves_no_saved_output_alive():
     finally:
         if collecting:
             gc.enable()
+
+
+def test_garbage_collected_during_the_run_does_not_lower_the_peak():
+    """A reference cycle holding 8 MB, left before the run, is freed by the collector inside it
+    (threshold 1): its free must not count against the run's own allocations. The truth is
+    torch's allocator events for the same run with no garbage around."""
+    import gc
+
+    from gradcli.footprint.peak import PeakMeter
+    from memory_truth import allocator_peak
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 256))
+    x = torch.randn(64, 256)
+    params = list(model.parameters())
+
+    def run():
+        return model(x).pow(2).mean()
+
+    gc.collect()
+    truth = allocator_peak(run, params)
+
+    cycle: list = [torch.zeros(2_000_000)]
+    cycle.append(cycle)
+    freed = weakref.ref(cycle[0])
+    del cycle  # garbage now: only the cyclic collector frees it
+    threshold = gc.get_threshold()
+    gc.set_threshold(1)
+    try:
+        with PeakMeter(torch.device("cpu")) as meter:
+            torch.autograd.grad(run(), params)
+            assert freed() is None, "the premise: the collector ran during the run"
+    finally:
+        gc.set_threshold(*threshold)
+    assert meter.peak == truth
