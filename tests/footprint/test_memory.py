@@ -768,11 +768,15 @@ class SparseInput(nn.Module):
         return torch.tanh(torch.sparse.mm(x, self.w))
 
 
-def test_a_saved_sparse_tensor_is_counted_by_its_indices_and_values_not_its_dense_size():
-    torch.manual_seed(0)
-    model = SparseInput()
-    x = torch.sparse_coo_tensor(torch.tensor([[0, 1, 2], [3, 50, 99]]), torch.tensor([1.0, 2.0, 3.0]), (3, 100),
-                                check_invariants=True).coalesce()
+def _sparse_rows() -> torch.Tensor:
+    """3 x 100, three values: 60 bytes held in its indices and values, 1,200 dense."""
+    return torch.sparse_coo_tensor(torch.tensor([[0, 1, 2], [3, 50, 99]]), torch.tensor([1.0, 2.0, 3.0]), (3, 100),
+                                   check_invariants=True).coalesce()
+
+
+def _saved_by_torch(model: nn.Module, x: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor, int]:
+    """What torch saves for backward in `square(model(x))`, in its order (saved_tensors_hooks),
+    the loss, and the bytes of the dense ones' distinct storages."""
     saved = []
 
     def pack(tensor):
@@ -781,15 +785,12 @@ def test_a_saved_sparse_tensor_is_counted_by_its_indices_and_values_not_its_dens
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         loss = square(model(x))
-    (sparse,) = [t for t in saved if t.layout == torch.sparse_coo]  # torch's own: what it holds
-    held = sparse._indices().untyped_storage().nbytes() + sparse._values().untyped_storage().nbytes()
     dense = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in saved if t.layout == torch.strided}
-    assert held < sparse.numel() * sparse.element_size()  # 60 bytes, not the 1,200 of its dense size
-    result = gradcli.memory(model, x, loss=square, checkpoint=0, create_graph=False)
-    assert result.saved_bytes == held + sum(dense.values())
-    (node,) = [n for n in result.nodes if n.node == "SparseAddmmBackward0"]
-    assert node.bytes == held
-    del loss
+    return saved, loss, sum(dense.values())
+
+
+def _held(sparse: torch.Tensor) -> int:
+    return sparse._indices().untyped_storage().nbytes() + sparse._values().untyped_storage().nbytes()
 
 
 class PhaseDrift(nn.Module):
@@ -912,25 +913,16 @@ class SparseAfterTanh(nn.Module):
         return torch.sparse.mm(x, torch.tanh(torch.tanh(self.w)))
 
 
-def test_a_sparse_tensor_saved_after_others_is_counted_by_what_it_holds():
+@pytest.mark.parametrize(("model_class", "place"), [(SparseInput, 0), (SparseAfterTanh, 2)])
+def test_a_saved_sparse_tensor_is_counted_by_its_indices_and_values_not_its_dense_size(model_class, place):
     torch.manual_seed(0)
-    model = SparseAfterTanh()
-    x = torch.sparse_coo_tensor(torch.tensor([[0, 1, 2], [3, 50, 99]]), torch.tensor([1.0, 2.0, 3.0]), (3, 100),
-                                check_invariants=True).coalesce()
-    saved = []
-
-    def pack(tensor):
-        saved.append(tensor)
-        return tensor
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        loss = square(model(x))
-    assert [t.layout for t in saved][:3] == [torch.strided, torch.strided, torch.sparse_coo]  # torch's order
-    sparse = saved[2]
-    held = sparse._indices().untyped_storage().nbytes() + sparse._values().untyped_storage().nbytes()
-    dense = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in saved if t.layout == torch.strided}
+    model, x = model_class(), _sparse_rows()
+    saved, loss, dense = _saved_by_torch(model, x)
+    assert [t.layout for t in saved].index(torch.sparse_coo) == place  # torch's order: first, or after two others
+    held = _held(saved[place])
+    assert held < saved[place].numel() * saved[place].element_size()  # 60 bytes, not the 1,200 of its dense size
     result = gradcli.memory(model, x, loss=square, checkpoint=0, create_graph=False)
-    assert result.saved_bytes == held + sum(dense.values())
+    assert result.saved_bytes == held + dense
     (node,) = [n for n in result.nodes if n.node == "SparseAddmmBackward0"]
     assert node.bytes == held
     del loss
