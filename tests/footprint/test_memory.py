@@ -485,6 +485,34 @@ def test_the_proof_tells_equal_close_and_different_gradients_apart():
         float((a.double() - b.double()).abs().max()) for a, b in zip(plain[1:], other[1:])), False)
 
 
+class Float8Weight(nn.Module):
+    """A float8 parameter used through `.float()`: torch gives it a float8 gradient."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(8, 4).to(torch.float8_e4m3fn))
+
+    def forward(self, x):
+        return x @ self.w.float()
+
+
+def test_float8_gradients_are_told_apart_at_float32_s_tolerance():
+    """float8 is none of compare's tolerances: its gradients are judged at float32's (gradcli's
+    fallback), their difference measured in float64. torch's gradients at two inputs."""
+    from gradcli.footprint.checkpoint import _same_gradients
+
+    torch.manual_seed(0)
+    model, x = Float8Weight(), torch.randn(5, 8)
+    named = list(model.named_parameters())
+    (plain,) = torch.autograd.grad(square(model(x)), [model.w])
+    (other,) = torch.autograd.grad(square(model(2 * x)), [model.w])
+    assert plain.dtype == torch.float8_e4m3fn and not torch.equal(plain, other)
+    assert _same_gradients(named, [plain], [plain.clone()], None) == (True, 0.0, True)
+    far = float((plain.double() - other.double()).abs().max())
+    assert float((plain.float() - other.float()).norm() / plain.float().norm()) > 0.1  # torch: far apart
+    assert _same_gradients(named, [plain], [other], None) == (False, far, False)
+
+
 class Fickle(nn.Module):
     """Runs one tanh fewer on every call: a checkpoint's recomputation saves fewer tensors
     than its forward did, which torch's checkpoint refuses in backward."""
