@@ -48,7 +48,8 @@ class Origin:
 
     def __str__(self) -> str:
         """A user's line as a report names it: `model.py:12  code`."""
-        return f"{os.path.basename(self.file or '')}:{self.line}  {self.code or ''}"
+        where = f"{os.path.basename(self.file or '')}:{self.line}"
+        return f"{where}  {self.code}" if self.code else where
 
 
 #: grad_fn -> where it was created (None when nobody knows).

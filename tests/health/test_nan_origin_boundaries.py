@@ -252,6 +252,7 @@ def test_a_line_python_cannot_read_is_named_with_its_module_and_an_empty_code(tm
     result = gradcli.grads(model, x)
     source = result.origin.backward_source
     assert (source.module, source.file, source.line, source.code) == (path, ghost, line, "")
+    assert str(source) == f"ghost.py:{line}"  # no code to show, and no spaces left for it
     document = json.loads(result.to_json())
     (finding,) = document["parameters"][0]["findings"]
     assert finding["source"] == document["nonfinite_origin"]["backward_source"] == {"file": ghost, "line": line, "code": ""}
