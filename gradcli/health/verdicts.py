@@ -157,8 +157,12 @@ def nonfinite_loss_finding(loss: float, origin: NonfiniteOrigin | None) -> Findi
 def _born_later(words: str, origin: NonfiniteOrigin) -> Finding:
     """Forward made an inf first and the nan later (issue 24: masked_fill(-inf), then softmax
     of a fully masked row): the nan's line is the origin; the inf is said for what it is."""
-    inf = ("your own -inf constant (not an overflow)" if origin.forward_written
-           else f"{origin.forward_kind or 'an inf'}")
+    if not origin.forward_written:
+        inf = origin.forward_kind or "an inf"
+    elif origin.forward_source is not None:
+        inf = "your own -inf constant (not an overflow)"
+    else:  # written by torch's code for you (nn.MultiheadAttention's key_padding_mask)
+        inf = "a -inf constant torch wrote (not an overflow)"
     at = f" at {origin.forward_source}" if origin.forward_source is not None else ""
     nan_at = f" at {origin.nan_source}" if origin.nan_source is not None else ""
     words += f"; forward first produced {inf} in {origin.forward_op}{at}, and the nan is born in {origin.nan_op}{nan_at}"

@@ -27,11 +27,17 @@ class MaskedRows:
     total: int  # rows in all
 
 
-def written_nonfinite(call: str, arguments: Sequence[Any]) -> bool:
+def written_nonfinite(call: str, arguments: Sequence[Any], target_was_finite: bool | None = None) -> bool:
     """Whether `call` wrote a non-finite constant the user gave it (masked_fill(m, -inf)):
-    one of its plain-number arguments is ±inf or nan, and none of its tensors is non-finite."""
+    one of its plain-number arguments is ±inf or nan, and none of its tensors is non-finite.
+    An in-place fill (masked_fill_) holds the constant once it ran: its target (the first
+    argument) is judged as it was before, `target_was_finite`."""
     if call not in FILLS:
         return False
+    if target_was_finite is not None:
+        if not target_was_finite:
+            return False
+        arguments = arguments[1:]
     numbers = [a for a in arguments if isinstance(a, (int, float)) and not isinstance(a, bool)]
     tensors = [a for a in arguments if isinstance(a, torch.Tensor) and a.is_floating_point()]
     return any(not math.isfinite(a) for a in numbers) and all(bool(torch.isfinite(t).all()) for t in tensors)

@@ -71,6 +71,7 @@ class ForwardRecorder:
     def __init__(self, names: dict[int, str], *, watch_nonfinite: bool = False) -> None:
         self.names = names
         self.watch_nonfinite = watch_nonfinite
+        self._filled_finite: bool | None = None  # an in-place fill's target, finite before it ran
         self.recording = Recording()
         self._modules = ModuleHooks(names=names, enter=self._enter_module, leave=self._leave_module,
                                     unknown=lambda module: f"({type(module).__name__})")
@@ -183,6 +184,7 @@ class ForwardRecorder:
 
         from .nonfinite_calls import masked_rows, written_nonfinite
 
+        filled = self._filled_finite if name.endswith("_") else None  # (set by `before` for this call)
         for tensor in tensors:
             if not (tensor.is_floating_point() or tensor.is_complex()) or bool(torch.isfinite(tensor.detach()).all()):
                 continue
@@ -190,7 +192,7 @@ class ForwardRecorder:
             node = tensor.grad_fn.name() if tensor.grad_fn is not None else None
             detail: dict[str, Any] = {"node": node, "shape": list(tensor.shape), "kind": "nan" if nan else "inf",
                                       "dtype": str(tensor.dtype).replace("torch.", ""),
-                                      "written": not nan and written_nonfinite(name, [*args, *kwargs.values()])}
+                                      "written": not nan and written_nonfinite(name, [*args, *kwargs.values()], filled)}
             if nan:
                 rows = masked_rows(name, args, kwargs, tensor.detach())
                 if rows is not None:
@@ -203,11 +205,19 @@ class ForwardRecorder:
             return
 
     def before(self, func: Any, args: tuple[Any, ...]) -> Any:
-        """What an in-place call is about to modify, while it still has its old node."""
+        """What an in-place call is about to modify, while it still has its old node (and, for
+        a fill, whether it was finite: after it, it holds the constant)."""
         name = getattr(func, "__name__", "")
         if not name.endswith("_") or name.endswith("__") or not args or not isinstance(args[0], self._tensor):
             return None
         target = args[0]
+        if self.watch_nonfinite:
+            import torch
+
+            from .nonfinite_calls import FILLS
+
+            if name in FILLS:
+                self._filled_finite = not target.is_floating_point() or bool(torch.isfinite(target.detach()).all())
         grad_fn = target.grad_fn
         return {
             "node": grad_fn.name() if grad_fn is not None else None,

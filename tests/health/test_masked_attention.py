@@ -138,3 +138,51 @@ def test_a_fix_that_leaves_the_loss_infinite_is_no_fix_though_every_gradient_is_
     assert finding.reason.count("tried on your model, still not finite") == 2
     assert "checked on your model" not in finding.reason
     assert "softmax of such a row is exp(-inf - (-inf)) = 0/0; fixes: " in finding.reason  # one sentence, its parts by "; "
+
+
+class InPlaceMask(torch.nn.Module):
+    """The same attention with the mask written in place: `scores.masked_fill_(..., -inf)`."""
+
+    def __init__(self, dim: int = 8):
+        super().__init__()
+        self.q, self.k, self.v = torch.nn.Linear(dim, dim), torch.nn.Linear(dim, dim), torch.nn.Linear(dim, dim)
+
+    def forward(self, x):
+        keep = torch.arange(x.shape[1])[None, :] < torch.tensor([3, 0])[:, None]
+        scores = self.q(x) @ self.k(x).transpose(1, 2) / x.shape[-1] ** 0.5
+        scores.masked_fill_(~keep[:, None, :], float("-inf"))
+        return torch.softmax(scores, dim=-1) @ self.v(x)
+
+
+def test_an_in_place_mask_is_the_user_s_own_constant_too():
+    """masked_fill_ holds the -inf once it ran: whether the constant was the user's is asked of
+    the scores as they were before it (torch: finite), as for masked_fill."""
+    torch.manual_seed(0)
+    model, x = InPlaceMask(), torch.randn(2, 4, 8)
+    keep = torch.arange(4)[None, :] < torch.tensor([3, 0])[:, None]
+    scores = model.q(x) @ model.k(x).transpose(1, 2) / 8 ** 0.5
+    assert torch.isfinite(scores).all()  # no overflow before the fill
+    assert torch.isnan(torch.softmax(scores.masked_fill(~keep[:, None, :], float("-inf")), dim=-1)).any()
+    result = gradcli.grads(model, x, loss="out.sum()")
+    finding = next(f for p in result.params for f in p.findings if f.flag == "NONFINITE")
+    assert "your own -inf constant (not an overflow) in masked_fill_" in finding.reason
+    assert "the nan is born in softmax" in finding.reason
+    forward = gradcli.trace(f"{__file__}:InPlaceMask", ["x=randn(2,4,8)"], loss="out.sum()", seed=0, flow=True).forward_nonfinite
+    assert (forward["call"], forward["kind"], forward["written"]) == ("masked_fill_", "inf", True)
+
+
+def test_an_in_place_fill_is_the_user_s_constant_only_if_its_target_was_finite_before():
+    """After masked_fill_ its target holds the -inf: the recorder asks it before the call. Here
+    the targets as torch holds them before the fill, one finite and one overflowed (float32),
+    and after it. (Not through a model: every call that could make the overflowed target is
+    itself recorded first, and an input filled in place is seen filled by gradcli's rerun of
+    forward: docs/mutation.md.)"""
+    from gradcli.targets.nonfinite_calls import written_nonfinite
+
+    mask = torch.tensor([False, True, False])
+    for target in (torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1e30, 2.0, 3.0]) * 1e10):
+        finite_before = bool(torch.isfinite(target).all())
+        filled = target.clone().masked_fill_(mask, float("-inf"))
+        assert not torch.isfinite(filled).all()  # after the call: no longer tells
+        assert written_nonfinite("masked_fill_", [filled, mask, float("-inf")], finite_before) is finite_before
+    assert written_nonfinite("masked_fill", [torch.ones(3), mask, float("-inf")]) is True  # out of place: as before

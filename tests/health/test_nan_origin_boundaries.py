@@ -178,8 +178,14 @@ def test_an_inf_then_a_nan_made_inside_torch_s_own_module_name_no_line():
     assert origin.forward_source is None and origin.nan_source is None and origin.backward_source is None
     findings = [f for p in result.params for f in p.findings if f.flag == "NONFINITE"]
     assert findings and all(f.source is None and " at " not in f.reason for f in findings)
+    # torch: the mask becomes a float mask by an in-place fill of -inf (finite zeros before it)
+    converted = nn.functional._canonical_mask(mask=mask, mask_name="key_padding_mask", other_type=None,
+                                              other_name="", target_type=x.dtype)
+    assert torch.equal(torch.isinf(converted), mask) and origin.forward_op == "masked_fill_"
+    assert origin.forward_written
     assert findings[0].reason.endswith(
-        f"; forward first produced {origin.forward_kind} in {origin.forward_op}, and the nan is born in {origin.nan_op}")
+        f"; forward first produced a -inf constant torch wrote (not an overflow) in {origin.forward_op}, "
+        f"and the nan is born in {origin.nan_op}")
 
 
 class FirstCallOnly(nn.Module):
