@@ -58,11 +58,12 @@ class ModuleInputs:
     def __exit__(self, *exc: Any) -> None:
         self._hooks.__exit__(*exc)
 
-    def _called(self, path: str, module: Any, args: Any) -> None:
+    def _called(self, path: str, module: Any, args: tuple[Any, ...]) -> None:
+        """A forward pre-hook's: `args`, forward's positional arguments, always a tuple."""
         from torch.multiprocessing.reductions import StorageWeakRef
 
         found = self._found.setdefault(path, {})
-        for value in args if isinstance(args, tuple) else (args,):
+        for value in args:
             storage = storage_of(value) if isinstance(value, torch.Tensor) else None
             if storage is not None and storage.data_ptr() not in found:
                 found[storage.data_ptr()] = (storage.nbytes(), StorageWeakRef(storage))
