@@ -71,7 +71,6 @@ class ForwardRecorder:
     def __init__(self, names: dict[int, str], *, watch_nonfinite: bool = False) -> None:
         self.names = names
         self.watch_nonfinite = watch_nonfinite
-        self._filled_finite: bool | None = None  # an in-place fill's target, finite before it ran
         self.recording = Recording()
         self._modules = ModuleHooks(names=names, enter=self._enter_module, leave=self._leave_module,
                                     unknown=lambda module: f"({type(module).__name__})")
@@ -148,7 +147,9 @@ class ForwardRecorder:
             if grad_fn is not None and ORIGIN_KEY not in grad_fn.metadata:
                 origin = origin or self.origin()
                 _tag(grad_fn, origin)
+        filled = None  # an in-place fill's target: finite before the call (it holds the constant after)
         if before is not None:  # an in-place call on a tensor that had a graph node
+            filled = before.pop("filled_finite", None)
             origin = origin or self.origin()
             self.recording.inplace.append(Event(name, origin, before))
         if (tensors or name in _TO_PYTHON) and not any(t.requires_grad for t in tensors):
@@ -156,7 +157,7 @@ class ForwardRecorder:
                 if getattr(func, "__self__", None) is self._data or not name.startswith("__") or name in _TO_PYTHON:
                     self._cut(func, name, tensors, result, origin)
         if self.watch_nonfinite and self.recording.first_nan is None:
-            self._check_finite(name, tensors, origin, args, kwargs)
+            self._check_finite(name, tensors, origin, args, kwargs, filled)
 
     def _cut(self, func: Any, name: str, tensors: list[Any], result: Any, origin: Origin | None) -> None:
         import torch
@@ -176,7 +177,7 @@ class ForwardRecorder:
         self.recording.cuts.append(Event(name, origin or self.origin(), {"how": how}))
 
     def _check_finite(self, name: str, tensors: list[Any], origin: Origin | None, args: tuple[Any, ...],
-                      kwargs: dict[str, Any]) -> None:
+                      kwargs: dict[str, Any], filled: bool | None) -> None:
         """The first non-finite output (nan or inf), and apart the first nan: an inf the user
         wrote (masked_fill(m, -inf)) is no overflow, and the nan may be born later (softmax of
         a row that is -inf throughout): nonfinite_calls.py."""
@@ -184,7 +185,6 @@ class ForwardRecorder:
 
         from .nonfinite_calls import masked_rows, written_nonfinite
 
-        filled = self._filled_finite if name.endswith("_") else None  # (set by `before` for this call)
         for tensor in tensors:
             if not (tensor.is_floating_point() or tensor.is_complex()) or bool(torch.isfinite(tensor.detach()).all()):
                 continue
@@ -211,20 +211,21 @@ class ForwardRecorder:
         if not name.endswith("_") or name.endswith("__") or not args or not isinstance(args[0], self._tensor):
             return None
         target = args[0]
-        if self.watch_nonfinite:
-            import torch
-
-            from .nonfinite_calls import FILLS
-
-            if name in FILLS:
-                self._filled_finite = not target.is_floating_point() or bool(torch.isfinite(target.detach()).all())
         grad_fn = target.grad_fn
-        return {
+        found = {
             "node": grad_fn.name() if grad_fn is not None else None,
             "leaf": grad_fn is None and target.requires_grad,
             "shape": list(target.shape),
             "version": target._version + 1,
         }
+        if self.watch_nonfinite:
+            import torch
+
+            from .nonfinite_calls import FILLS
+
+            if name in FILLS:  # (taken back out by `called`, for _check_finite)
+                found["filled_finite"] = not target.is_floating_point() or bool(torch.isfinite(target.detach()).all())
+        return found
 
 
 #: Calls that turn a tensor into Python values: the graph cannot follow them.
