@@ -42,10 +42,13 @@ def allocator_peak(run, params):
     """The highest tensor bytes live above the start during `run()` and backward to `params`,
     from torch's CPU allocator events (each allocation and free, in time order).
 
-    The cyclic garbage collector is off meanwhile: garbage left by earlier tests, freed by a
-    collection in the middle of the measurement, counted as a negative change and lowered the
-    peak (test_stack_trial.py failed 4 runs of 11 of tests/footprint). A gc.collect() first
-    cures it too, at 0.13 s a call here (3.4 s more for the two files that measure peaks).
+    The cyclic garbage collector is off meanwhile: with it on, a collection falling inside the
+    window changed the peak from run to run (test_stack_trial.py failed 4 runs of 11 of
+    tests/footprint); off, none did in 15. A gc.collect() first cured it too, at 0.13 s a call
+    here (3.4 s more for the two files that measure peaks). What the collection changed is not
+    established: garbage made before the window, with or without a profiler on, and collected
+    inside it leaves the peak as it is
+    (test_memory.py::test_garbage_collected_during_the_run_does_not_lower_the_peak).
     """
     collecting = gc.isenabled()
     gc.disable()
